@@ -1,0 +1,258 @@
+// Tensor views and the owning Tensor: layout queries, views, copies, fills and content hashes.
+#include "samebits/tensor.hpp"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "core/memory.hpp"
+#include "core/strided.hpp"
+
+namespace samebits {
+
+namespace {
+void check_ndim(std::size_t n) {
+  if (n > static_cast<std::size_t>(kMaxDims))
+    throw InvalidArgument(fmt::format("tensors have at most {} dimensions, got {}", kMaxDims, n));
+}
+int norm_dim(int dim, int ndim, const char* what) {
+  const int d = dim < 0 ? dim + ndim : dim;
+  if (d < 0 || d >= ndim)
+    throw InvalidArgument(fmt::format("{}: dim {} is out of range for a {}-d tensor", what, dim, ndim));
+  return d;
+}
+}  // namespace
+
+TensorView TensorView::contiguous(void* data, DType dtype, Device device, const Shape& shape) {
+  check_ndim(shape.size());
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.device = device;
+  v.ndim = static_cast<int>(shape.size());
+  std::int64_t stride = 1;
+  for (int d = v.ndim - 1; d >= 0; --d) {
+    if (shape[static_cast<std::size_t>(d)] < 0)
+      throw InvalidArgument(fmt::format("negative size {} in a shape", shape[static_cast<std::size_t>(d)]));
+    v.shape[static_cast<std::size_t>(d)] = shape[static_cast<std::size_t>(d)];
+    v.strides[static_cast<std::size_t>(d)] = stride;
+    stride *= std::max<std::int64_t>(shape[static_cast<std::size_t>(d)], 1);
+  }
+  return v;
+}
+
+std::int64_t TensorView::numel() const {
+  std::int64_t n = 1;
+  for (int d = 0; d < ndim; ++d) n *= shape[static_cast<std::size_t>(d)];
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  std::int64_t expected = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    const auto s = shape[static_cast<std::size_t>(d)];
+    if (s != 1 && strides[static_cast<std::size_t>(d)] != expected) return false;
+    expected *= s;
+  }
+  return true;
+}
+
+std::int64_t TensorView::offset(std::span<const std::int64_t> idx) const {
+  std::int64_t o = 0;
+  for (int d = 0; d < ndim; ++d) o += idx[static_cast<std::size_t>(d)] * strides[static_cast<std::size_t>(d)];
+  return o;
+}
+
+TensorView TensorView::transpose(int d0, int d1) const {
+  TensorView v = *this;
+  d0 = norm_dim(d0, ndim, "transpose");
+  d1 = norm_dim(d1, ndim, "transpose");
+  std::swap(v.shape[static_cast<std::size_t>(d0)], v.shape[static_cast<std::size_t>(d1)]);
+  std::swap(v.strides[static_cast<std::size_t>(d0)], v.strides[static_cast<std::size_t>(d1)]);
+  return v;
+}
+
+TensorView TensorView::select(int dim, std::int64_t i) const {
+  dim = norm_dim(dim, ndim, "select");
+  if (i < 0 || i >= shape[static_cast<std::size_t>(dim)])
+    throw IndexOutOfRange(fmt::format("select: index {} out of range [0, {})", i, shape[static_cast<std::size_t>(dim)]));
+  TensorView v = *this;
+  v.data = static_cast<char*>(data) + i * strides[static_cast<std::size_t>(dim)] * static_cast<std::int64_t>(size_of(dtype));
+  for (int d = dim; d + 1 < ndim; ++d) {
+    v.shape[static_cast<std::size_t>(d)] = shape[static_cast<std::size_t>(d + 1)];
+    v.strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d + 1)];
+  }
+  v.ndim = ndim - 1;
+  v.shape[static_cast<std::size_t>(v.ndim)] = 0;
+  v.strides[static_cast<std::size_t>(v.ndim)] = 0;
+  return v;
+}
+
+TensorView TensorView::slice(int dim, std::int64_t begin, std::int64_t end, std::int64_t step) const {
+  dim = norm_dim(dim, ndim, "slice");
+  const auto n = shape[static_cast<std::size_t>(dim)];
+  if (step <= 0) throw InvalidArgument("slice: step must be positive");
+  if (begin < 0 || end > n || begin > end)
+    throw IndexOutOfRange(fmt::format("slice: [{}, {}) out of range [0, {})", begin, end, n));
+  TensorView v = *this;
+  v.data = static_cast<char*>(data) + begin * strides[static_cast<std::size_t>(dim)] * static_cast<std::int64_t>(size_of(dtype));
+  v.shape[static_cast<std::size_t>(dim)] = (end - begin + step - 1) / step;
+  v.strides[static_cast<std::size_t>(dim)] *= step;
+  return v;
+}
+
+TensorView TensorView::reshape(const Shape& s) const {
+  if (!is_contiguous()) throw InvalidArgument("reshape: only contiguous views can be reshaped; copy first");
+  const auto n = std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>());
+  if (n != numel())
+    throw InvalidArgument(fmt::format("reshape: {} elements cannot take a shape of {}", numel(), n));
+  return contiguous(data, dtype, device, s);
+}
+
+std::string TensorView::describe() const {
+  std::string dims, strs;
+  for (int d = 0; d < ndim; ++d) {
+    dims += (d ? ", " : "") + std::to_string(shape[static_cast<std::size_t>(d)]);
+    strs += (d ? ", " : "") + std::to_string(strides[static_cast<std::size_t>(d)]);
+  }
+  return fmt::format("{}[{}] {}{}", to_string(dtype), dims, to_string(device),
+                     is_contiguous() ? "" : " (strides " + strs + ")");
+}
+
+void TensorView::throw_dtype_mismatch(DType wanted) const {
+  throw InvalidArgument(fmt::format("expected a {} tensor, got {}", to_string(wanted), describe()));
+}
+
+// --- Tensor ---------------------------------------------------------------------------------
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  check_ndim(shape.size());
+  Tensor t;
+  t.view_ = TensorView::contiguous(nullptr, dtype, device, shape);
+  const auto bytes = static_cast<std::size_t>(t.view_.numel()) * size_of(dtype);
+  void* p = detail::allocate_bytes(bytes, device);
+  t.storage_ = std::shared_ptr<void>(p, [device](void* q) { detail::free_bytes(q, device); });
+  t.view_.data = p;
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 0.0, dtype, device);
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor h = empty(shape, dtype, Device::cpu());
+  fill(h.view(), value);
+  return device.is_cpu() ? h : h.to(device);
+}
+
+Tensor Tensor::copy_of(const TensorView& v, Device device) {
+  Tensor t = empty(v.sizes(), v.dtype, device);
+  copy(v, t.view());
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == view_.device) return *this;
+  return copy_of(view_, device);
+}
+
+// --- copies, fills, hashes ----------------------------------------------------------------------
+
+namespace {
+// The range of bytes a view touches, for moving strided views across devices.
+std::pair<std::int64_t, std::int64_t> element_span(const TensorView& v) {
+  std::int64_t hi = 0;
+  for (int d = 0; d < v.ndim; ++d) {
+    if (v.strides[static_cast<std::size_t>(d)] < 0) throw InvalidArgument("negative strides are not supported");
+    hi += (v.shape[static_cast<std::size_t>(d)] - 1) * v.strides[static_cast<std::size_t>(d)];
+  }
+  return {0, hi + 1};
+}
+
+// A CPU view of `v`: `v` itself, or a host copy of the bytes it spans (kept alive in `hold`).
+TensorView host_view(const TensorView& v, Tensor& hold) {
+  if (v.device.is_cpu() || v.numel() == 0) {
+    TensorView h = v;
+    h.device = Device::cpu();
+    return h;
+  }
+  const auto [lo, hi] = element_span(v);
+  hold = Tensor::empty({hi - lo}, v.dtype, Device::cpu());
+  detail::copy_bytes(hold.raw(), Device::cpu(), v.data, v.device,
+                     static_cast<std::size_t>(hi - lo) * size_of(v.dtype));
+  TensorView h = v;
+  h.data = hold.raw();
+  h.device = Device::cpu();
+  return h;
+}
+}  // namespace
+
+void copy(const TensorView& src, const TensorView& dst) {
+  if (src.sizes() != dst.sizes() || src.dtype != dst.dtype)
+    throw InvalidArgument(fmt::format("copy: {} into {}: shapes or dtypes differ", src.describe(), dst.describe()));
+  if (src.numel() == 0) return;
+  const auto bytes = static_cast<std::size_t>(src.numel()) * size_of(src.dtype);
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    detail::copy_bytes(dst.data, dst.device, src.data, src.device, bytes);
+    return;
+  }
+  Tensor hold_src;
+  const TensorView hs = host_view(src, hold_src);
+  if (dst.device.is_cpu()) {
+    detail::for_each_element(hs, dst, [&](std::int64_t os, std::int64_t od) {
+      std::memcpy(static_cast<char*>(dst.data) + od * static_cast<std::int64_t>(size_of(dst.dtype)),
+                  static_cast<const char*>(hs.data) + os * static_cast<std::int64_t>(size_of(hs.dtype)),
+                  size_of(dst.dtype));
+    });
+    return;
+  }
+  // Strided destination on a device: read its span, write into it on the host, copy it back.
+  Tensor hold_dst;
+  const TensorView hd = host_view(dst, hold_dst);
+  copy(hs, hd);
+  const auto [lo, hi] = element_span(dst);
+  detail::copy_bytes(dst.data, dst.device, hd.data, Device::cpu(),
+                     static_cast<std::size_t>(hi - lo) * size_of(dst.dtype));
+}
+
+void fill(const TensorView& dst, double value) {
+  if (dst.numel() == 0) return;
+  Tensor hold;
+  const TensorView h = host_view(dst, hold);
+  detail::visit_dtype(h.dtype, [&]<class T>() {
+    const T v = static_cast<T>(value);
+    T* p = static_cast<T*>(h.data);
+    detail::for_each_element(h, h, [&](std::int64_t o, std::int64_t) { p[o] = v; });
+  });
+  if (!dst.device.is_cpu()) {
+    const auto [lo, hi] = element_span(dst);
+    detail::copy_bytes(dst.data, dst.device, h.data, Device::cpu(),
+                       static_cast<std::size_t>(hi - lo) * size_of(dst.dtype));
+  }
+}
+
+std::uint64_t content_hash(const TensorView& t) {
+  Tensor c = Tensor::copy_of(t, Device::cpu());
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  const std::uint8_t dt = static_cast<std::uint8_t>(t.dtype);
+  XXH3_64bits_update(st, &dt, 1);
+  for (int d = 0; d < t.ndim; ++d) XXH3_64bits_update(st, &t.shape[static_cast<std::size_t>(d)], 8);
+  XXH3_64bits_update(st, c.raw(), c.nbytes());
+  const auto h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
+std::string hash_hex(std::uint64_t h) { return fmt::format("{:016x}", h); }
+
+bool bitwise_equal(const TensorView& a, const TensorView& b) {
+  if (a.dtype != b.dtype || a.sizes() != b.sizes()) return false;
+  Tensor ca = Tensor::copy_of(a, Device::cpu()), cb = Tensor::copy_of(b, Device::cpu());
+  return std::memcmp(ca.raw(), cb.raw(), ca.nbytes()) == 0;
+}
+
+}  // namespace samebits

@@ -1,0 +1,13 @@
+// The CPU backend's explicit registration: one call per op family, in coverage-table order.
+#include "cpu/register.hpp"
+
+#include "core/backends.hpp"
+#include "core/registry.hpp"
+
+namespace samebits::detail {
+
+void register_cpu_ops(Registry& r) {
+  register_cpu_reduce(r);
+}
+
+}  // namespace samebits::detail

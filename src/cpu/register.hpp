@@ -1,0 +1,9 @@
+// Registration of the CPU backend's op families, one function per family file.
+#pragma once
+
+namespace samebits::detail {
+
+class Registry;
+void register_cpu_reduce(Registry& r);    // cpu/reduce.cpp
+
+}  // namespace samebits::detail

@@ -1,0 +1,148 @@
+// A fixed pool of worker threads that run one job at a time; the caller joins every job.
+#include "cpu/thread_pool.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "samebits/errors.hpp"
+#include "samebits/threads.hpp"
+
+namespace samebits::detail {
+
+namespace {
+
+int default_threads() {
+  if (const char* e = std::getenv("SAMEBITS_NUM_THREADS")) {
+    const int n = std::atoi(e);
+    if (n >= 1) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+class Pool {
+ public:
+  explicit Pool(int n) { resize(n); }
+  ~Pool() { stop(); }
+
+  int size() const { return size_; }
+
+  void resize(int n) {
+    stop();
+    size_ = n;
+    quit_ = false;
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
+  }
+
+  // Runs body(thread) on every thread (the caller is thread 0) and waits for all.
+  void run(const std::function<void(int)>& body) {
+    std::lock_guard serial(run_mutex_);
+    if (size_ == 1) { body(0); return; }
+    {
+      std::lock_guard lock(m_);
+      body_ = &body;
+      pending_ = size_ - 1;
+      error_ = nullptr;
+      ++generation_;
+    }
+    cv_.notify_all();
+    std::exception_ptr mine;
+    try { body(0); } catch (...) { mine = std::current_exception(); }
+    std::unique_lock lock(m_);
+    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    body_ = nullptr;
+    if (mine) std::rethrow_exception(mine);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void loop(int index, std::uint64_t seen) {
+    for (;;) {
+      const std::function<void(int)>* body;
+      {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
+        if (quit_) return;
+        seen = generation_;
+        body = body_;
+      }
+      std::exception_ptr err;
+      try { (*body)(index); } catch (...) { err = std::current_exception(); }
+      std::lock_guard lock(m_);
+      if (err && !error_) error_ = err;
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(m_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  int size_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex m_, run_mutex_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int)>* body_ = nullptr;
+  int pending_ = 0;
+  std::uint64_t generation_ = 0;
+  bool quit_ = false;
+  std::exception_ptr error_;
+};
+
+Pool& pool() {
+  static Pool p(default_threads());
+  return p;
+}
+
+}  // namespace
+
+void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t)>& f) {
+  if (ntasks <= 0) return;
+  Pool& p = pool();
+  if (p.size() == 1 || ntasks == 1) {
+    for (std::int64_t t = 0; t < ntasks; ++t) f(t);
+    return;
+  }
+  std::atomic<std::int64_t> next{0};
+  std::atomic<bool> failed{false};
+  p.run([&](int) {
+    for (;;) {
+      if (failed.load(std::memory_order_relaxed)) return;
+      const std::int64_t t = next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= ntasks) return;
+      try { f(t); } catch (...) { failed = true; throw; }
+    }
+  });
+}
+
+void parallel_threads(const std::function<void(int, int)>& f) {
+  Pool& p = pool();
+  const int n = p.size();
+  p.run([&](int i) { f(i, n); });
+}
+
+}  // namespace samebits::detail
+
+namespace samebits {
+
+int num_threads() { return detail::pool().size(); }
+
+void set_num_threads(int n) {
+  if (n < 1 || n > 1024)
+    throw InvalidArgument("set_num_threads: thread count must be in [1, 1024], got " + std::to_string(n));
+  if (n != detail::pool().size()) detail::pool().resize(n);
+}
+
+}  // namespace samebits

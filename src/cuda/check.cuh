@@ -1,0 +1,27 @@
+// Error checking for CUDA calls and launches: every failure becomes a CudaError that names the
+// call, the file and line, and CUDA's own message.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "samebits/errors.hpp"
+
+namespace samebits::detail {
+
+[[noreturn]] void throw_cuda_error(cudaError_t e, const char* what, const char* file, int line);
+
+}  // namespace samebits::detail
+
+#define SAMEBITS_CUDA_CHECK(call)                                                         \
+  do {                                                                                    \
+    cudaError_t samebits_err_ = (call);                                                   \
+    if (samebits_err_ != cudaSuccess)                                                     \
+      ::samebits::detail::throw_cuda_error(samebits_err_, #call, __FILE__, __LINE__);     \
+  } while (0)
+
+// After a kernel launch: reports launch-configuration errors at once.
+#define SAMEBITS_CUDA_CHECK_LAUNCH(what) SAMEBITS_CUDA_CHECK(cudaGetLastError())
+
+// The cudaStream_t of an Options/Stream.
+#define SAMEBITS_STREAM(s) (static_cast<cudaStream_t>((s).handle))

@@ -1,0 +1,115 @@
+// Device memory for the CUDA backend: a caching allocator over plain cudaMalloc (freed blocks are
+// kept per device and size class and reused), copies, and the device count.
+#include <cuda_runtime.h>
+
+#include <map>
+#include <string>
+#include <mutex>
+#include <vector>
+
+#include "core/backends.hpp"
+#include "core/memory.hpp"
+#include "cuda/check.cuh"
+
+namespace samebits::detail {
+
+namespace {
+
+// Size classes: powers of two from 512 bytes; larger than 1 GiB are not cached.
+std::size_t size_class(std::size_t bytes) {
+  std::size_t c = 512;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+struct Cache {
+  std::mutex m;
+  std::map<std::pair<int, std::size_t>, std::vector<void*>> free_blocks;
+  std::map<void*, std::size_t> sizes;
+};
+
+Cache& cache() {
+  static auto* c = new Cache;  // never destroyed: device memory outlives static destructors
+  return *c;
+}
+
+struct DeviceScope {
+  int saved = 0;
+  explicit DeviceScope(int device) {
+    SAMEBITS_CUDA_CHECK(cudaGetDevice(&saved));
+    if (saved != device) SAMEBITS_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceScope() { cudaSetDevice(saved); }
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  static const int n = [] {
+    int c = 0;
+    if (cudaGetDeviceCount(&c) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      return 0;
+    }
+    return c;
+  }();
+  return n;
+}
+
+void* cuda_allocate(std::size_t bytes, int device) {
+  if (device < 0 || device >= cuda_device_count())
+    throw BackendUnavailable("CUDA device " + std::to_string(device) + " is not present (" +
+                             std::to_string(cuda_device_count()) + " device(s) found)");
+  const std::size_t c = size_class(bytes == 0 ? 1 : bytes);
+  auto& k = cache();
+  {
+    std::lock_guard lock(k.m);
+    auto& list = k.free_blocks[{device, c}];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      return p;
+    }
+  }
+  DeviceScope scope(device);
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, c);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    {  // release the cache and try once more
+      std::lock_guard lock(k.m);
+      for (auto& [key, list] : k.free_blocks)
+        for (void* q : list) { cudaFree(q); k.sizes.erase(q); }
+      k.free_blocks.clear();
+    }
+    e = cudaMalloc(&p, c);
+  }
+  if (e != cudaSuccess) throw_cuda_error(e, ("cudaMalloc(" + std::to_string(c) + " bytes)").c_str(), __FILE__, __LINE__);
+  std::lock_guard lock(k.m);
+  k.sizes[p] = c;
+  return p;
+}
+
+void cuda_free(void* p, int device) {
+  if (p == nullptr) return;
+  auto& k = cache();
+  std::lock_guard lock(k.m);
+  auto it = k.sizes.find(p);
+  if (it == k.sizes.end()) return;
+  // Blocks are reused by later allocations on any stream: wait for work that may still use it.
+  cudaDeviceSynchronize();
+  k.free_blocks[{device, it->second}].push_back(p);
+}
+
+void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
+  const cudaMemcpyKind kind = dst_device.is_cuda()
+                                  ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                  : cudaMemcpyDeviceToHost;
+  SAMEBITS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+}
+
+void cuda_synchronize(Stream stream) {
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(SAMEBITS_STREAM(stream)));
+}
+
+}  // namespace samebits::detail

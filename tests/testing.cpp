@@ -1,0 +1,84 @@
+// Shared test helpers.
+#include "testing.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "core/strided.hpp"
+
+namespace samebits::testing {
+
+std::uint64_t fresh_seed() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+namespace {
+template <class Dist>
+Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed, Device device, Dist dist) {
+  Tensor t = Tensor::empty(shape, dtype, Device::cpu());
+  std::mt19937_64 gen(seed);
+  detail::visit_dtype(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(dist(gen));
+  });
+  return device.is_cpu() ? t : t.to(device);
+}
+}  // namespace
+
+Tensor random_normal(const Shape& shape, DType dtype, std::uint64_t seed, Device device) {
+  return random_tensor(shape, dtype, seed, device, std::normal_distribution<double>());
+}
+
+Tensor random_uniform(const Shape& shape, DType dtype, double lo, double hi, std::uint64_t seed,
+                      Device device) {
+  return random_tensor(shape, dtype, seed, device, std::uniform_real_distribution<double>(lo, hi));
+}
+
+Tensor random_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t seed, Device device) {
+  Tensor t = Tensor::empty({n}, dtype, Device::cpu());
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<std::int64_t> d(0, hi - 1);
+  detail::visit_dtype(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(d(gen));
+  });
+  return device.is_cpu() ? t : t.to(device);
+}
+
+std::vector<double> to_doubles(const TensorView& t) {
+  Tensor c = Tensor::copy_of(t, Device::cpu());
+  std::vector<double> v(static_cast<std::size_t>(c.numel()));
+  detail::visit_dtype(c.dtype(), [&]<class T>() {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(c.data<T>()[i]);
+  });
+  return v;
+}
+
+double relative_error(const TensorView& out, const std::vector<double>& ref) {
+  const auto o = to_doubles(out);
+  if (o.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    if (std::isnan(o[i]) && !std::isnan(ref[i])) return std::numeric_limits<double>::infinity();
+    num += (o[i] - ref[i]) * (o[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+}
+
+TensorView strided_copy(const Tensor& t, Tensor& keep) {
+  if (t.ndim() == 0) {
+    keep = t.clone();
+    return keep.view();
+  }
+  Shape big = t.sizes();
+  big.back() *= 2;
+  // The gaps hold a poison value so that a kernel that reads them shows up in the results.
+  keep = Tensor::full(big, is_floating(t.dtype()) ? std::nan("") : -7.0, t.dtype(), t.device());
+  TensorView v = keep.view().slice(t.ndim() - 1, 0, big.back(), 2);
+  copy(t.view(), v);
+  return v;
+}
+
+}  // namespace samebits::testing

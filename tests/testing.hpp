@@ -1,0 +1,51 @@
+// Helpers shared by the tests: fresh random inputs (never zeros), float64 references, thread
+// count guards, and bitwise comparisons.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "samebits/samebits.hpp"
+
+namespace samebits::testing {
+
+// A new seed for every call (from std::random_device); tests print it on failure via SCOPED_TRACE.
+std::uint64_t fresh_seed();
+
+// Random tensors on the CPU (then moved to `device`).
+Tensor random_normal(const Shape& shape, DType dtype, std::uint64_t seed, Device device = Device::cpu());
+Tensor random_uniform(const Shape& shape, DType dtype, double lo, double hi, std::uint64_t seed,
+                      Device device = Device::cpu());
+// Integers uniform in [0, hi), as int32 or int64.
+Tensor random_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t seed,
+                    Device device = Device::cpu());
+
+// Values of any tensor (any device, any strides) as doubles, in row-major order.
+std::vector<double> to_doubles(const TensorView& t);
+
+// ||out - ref|| / max(||ref||, tiny) over all elements; NaN anywhere in out gives +inf.
+double relative_error(const TensorView& out, const std::vector<double>& ref);
+
+// A strided (non-contiguous) copy of t: the same values, stored in every other column of a
+// larger buffer. `keep` owns the storage.
+TensorView strided_copy(const Tensor& t, Tensor& keep);
+
+// Sets the CPU thread count for its lifetime.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// True when a CUDA device is present; GPU tests call GTEST_SKIP() otherwise.
+#define SAMEBITS_REQUIRE_CUDA()                                              \
+  do {                                                                       \
+    if (!::samebits::cuda_available()) GTEST_SKIP() << "no CUDA device";     \
+  } while (0)
+
+}  // namespace samebits::testing

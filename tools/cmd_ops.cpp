@@ -1,0 +1,82 @@
+// `samebits ops`: which variant runs for every op, backend and level, and what would throw.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "samebits/samebits.hpp"
+
+namespace samebits::cli {
+
+namespace {
+
+struct OpsOptions {
+  bool json = false;
+  bool variants = false;
+  std::string explain_op;
+};
+
+void print_matrix(const OpsOptions& o) {
+  const Determinism levels[] = {Determinism::not_guaranteed, Determinism::run_to_run,
+                                Determinism::portable};
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& op : op_names())
+      for (DeviceType b : {DeviceType::cpu, DeviceType::cuda})
+        for (auto l : levels) {
+          auto p = preview_selection(op, b, l);
+          j.push_back({{"op", op}, {"backend", to_string(b)}, {"level", to_string(l)},
+                       {"runs", p.runs}, {"variant", p.variant}});
+        }
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("{:<16} {:<5} {:<26} {:<26} {:<26}\n", "op", "", "not_guaranteed",
+                           "run_to_run", "portable");
+  for (const auto& op : op_names())
+    for (DeviceType b : {DeviceType::cpu, DeviceType::cuda}) {
+      std::cout << fmt::format("{:<16} {:<5}", op, to_string(b));
+      for (auto l : levels) {
+        auto p = preview_selection(op, b, l);
+        std::cout << fmt::format(" {:<26}", p.runs ? p.variant : "THROWS");
+      }
+      std::cout << '\n';
+    }
+  std::cout << "\nEach cell: the variant a call at that level runs. THROWS: the call raises "
+               "NondeterministicError\n(or, in warn-only mode, warns once and runs the best "
+               "variant there is).";
+  if (!cuda_available()) std::cout << " No CUDA device here: cuda cells show what the build holds.";
+  std::cout << '\n';
+}
+
+}  // namespace
+
+void add_ops_command(CLI::App& app) {
+  auto o = std::make_shared<OpsOptions>();
+  auto* cmd = app.add_subcommand("ops", "Show the coverage matrix: op x backend x determinism "
+                                        "level, which variant runs and what would throw");
+  cmd->add_flag("--json", o->json, "Print the matrix as JSON");
+  cmd->add_flag("--variants", o->variants, "List every variant with its level and technique");
+  cmd->add_option("--explain", o->explain_op, "Explain the selection for one op at every level");
+  cmd->callback([o] {
+    if (o->variants) {
+      for (const auto& v : list_variants())
+        std::cout << fmt::format("{:<16} {:<28} {:<15} {}\n", v.op, v.name, to_string(v.level),
+                                 v.technique);
+      return;
+    }
+    if (!o->explain_op.empty()) {
+      const auto names = op_names();
+      if (std::find(names.begin(), names.end(), o->explain_op) == names.end())
+        throw InvalidArgument("unknown op '" + o->explain_op + "'; `samebits ops` lists them");
+      for (DeviceType b : {DeviceType::cpu, DeviceType::cuda})
+        for (auto l : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable})
+          std::cout << preview_selection(o->explain_op, b, l).explain << "\n";
+      return;
+    }
+    print_matrix(*o);
+  });
+}
+
+}  // namespace samebits::cli

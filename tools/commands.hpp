@@ -1,0 +1,10 @@
+// The subcommands of the `samebits` program; each file tools/cmd_*.cpp adds one.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace samebits::cli {
+
+void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level coverage matrix
+void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits
+
+}  // namespace samebits::cli

@@ -1,0 +1,29 @@
+// samebits: the command-line program. Subcommands live in tools/cmd_*.cpp.
+#include <iostream>
+
+#include "commands.hpp"
+#include "samebits/samebits.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"samebits: bitwise-reproducible numerical ops on CPUs and CUDA GPUs"};
+  app.set_version_flag("--version", std::string(samebits::version()) + " (" +
+                                        std::string(samebits::git_revision()) + ")");
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "CPU threads for ops (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  app.parse_complete_callback([&] {
+    if (threads > 0) samebits::set_num_threads(threads);
+  });
+  samebits::cli::add_ops_command(app);
+  samebits::cli::add_demo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const samebits::Error& e) {
+    std::cerr << "samebits: error: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}
