@@ -1,0 +1,47 @@
+// The CUDA benchmark program's shared parts: event timing (median of many runs after warm-up),
+// the bytes-moved accounting, and the report every family adds rows to.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "samebits/samebits.hpp"
+
+namespace samebits::bench {
+
+// Median milliseconds of fn() over `reps` runs after `warmup` runs, timed with CUDA events on the
+// default stream. Throws CudaError if a CUDA call fails.
+double time_ms(const std::function<void()>& fn, int reps = 50, int warmup = 5);
+
+struct Row {
+  std::string family;   // "scatter", "reduce", ...
+  std::string op;       // "index_add"
+  std::string shape;    // "E=10M N=1M F=1"
+  std::string variant;  // "cuda.atomic" or "torch default"
+  std::string level;    // not_guaranteed / run_to_run / portable
+  double ms = 0;
+  double bytes = 0;     // bytes that must move: inputs once, outputs once
+  std::string note;
+};
+
+class Report {
+ public:
+  void add(Row r) { rows_.push_back(std::move(r)); }
+  const std::vector<Row>& rows() const { return rows_; }
+  double ceiling_tbps = 0;  // measured device-to-device copy (read + write)
+  bool quick = false;       // smaller shapes and fewer repetitions
+
+ private:
+  std::vector<Row> rows_;
+};
+
+// Random device tensors for benchmarks (never zeros).
+Tensor gpu_normal(const Shape& shape, DType dtype = DType::f32, std::uint64_t seed = 1);
+Tensor gpu_index(std::int64_t n, std::int64_t hi, DType dtype = DType::i64, std::uint64_t seed = 2);
+
+// One function per op family (bench/gpu_<family>.cpp), called in order by gpu_main.cpp.
+void bench_reduce(Report& r);
+
+}  // namespace samebits::bench

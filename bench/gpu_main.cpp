@@ -1,0 +1,130 @@
+// samebits_bench_gpu: every op and variant on the shape set of the anchors plus large shapes,
+// timed with CUDA events. Writes a JSON file and a Markdown table (ms, effective bandwidth
+// against the measured copy ceiling, ratio to our atomic variant).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "gpu_common.hpp"
+
+namespace samebits::bench {
+
+double time_ms(const std::function<void()>& fn, int reps, int warmup) {
+  for (int i = 0; i < warmup; ++i) fn();
+  cudaDeviceSynchronize();
+  std::vector<float> ts;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(a);
+    fn();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    ts.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (cudaGetLastError() != cudaSuccess) throw CudaError("benchmark: a CUDA call failed while timing");
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+Tensor gpu_normal(const Shape& shape, DType dtype, std::uint64_t seed) {
+  Tensor h = Tensor::empty(shape, dtype);
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> d;
+  for (std::int64_t i = 0; i < h.numel(); ++i) {
+    if (dtype == DType::f32) h.data<float>()[i] = static_cast<float>(d(gen));
+    else h.data<double>()[i] = d(gen);
+  }
+  return h.to(Device::cuda());
+}
+
+Tensor gpu_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t seed) {
+  Tensor h = Tensor::empty({n}, dtype);
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<std::int64_t> d(0, hi - 1);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::i64) h.data<std::int64_t>()[i] = d(gen);
+    else h.data<std::int32_t>()[i] = static_cast<std::int32_t>(d(gen));
+  }
+  return h.to(Device::cuda());
+}
+
+namespace {
+
+double measure_copy_ceiling() {
+  const std::int64_t n = std::int64_t{1} << 29;  // 2 GiB of float32
+  void *src = nullptr, *dst = nullptr;
+  cudaMalloc(&src, n * 4);
+  cudaMalloc(&dst, n * 4);
+  cudaMemset(src, 1, n * 4);
+  const double ms = time_ms([&] { cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToDevice); }, 20, 3);
+  cudaFree(src);
+  cudaFree(dst);
+  return 2.0 * n * 4 / (ms * 1e-3) / 1e12;
+}
+
+}  // namespace
+}  // namespace samebits::bench
+
+int main(int argc, char** argv) {
+  using namespace samebits::bench;
+  std::string out_dir = ".";
+  Report report;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
+    else if (a == "--quick") report.quick = true;
+    else {
+      std::cerr << "usage: samebits_bench_gpu [--out DIR] [--quick]\n";
+      return 2;
+    }
+  }
+  if (!samebits::cuda_available()) {
+    std::cerr << "samebits_bench_gpu: no CUDA device\n";
+    return 1;
+  }
+  cudaDeviceProp p{};
+  cudaGetDeviceProperties(&p, 0);
+  report.ceiling_tbps = measure_copy_ceiling();
+  fmt::print("GPU {} ({} SMs); copy ceiling {:.2f} TB/s\n", p.name, p.multiProcessorCount,
+             report.ceiling_tbps);
+  bench_reduce(report);
+
+  // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.
+  std::map<std::string, double> atomic_ms;
+  for (const auto& r : report.rows())
+    if (r.level == "not_guaranteed" && r.variant.rfind("cuda.", 0) == 0)
+      atomic_ms.emplace(r.op + "|" + r.shape, r.ms);
+  nlohmann::json j;
+  j["gpu"] = p.name;
+  j["sms"] = p.multiProcessorCount;
+  j["copy_ceiling_tbps"] = report.ceiling_tbps;
+  std::string md = "| op | shape | variant | level | ms | TB/s | % of copy ceiling | x atomic |\n"
+                   "|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : report.rows()) {
+    const double tbps = r.bytes / (r.ms * 1e-3) / 1e12;
+    auto it = atomic_ms.find(r.op + "|" + r.shape);
+    const double ratio = it == atomic_ms.end() ? 0 : r.ms / it->second;
+    j["rows"].push_back({{"family", r.family}, {"op", r.op}, {"shape", r.shape},
+                         {"variant", r.variant}, {"level", r.level}, {"ms", r.ms},
+                         {"bytes", r.bytes}, {"tbps", tbps}, {"ratio_to_atomic", ratio},
+                         {"note", r.note}});
+    md += fmt::format("| {} | {} | {} | {} | {:.4f} | {:.2f} | {:.0f}% | {} |\n", r.op, r.shape,
+                      r.variant, r.level, r.ms, tbps, 100 * tbps / report.ceiling_tbps,
+                      ratio > 0 ? fmt::format("{:.2f}", ratio) : "-");
+  }
+  std::ofstream(out_dir + "/gpu_bench.json") << j.dump(2) << '\n';
+  std::ofstream(out_dir + "/gpu_bench.md") << md;
+  std::cout << md;
+  return 0;
+}
