@@ -8,6 +8,8 @@ namespace samebits::detail {
 
 void register_cpu_ops(Registry& r) {
   register_cpu_reduce(r);
+  register_cpu_segment(r);
+  register_cpu_indexing(r);
 }
 
 }  // namespace samebits::detail

@@ -5,5 +5,7 @@ namespace samebits::detail {
 
 class Registry;
 void register_cpu_reduce(Registry& r);    // cpu/reduce.cpp
+void register_cpu_segment(Registry& r);   // cpu/segment.cpp
+void register_cpu_indexing(Registry& r);  // cpu/indexing.cpp
 
 }  // namespace samebits::detail
