@@ -5,5 +5,6 @@ namespace samebits::detail {
 
 class Registry;
 void register_cpu_reduce(Registry& r);    // cpu/reduce.cpp
+void register_cpu_scatter(Registry& r);   // cpu/scatter.cpp (+ cpu/index_plan.cpp)
 
 }  // namespace samebits::detail
