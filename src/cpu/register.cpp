@@ -12,6 +12,7 @@ void register_cpu_ops(Registry& r) {
   register_cpu_indexing(r);
   register_cpu_scan(r);
   register_cpu_histogram(r);
+  register_cpu_scatter(r);
 }
 
 }  // namespace samebits::detail
