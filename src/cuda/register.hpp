@@ -4,5 +4,7 @@
 namespace samebits::detail {
 
 class Registry;
+void register_cuda_scan(Registry& r);       // cuda/scan.cu
+void register_cuda_histogram(Registry& r);  // cuda/histogram.cu
 
 }  // namespace samebits::detail
