@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <mutex>
 #include <cmath>
 #include <limits>
@@ -23,6 +26,15 @@
 namespace samebits::detail {
 
 namespace {
+
+// Round to the nearest int64, ties to even (llrint in the default rounding mode), inlined.
+inline std::int64_t round_to_int64(double v) {
+#if defined(__SSE2__) && defined(__x86_64__)
+  return _mm_cvtsd_si64(_mm_set_sd(v));
+#else
+  return std::llrint(v);
+#endif
+}
 
 constexpr std::int64_t kChunk = 1 << 16;       // elements per task
 constexpr std::int64_t kPrivateBins = 1 << 16;  // up to this many bins: per-task counters
@@ -153,7 +165,7 @@ void bincount_fixed(const BincountArgs& a, const Workspace&) {
     with_index(a.index, [&](auto idx) {
       const auto q = integer_histogram(n, bins, idx, [&](std::int64_t i) -> std::int64_t {
         const double v = static_cast<double>(w[i * sw]);
-        if (std::isfinite(v)) return std::llrint(scale_pow2(v, s));
+        if (std::isfinite(v)) return round_to_int64(scale_pow2(v, s));
         const unsigned bit = std::isnan(v) ? kNan : (v > 0 ? kPosInf : kNegInf);
         std::atomic_ref<unsigned>(mask[static_cast<std::size_t>(idx(i))]).fetch_or(bit, std::memory_order_relaxed);
         return 0;

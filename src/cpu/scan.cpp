@@ -81,6 +81,40 @@ T walk_tiles(const T* x, std::int64_t sx, T* out, std::int64_t so, std::int64_t 
   return C;
 }
 
+// The same canonical scan of whole lines, for up to kBatch lines in lockstep (adjacent columns
+// of a scan along a non-last dim share cache lines). Every line gets exactly walk_tiles' ops.
+constexpr int kBatch = 16;
+template <class T>
+void walk_lines_batch(const T* xp, const std::int64_t* xoff, T* op, const std::int64_t* ooff,
+                      int nb, std::int64_t sx, std::int64_t so, std::int64_t len) {
+  const T z = T(-0.0);
+  T C[kBatch], f[kBatch], e[kBatch], r[kBatch], P[kBatch];
+  for (int w = 0; w < nb; ++w) C[w] = z;
+  for (std::int64_t t0 = 0; t0 < len; t0 += kScanTile) {
+    const std::int64_t tile_end = std::min(len, t0 + kScanTile);
+    for (int w = 0; w < nb; ++w) f[w] = z;
+    for (std::int64_t g0 = t0; g0 < tile_end; g0 += kScanGroupElems) {
+      const std::int64_t group_end = std::min(tile_end, g0 + kScanGroupElems);
+      for (int w = 0; w < nb; ++w) e[w] = z;
+      for (std::int64_t i0 = g0; i0 < group_end; i0 += kScanSegment) {
+        const std::int64_t i1 = std::min(group_end, i0 + kScanSegment);
+        for (int w = 0; w < nb; ++w) {
+          P[w] = (C[w] + f[w]) + e[w];
+          r[w] = z;
+        }
+        for (std::int64_t i = i0; i < i1; ++i)
+          for (int w = 0; w < nb; ++w) {
+            r[w] = r[w] + xp[xoff[w] + i * sx];
+            op[ooff[w] + i * so] = P[w] + r[w];
+          }
+        for (int w = 0; w < nb; ++w) e[w] = e[w] + r[w];
+      }
+      for (int w = 0; w < nb; ++w) f[w] = f[w] + e[w];
+    }
+    for (int w = 0; w < nb; ++w) C[w] = C[w] + f[w];
+  }
+}
+
 void cumsum_canonical(const CumsumArgs& a, const Workspace&) {
   if (a.x.numel() == 0) return;
   visit_float(a.x.dtype, "cumsum", [&]<class T>() {
@@ -91,7 +125,16 @@ void cumsum_canonical(const CumsumArgs& a, const Workspace&) {
     T* op = static_cast<T*>(a.out.data);
     const std::int64_t tiles = (L.len + kScanTile - 1) / kScanTile;
     if (tiles == 1 || nl >= 8 * num_threads()) {
-      // Many lines: each task walks whole lines (one pass over the data).
+      // Many lines: each task walks whole lines (one pass over the data); strided lines in
+      // batches of adjacent lines.
+      if (L.sx != 1) {
+        parallel_for((nl + kBatch - 1) / kBatch, [&](std::int64_t t) {
+          const std::int64_t l0 = t * kBatch;
+          walk_lines_batch<T>(xp, L.x_off.data() + l0, op, L.out_off.data() + l0,
+                              static_cast<int>(std::min<std::int64_t>(kBatch, nl - l0)), L.sx, L.so, L.len);
+        });
+        return;
+      }
       const std::int64_t per_task = std::max<std::int64_t>(1, 16384 / L.len);
       parallel_for((nl + per_task - 1) / per_task, [&](std::int64_t t) {
         for (std::int64_t l = t * per_task; l < std::min(nl, (t + 1) * per_task); ++l)
@@ -136,6 +179,20 @@ void cumsum_atomic(const CumsumArgs& a, const Workspace&) {
     T* op = static_cast<T*>(a.out.data);
     const std::int64_t chunk = std::max<std::int64_t>(4096, (L.len + 63) / 64);
     const std::int64_t chunks = (L.len + chunk - 1) / chunk;
+    if (chunks == 1 && L.sx != 1) {  // one chunk per line: plain running sums, adjacent lines together
+      parallel_for((nl + kBatch - 1) / kBatch, [&](std::int64_t t) {
+        const std::int64_t l0 = t * kBatch;
+        const int nb = static_cast<int>(std::min<std::int64_t>(kBatch, nl - l0));
+        T s[kBatch];
+        for (int w = 0; w < nb; ++w) s[w] = T(-0.0);
+        for (std::int64_t i = 0; i < L.len; ++i)
+          for (int w = 0; w < nb; ++w) {
+            s[w] = s[w] + xp[L.x_off[l0 + w] + i * L.sx];
+            op[L.out_off[l0 + w] + i * L.so] = s[w];
+          }
+      });
+      return;
+    }
     std::vector<T> carry(static_cast<std::size_t>(nl * chunks), T(0));
     // Each chunk's total goes into the carry of every later chunk of its line, in completion
     // order: the carries' last bits depend on which thread finished first.

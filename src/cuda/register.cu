@@ -11,6 +11,8 @@ void register_cuda_ops(Registry& r) {
   (void)r;
   register_cuda_segment(r);
   register_cuda_indexing(r);
+  register_cuda_scan(r);
+  register_cuda_histogram(r);
 }
 
 }  // namespace samebits::detail

@@ -6,5 +6,7 @@ namespace samebits::detail {
 class Registry;
 void register_cuda_segment(Registry& r);   // cuda/segment.cu
 void register_cuda_indexing(Registry& r);  // cuda/indexing.cu
+void register_cuda_scan(Registry& r);       // cuda/scan.cu
+void register_cuda_histogram(Registry& r);  // cuda/histogram.cu
 
 }  // namespace samebits::detail

@@ -42,7 +42,11 @@ inline int bincount_fixed_shift(std::int64_t n, double max_abs) {
 // v * 2^s, correctly rounded (the same value as ldexp, from plain multiplications by exact powers
 // of two: one rounding at most). s >= -1022 always holds for n < 2^60.
 SAMEBITS_HD inline double pow2(int s) {  // 2^s for -1022 <= s <= 1023
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(s + 1023) << 52);
+#else
   return std::bit_cast<double>(static_cast<std::uint64_t>(s + 1023) << 52);
+#endif
 }
 SAMEBITS_HD inline double scale_pow2(double v, int s) {
   if (s > 1023) return (v * pow2(s - 1023)) * pow2(1023);  // the first product is exact
