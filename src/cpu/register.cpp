@@ -8,6 +8,7 @@ namespace samebits::detail {
 
 void register_cpu_ops(Registry& r) {
   register_cpu_reduce(r);
+  register_cpu_gemm(r);
 }
 
 }  // namespace samebits::detail
