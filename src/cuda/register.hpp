@@ -4,5 +4,6 @@
 namespace samebits::detail {
 
 class Registry;
+void register_cuda_gemm(Registry& r);  // cuda/gemm.cu
 
 }  // namespace samebits::detail
