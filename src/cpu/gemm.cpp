@@ -42,11 +42,19 @@ template <> struct VecOf<double> { using type = VecD; };
 
 std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
-// acc[micro-tile] (kMR x NR, row-major) += packed a (kc x kMR) times packed b (kc x NR), p
+// How the micro-kernel reads A: element (row i of panel `it`, k step p) is
+// base[it * panel + i * row + p * step]. Packed panels: (kc * kMR, 1, kMR); A read in place:
+// its own strides (no copy when each A element meets few b panels).
+struct AWalk {
+  std::int64_t panel, row, step;
+};
+
+// acc[micro-tile] (kMR x NR, row-major) += a (kMR rows, kc steps) times packed b (kc x NR), p
 // ascending; every micro-tile of an (mc_pad x nc_pad) block, b panels outermost so one stays hot.
 template <class T>
-[[gnu::always_inline]] inline void macro_body(const T* ap, const T* bp, std::int64_t mc_pad,
-                                              std::int64_t nc_pad, std::int64_t kc, T* acc) {
+[[gnu::always_inline]] inline void macro_body(const T* ap, AWalk w, const T* bp,
+                                              std::int64_t mc_pad, std::int64_t nc_pad,
+                                              std::int64_t kc, T* acc) {
   using V = typename VecOf<T>::type;
   constexpr std::int64_t NR = kNR<T>;
   constexpr std::int64_t H = NR / 2;  // elements per 32-byte half
@@ -54,7 +62,7 @@ template <class T>
   for (std::int64_t jt = 0; jt < nt; ++jt) {
     const T* bpan = bp + jt * kc * NR;
     for (std::int64_t it = 0; it < mt; ++it) {
-      const T* apan = ap + it * kc * kMR;
+      const T* apan = ap + it * w.panel;
       T* tile = acc + (it * nt + jt) * kMR * NR;
       // 12 accumulators of 32 bytes (6 rows x 2 halves): a register each with AVX.
       V c[kMR][2];
@@ -67,11 +75,12 @@ template <class T>
         V b0, b1;
         std::memcpy(&b0, bpan + p * NR, sizeof(V));
         std::memcpy(&b1, bpan + p * NR + H, sizeof(V));
-        const T* a = apan + p * kMR;
+        const T* a = apan + p * w.step;
 #pragma GCC unroll 6
         for (int i = 0; i < kMR; ++i) {
-          c[i][0] = c[i][0] + b0 * a[i];
-          c[i][1] = c[i][1] + b1 * a[i];
+          const T ai = a[i * w.row];
+          c[i][0] = c[i][0] + b0 * ai;
+          c[i][1] = c[i][1] + b1 * ai;
         }
       }
 #pragma GCC unroll 6
@@ -86,20 +95,22 @@ template <class T>
 // One clone per instruction set, picked at load time: the lanes compute the same IEEE operations
 // whatever the vector width, so every clone gives the same bits.
 [[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void macro_f32(
-    const float* ap, const float* bp, std::int64_t mc_pad, std::int64_t nc_pad, std::int64_t kc,
-    float* acc) {
-  macro_body<float>(ap, bp, mc_pad, nc_pad, kc, acc);
+    const float* ap, AWalk w, const float* bp, std::int64_t mc_pad, std::int64_t nc_pad,
+    std::int64_t kc, float* acc) {
+  macro_body<float>(ap, w, bp, mc_pad, nc_pad, kc, acc);
 }
 [[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void macro_f64(
-    const double* ap, const double* bp, std::int64_t mc_pad, std::int64_t nc_pad, std::int64_t kc,
-    double* acc) {
-  macro_body<double>(ap, bp, mc_pad, nc_pad, kc, acc);
+    const double* ap, AWalk w, const double* bp, std::int64_t mc_pad, std::int64_t nc_pad,
+    std::int64_t kc, double* acc) {
+  macro_body<double>(ap, w, bp, mc_pad, nc_pad, kc, acc);
 }
-void macro(const float* ap, const float* bp, std::int64_t mc, std::int64_t nc, std::int64_t kc, float* acc) {
-  macro_f32(ap, bp, mc, nc, kc, acc);
+void macro(const float* ap, AWalk w, const float* bp, std::int64_t mc, std::int64_t nc,
+           std::int64_t kc, float* acc) {
+  macro_f32(ap, w, bp, mc, nc, kc, acc);
 }
-void macro(const double* ap, const double* bp, std::int64_t mc, std::int64_t nc, std::int64_t kc, double* acc) {
-  macro_f64(ap, bp, mc, nc, kc, acc);
+void macro(const double* ap, AWalk w, const double* bp, std::int64_t mc, std::int64_t nc,
+           std::int64_t kc, double* acc) {
+  macro_f64(ap, w, bp, mc, nc, kc, acc);
 }
 
 // Packs rows [i0, i0+mc) x k [p0, p0+kc) of A into kMR-row panels (p-major inside a panel);
@@ -113,9 +124,21 @@ void pack_a(const Mat<T>& A, std::int64_t m, std::int64_t i0, std::int64_t mc, s
       const T* src = A.data + (p0 + p) * A.cs + i0;
       // Short reads far apart defeat the hardware prefetcher: fetch a few rows ahead.
       for (std::int64_t i = 0; i < valid; i += 64 / static_cast<std::int64_t>(sizeof(T)))
-        __builtin_prefetch(src + 8 * A.cs + i);
-      for (std::int64_t i = 0; i < mc_pad; ++i)
-        ap[(i / kMR) * kc * kMR + p * kMR + i % kMR] = i < valid ? src[i] : T(0);
+        __builtin_prefetch(src + 2 * A.cs + i);
+      const std::int64_t full = valid / kMR;  // panels with kMR valid rows
+      for (std::int64_t it = 0; it < full; ++it) {
+        T* dst = ap + it * kc * kMR + p * kMR;
+        const T* from = src + it * kMR;
+#pragma GCC unroll 6
+        for (std::int64_t i = 0; i < kMR; ++i) dst[i] = from[i];
+      }
+      for (std::int64_t it = full; it < mc_pad / kMR; ++it) {
+        T* dst = ap + it * kc * kMR + p * kMR;
+        for (std::int64_t i = 0; i < kMR; ++i) {
+          const std::int64_t r = it * kMR + i;
+          dst[i] = r < valid ? src[r] : T(0);
+        }
+      }
     }
     return;
   }
@@ -182,7 +205,9 @@ struct Tiling {
 template <class T>
 Tiling choose_tiling(const GemmArgs& g, std::int64_t m, std::int64_t n, std::int64_t k_pieces) {
   // A column-major op(a) is packed from rows of a: taller tiles make those reads longer.
-  const std::int64_t max_mc = g.a.strides[0] == 1 && g.a.strides[1] != 1 ? 2 * kMaxMC : kMaxMC;
+  // (up to whole rows of a when n is small, since then A is the only large operand).
+  const bool col_major_a = g.a.strides[0] == 1 && g.a.strides[1] != 1;
+  const std::int64_t max_mc = !col_major_a ? kMaxMC : n <= 2 * kNR<T> ? 8 * kMaxMC : 2 * kMaxMC;
   Tiling t;
   t.nc = std::min(round_up(n, kNR<T>), kMaxNC);
   t.tn = (n + t.nc - 1) / t.nc;
@@ -211,8 +236,20 @@ std::pair<std::int64_t, std::int64_t> accumulate_tile(const GemmArgs& g, std::in
   for (std::int64_t p0 = pb; p0 < pe; p0 += kKC) {
     const std::int64_t kc = std::min(kKC, pe - p0);
     pack_b(B, g.n(), p0, kc, j0, nc, s.bp.data());
-    pack_a(A, g.m(), i0, mc, p0, kc, s.ap.data());
-    macro(s.ap.data(), s.bp.data(), mc_pad, nc_pad, kc, s.acc.data());
+    // With at most two b panels each A element is used for at most 32 columns: copying A
+    // costs more than it saves, so full row panels of a k-contiguous A are read in place (a
+    // column-major A is not: its short runs far apart are read faster by pack_a); a partial last panel is packed (with +0 rows) so nothing past m is read.
+    const bool in_place = nc_pad <= 2 * kNR<T> && A.cs == 1;
+    const std::int64_t full = in_place ? mc / kMR : 0;
+    if (full > 0) {
+      const T* base = A.data + i0 * A.rs + p0 * A.cs;
+      macro(base, AWalk{kMR * A.rs, A.rs, A.cs}, s.bp.data(), full * kMR, nc_pad, kc, s.acc.data());
+    }
+    if (full * kMR < mc) {
+      pack_a(A, g.m(), i0 + full * kMR, mc - full * kMR, p0, kc, s.ap.data());
+      macro(s.ap.data(), AWalk{kc * kMR, 1, kMR}, s.bp.data(), mc_pad - full * kMR, nc_pad, kc,
+            s.acc.data() + full * (nc_pad / kNR<T>) * kMR * kNR<T>);
+    }
   }
   return {mc_pad, nc_pad};
 }
