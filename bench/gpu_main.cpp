@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   bench_reduce(report);
   bench_scan(report);
   bench_histogram(report);
+  bench_gemm(report);
 
   // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.
   std::map<std::string, double> atomic_ms;

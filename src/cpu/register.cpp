@@ -13,6 +13,7 @@ void register_cpu_ops(Registry& r) {
   register_cpu_scan(r);
   register_cpu_histogram(r);
   register_cpu_scatter(r);
+  register_cpu_gemm(r);
 }
 
 }  // namespace samebits::detail

@@ -13,6 +13,7 @@ void register_cuda_ops(Registry& r) {
   register_cuda_indexing(r);
   register_cuda_scan(r);
   register_cuda_histogram(r);
+  register_cuda_gemm(r);
 }
 
 }  // namespace samebits::detail
