@@ -9,6 +9,7 @@ namespace samebits::detail {
 
 void register_cuda_ops(Registry& r) {
   (void)r;
+  register_cuda_reduce(r);
 }
 
 }  // namespace samebits::detail

@@ -4,5 +4,6 @@
 namespace samebits::detail {
 
 class Registry;
+void register_cuda_reduce(Registry& r);  // cuda/reduce.cu
 
 }  // namespace samebits::detail
