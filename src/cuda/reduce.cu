@@ -14,7 +14,7 @@
 //   rows     one warp per chunk (S == 1 or nothing better): 16-byte loads when the chunk is full
 //            and aligned, element loads otherwise. All levels above the first use it.
 //   columns  S != 1 (reducing a non-innermost dim): a block takes 32 neighbouring outputs and
-//            8 threads per output, each thread holding 32 lanes, so a warp reads 32 neighbouring
+//            16 threads per output, each thread holding 16 lanes, so a warp reads 32 neighbouring
 //            outputs' elements at once.
 // The tree's shape is fixed by the canonical order alone; block and grid sizes (and the
 // SAMEBITS_CUDA_BLOCK / SAMEBITS_CUDA_GRID override, see cuda/launch.cuh) only decide which
@@ -82,30 +82,45 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
   std::int64_t carry_row = -1;  // atomic variant: the output `carry` belongs to
   for (std::int64_t task = static_cast<std::int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
        task < tasks; task += step) {
-    const std::int64_t o = task / d.C, c = task - o * d.C;
+    const std::int64_t o = d.M == 1 ? 0 : task / d.C, c = task - o * d.C;  // whole sums: no division
     const std::int64_t start = c * kChunk;
     const std::int64_t len = min(kChunk, in.L - start);
     const std::int64_t base = in.rest.offset(o) + start * in.S;
     Lanes<T> lanes;
     lanes.init();
     if (in.vec && len == kChunk) {
-      const V* pa = reinterpret_cast<const V*>(in.a + base);
-      const V* pb = kDot ? reinterpret_cast<const V*>(in.b + base) : nullptr;
+      // Batches of 16 independent 16-byte loads per thread are written before their adds, so
+      // the compiler may keep up to 8 KiB per warp in flight; how many it keeps is its choice
+      // (it trades them for occupancy), and many resident warps cover the rest of the latency.
+      constexpr int kBatch = 16 / kSlots / (kDot ? 2 : 1);  // rows per batch
+      const V* pa = reinterpret_cast<const V*>(in.a + base) + lane;
+      const V* pb = kDot ? reinterpret_cast<const V*>(in.b + base) + lane : nullptr;
 #pragma unroll
-      for (int j = 0; j < kSteps; ++j)
+      for (int j0 = 0; j0 < kSteps; j0 += kBatch) {
+        V xa[kBatch][kSlots], xb[kDot ? kBatch : 1][kSlots];
 #pragma unroll
-        for (int r = 0; r < kSlots; ++r) {
-          const int v = j * (kLanes / kVec) + lane + 32 * r;  // in 16-byte groups
-          if constexpr (kDot)
-            lanes.add_products(r, __ldg(pa + v), __ldg(pb + v));
-          else
-            lanes.add(r, __ldg(pa + v));
-        }
+        for (int j = 0; j < kBatch; ++j)
+#pragma unroll
+          for (int r = 0; r < kSlots; ++r) {
+            const int v = (j0 + j) * (kLanes / kVec) + 32 * r;  // in 16-byte groups
+            xa[j][r] = __ldg(pa + v);
+            if constexpr (kDot) xb[j][r] = __ldg(pb + v);
+          }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+#pragma unroll
+          for (int r = 0; r < kSlots; ++r) {
+            if constexpr (kDot)
+              lanes.add_products(r, xa[j][r], xb[j][r]);
+            else
+              lanes.add(r, xa[j][r]);
+          }
+      }
     } else {
       const T* pa = in.a + base;
       const T* pb = kDot ? in.b + base : nullptr;
-#pragma unroll 2
-      for (int j = 0; j < kSteps; ++j)
+#pragma unroll 1
+      for (int j = 0; j < kSteps && j * kLanes < len; ++j)  // short rows: skip empty steps
 #pragma unroll
         for (int r = 0; r < kSlots; ++r)
 #pragma unroll
@@ -140,20 +155,25 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
     if (lane == 0 && carry_row >= 0) atomicAdd(d.partial + carry_row, carry);
 }
 
-constexpr int kColumnThreads = 8;       // threads per output; each holds 32 lanes
-constexpr int kColumnLanes = kLanes / kColumnThreads;
-constexpr int kMaxColumns = 64;         // outputs per block (blockDim.x)
+constexpr int kColumnThreads = 16;  // threads per output (blockDim.y)
+constexpr int kColumnLanes = kLanes / kColumnThreads;  // lanes per thread: y + 16 m, m < 16
+constexpr int kMaxColumns = 32;     // outputs per block (blockDim.x)
 
-// acc[m] = acc[m] + acc[m + sm] for m < sm: lanes y + 8 m and y + 8 (m + sm).
-template <int sm, class T> __device__ __forceinline__ void column_tree_step(T (&acc)[kColumnLanes]) {
+// The in-thread steps of the halving tree, s = 16 sm for sm = kSm, kSm / 2, ..., 1:
+// acc[m] = acc[m] + acc[m + sm] (lanes y + 16 m and y + 16 (m + sm)).
+template <int kSm, class T> __device__ __forceinline__ void column_tree(T (&acc)[kColumnLanes]) {
+  if constexpr (kSm >= 1) {
 #pragma unroll
-  for (int m = 0; m < sm; ++m) acc[m] = acc[m] + acc[m + sm];
+    for (int m = 0; m < kSm; ++m) acc[m] = acc[m] + acc[m + kSm];
+    column_tree<kSm / 2>(acc);
+  }
 }
 
-// Block (cols, 8): thread (x, y) holds lanes y + 8 m (m < 32) of output g * cols + x. Tasks are
-// (group of cols outputs, chunk), in grid-stride order; the loop is uniform per block.
+// Block (cols, 16): thread (x, y) holds lanes y + 16 m of output g * cols + x, so each load of a
+// warp reads 32 neighbouring outputs' elements of one input row. Tasks are (group of cols
+// outputs, chunk), in grid-stride order; the loop is uniform per block.
 template <class T, bool kAtomic>
-__global__ void __launch_bounds__(512) columns_kernel(RowsIn<T> in, ChunkOut<T> d) {
+__global__ void __launch_bounds__(kColumnThreads * kMaxColumns) columns_kernel(RowsIn<T> in, ChunkOut<T> d) {
   __shared__ T red[kColumnThreads][kMaxColumns];
   const int cols = static_cast<int>(blockDim.x);
   const int x = static_cast<int>(threadIdx.x), y = static_cast<int>(threadIdx.y);
@@ -169,32 +189,30 @@ __global__ void __launch_bounds__(512) columns_kernel(RowsIn<T> in, ChunkOut<T> 
 #pragma unroll
     for (int m = 0; m < kColumnLanes; ++m) acc[m] = T(-0.0);
     if (active) {
-      const T* p = in.a + in.rest.offset(o) + start * in.S;
       const std::int64_t S = in.S;
+      const T* p = in.a + in.rest.offset(o) + (start + y) * S;  // this thread's lane y
       if (len == kChunk) {
 #pragma unroll 2
-        for (int j = 0; j < kSteps; ++j)
+        for (int j = 0; j < kSteps; ++j) {
+          T v[kColumnLanes];  // one row's loads, all issued before they are added
 #pragma unroll
           for (int m = 0; m < kColumnLanes; ++m)
-            acc[m] = acc[m] + p[static_cast<std::int64_t>(j * kLanes + y + kColumnThreads * m) * S];
+            v[m] = p[static_cast<std::int64_t>(j * kLanes + kColumnThreads * m) * S];
+#pragma unroll
+          for (int m = 0; m < kColumnLanes; ++m) acc[m] = acc[m] + v[m];
+        }
       } else {
 #pragma unroll 1
-        for (int j = 0; j < kSteps; ++j)
+        for (int j = 0; j < kSteps && j * kLanes < len; ++j)
 #pragma unroll
           for (int m = 0; m < kColumnLanes; ++m) {
             const int i = j * kLanes + y + kColumnThreads * m;
-            if (i < len) acc[m] = acc[m] + p[static_cast<std::int64_t>(i) * S];
+            if (i < len) acc[m] = acc[m] + p[static_cast<std::int64_t>(i - y) * S];
           }
       }
     }
-    // s = 128 .. 8: lane y + 8 m plus lane y + 8 (m + sm), both in this thread.
-    column_tree_step<16>(acc);
-    column_tree_step<8>(acc);
-    column_tree_step<4>(acc);
-    column_tree_step<2>(acc);
-    column_tree_step<1>(acc);
-    // s = 4, 2, 1: across the 8 threads of the output.
-    red[y][x] = acc[0];
+    column_tree<kColumnLanes / 2>(acc);  // s = 128 .. 16, within the thread
+    red[y][x] = acc[0];                  // s = 8 .. 1, across the 16 threads of the output
     __syncthreads();
     for (int s = kColumnThreads / 2; s >= 1; s /= 2) {
       if (y < s) red[y][x] = red[y][x] + red[y + s][x];
