@@ -42,7 +42,7 @@ void bench_reduce(Report& r) {
       Tensor out = Tensor::empty({1}, dtype, Device::cuda());
       each_variant(r, "sum", fmt::format("{} n={}", to_string(dtype), pow2(n)), bytes,
                    [&](const Options& o) { sum(x, out, o); },
-                   dtype == DType::f32 && n == (std::int64_t{1} << 28) ? "target: portable >= 80% of ceiling" : "");
+                   dtype == DType::f32 && n == (std::int64_t{1} << 28) ? "target: portable >= 80% of ceiling (<= 0.32 ms); expected about 0.28 ms" : "");
     }
   }
   // Dot products: two inputs read once.

@@ -339,9 +339,9 @@ TEST(SumDimGpu, Bitwise100RepeatsAndAtomicVaries) {
     }
     EXPECT_EQ(hashes.size(), 1u) << "dim " << dim;
   }
-  // Along dim 0 of [2^16, 256]: 16 chunk sums per output added atomically in completion order.
-  Tensor y = testing::random_normal({1 << 16, 256}, DType::f32, fresh_seed(), kGpu);
-  Tensor out = Tensor::empty({256}, DType::f32, kGpu);
+  // Along dim 0 of [2^20, 16]: 256 chunk sums per output added atomically in completion order.
+  Tensor y = testing::random_normal({1 << 20, 16}, DType::f32, fresh_seed(), kGpu);
+  Tensor out = Tensor::empty({16}, DType::f32, kGpu);
   std::set<std::uint64_t> hashes;
   for (int r = 0; r < 200 && hashes.size() < 2; ++r) {
     sum_dim(y, 0, out, {.level = kNg});
