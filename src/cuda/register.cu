@@ -14,6 +14,7 @@ void register_cuda_ops(Registry& r) {
   register_cuda_scan(r);
   register_cuda_histogram(r);
   register_cuda_gemm(r);
+  register_cuda_reduce(r);
 }
 
 }  // namespace samebits::detail
