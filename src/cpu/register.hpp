@@ -5,5 +5,9 @@ namespace samebits::detail {
 
 class Registry;
 void register_cpu_reduce(Registry& r);    // cpu/reduce.cpp
+void register_cpu_segment(Registry& r);   // cpu/segment.cpp
+void register_cpu_indexing(Registry& r);  // cpu/indexing.cpp
+void register_cpu_scan(Registry& r);      // cpu/scan.cpp
+void register_cpu_histogram(Registry& r); // cpu/histogram.cpp
 
 }  // namespace samebits::detail

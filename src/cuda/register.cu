@@ -9,6 +9,8 @@ namespace samebits::detail {
 
 void register_cuda_ops(Registry& r) {
   (void)r;
+  register_cuda_segment(r);
+  register_cuda_indexing(r);
 }
 
 }  // namespace samebits::detail
