@@ -6,7 +6,7 @@
 #   scripts/main_job.sh [BUILD_DIR]       RUNS=... EPOCHS=... to change the defaults
 set -euo pipefail
 build=${1:-build}
-runs=${RUNS:-100}
+runs=${RUNS:-200}
 epochs=${EPOCHS:-10}
 mkdir -p out
 "$build/samebits" experiment graphsage --data data/cora --runs "$runs" --epochs "$epochs" \

@@ -57,8 +57,11 @@ nn::Dataset synthetic(std::int64_t n, std::int64_t e, std::int64_t f, std::int64
   d.num_features = f;
   d.num_classes = classes;
   d.dense_features.resize(static_cast<std::size_t>(n * f));
-  for (std::int64_t i = 0; i < n * f; ++i)
-    d.dense_features[static_cast<std::size_t>(i)] = rng::uniform(2024, 0, static_cast<std::uint64_t>(i)) * 2.0f - 1.0f;
+  for (std::int64_t i = 0; i < n * f; i += 4) {  // one Philox block per four values
+    const rng::Block b = rng::block(2024, 0, static_cast<std::uint64_t>(i) >> 2);
+    for (std::int64_t j = i; j < std::min(i + 4, n * f); ++j)
+      d.dense_features[static_cast<std::size_t>(j)] = rng::to_unit_float(b[static_cast<std::size_t>(j & 3)]) * 2.0f - 1.0f;
+  }
   d.edge_src.resize(static_cast<std::size_t>(e));
   d.edge_dst.resize(static_cast<std::size_t>(e));
   for (std::int64_t i = 0; i < e; ++i) {

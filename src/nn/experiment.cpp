@@ -229,14 +229,14 @@ std::string format_table(const ExperimentResult& r) {
       "{} CPU threads\n",
       r.dataset, r.nodes, r.edges, r.features, r.classes, r.config.epochs, r.config.model.hidden,
       r.threads);
-  s += fmt::format("{:<6} {:<15} {:>6} {:>9}  {:>7} {:>7} {:>7} {:>7}  {:>12} {:>10}\n", "device",
+  s += fmt::format("{:<7} {:<16} {:>6} {:>9}  {:>7} {:>7} {:>7} {:>7}  {:>12} {:>10}\n", "device",
                    "level", "runs", "distinct", "acc", "std", "min", "max", "max|w-w1|",
                    "ms/run");
   for (const auto& g : r.groups) {
     const Stats a = stats(g.test_acc), t = stats(g.seconds);
-    const std::string level = g.kind == "seeds" ? fmt::format("seeds ({})", to_string(g.level).substr(0, 4))
+    const std::string level = g.kind == "seeds" ? fmt::format("seeds/{}", to_string(g.level))
                                                 : std::string(to_string(g.level));
-    s += fmt::format("{:<6} {:<15} {:>6} {:>9}  {:>7.4f} {:>7.4f} {:>7.4f} {:>7.4f}  {:>12.3g} {:>10.2f}\n",
+    s += fmt::format("{:<7} {:<16} {:>6} {:>9}  {:>7.4f} {:>7.4f} {:>7.4f} {:>7.4f}  {:>12.3g} {:>10.2f}\n",
                      device_name(g.device), level, g.runs, g.distinct(), a.mean, a.std, a.min,
                      a.max, g.max_weight_diff, t.mean * 1e3);
   }
