@@ -8,7 +8,7 @@
 namespace samebits::detail {
 
 void register_cuda_ops(Registry& r) {
-  (void)r;
+  register_cuda_scatter(r);
 }
 
 }  // namespace samebits::detail

@@ -4,5 +4,6 @@
 namespace samebits::detail {
 
 class Registry;
+void register_cuda_scatter(Registry& r);  // cuda/scatter.cu (+ cuda/index_plan.cu)
 
 }  // namespace samebits::detail
