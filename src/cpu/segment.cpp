@@ -69,7 +69,8 @@ template <class T> T identity_of(Reduce r) {
 // out = the finished value of a chain of `count` elements whose accumulator is acc.
 template <class T> T finish(Reduce r, T acc, std::int64_t count) {
   if (count == 0) return T(0);
-  if (r == Reduce::mean) return acc / static_cast<T>(count);
+  if (r == Reduce::mean) return canonical_nan(acc / static_cast<T>(count));
+  if (r == Reduce::sum) return canonical_nan(acc);
   return acc;
 }
 
