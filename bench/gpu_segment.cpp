@@ -53,7 +53,7 @@ void bench_segment(Report& r) {
   const std::int64_t nodes = r.quick ? 100'000 : 1'000'000, edges = 20 * nodes, f = 128;
   const Csr csr = csr_from_edges(gpu_index(edges, nodes, DType::i32, 3).to(Device::cpu()),
                                  gpu_index(edges, nodes, DType::i32, 4).to(Device::cpu()), nodes);
-  const Csr g{csr.offsets.to(Device::cuda()), csr.indices.to(Device::cuda()), csr.num_sources};
+  const Csr g = csr.to(Device::cuda());
   Tensor x = gpu_normal({nodes, f});
   Tensor out = Tensor::empty({nodes, f}, DType::f32, Device::cuda());
   const std::string shape = fmt::format("graph N={} E={} F={}", count(nodes), count(edges), f);

@@ -140,7 +140,7 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
       Csr csr = csr_from_edges(testing::random_index(3 * e + 1, sh.segs, DType::i32, seed + 2),
                                testing::random_index(3 * e + 1, sh.segs, DType::i32, seed + 3), sh.segs);
       Tensor xn = testing::random_normal({sh.segs, sh.cols}, dt, seed + 4);
-      Csr csr_g{csr.offsets.to(kGpu), csr.indices.to(kGpu), csr.num_sources};
+      const Csr csr_g = csr.to(kGpu);
       Tensor xng = xn.to(kGpu);
       for (Reduce r : kReduces) {
         Tensor cpu_seg = Tensor::empty({sh.segs, sh.cols}, dt);
@@ -215,7 +215,7 @@ TEST(SegmentGpu, AtomicVariantVaries) {
   const std::int64_t e = 2'000'000;
   Csr csr = csr_from_edges(testing::random_index(e, 100000, DType::i32, fresh_seed()),
                            testing::random_index(e, 10, DType::i32, fresh_seed()), 100000);
-  Csr g{csr.offsets.to(kGpu), csr.indices.to(kGpu), csr.num_sources};
+  const Csr g = csr.to(kGpu);
   Tensor x = testing::random_normal({100000, 4}, DType::f32, fresh_seed(), kGpu);
   Tensor out = Tensor::empty({100000, 4}, DType::f32, kGpu);
   std::set<std::uint64_t> hashes;

@@ -58,6 +58,8 @@ struct Csr {
   std::int64_t num_nodes() const { return offsets.numel() > 0 ? offsets.numel() - 1 : 0; }
   std::int64_t num_edges() const { return indices.numel(); }
   CsrGraph view() const { return {offsets.view(), indices.view(), num_sources}; }
+  // The same graph on another device (still validated).
+  Csr to(Device d) const { return {offsets.to(d), indices.to(d), num_sources}; }
 };
 
 // Builds the in-neighbour CSR of a graph given as an edge list (edge e goes src[e] -> dst[e]):
