@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   fmt::print("GPU {} ({} SMs); copy ceiling {:.2f} TB/s\n", p.name, p.multiProcessorCount,
              report.ceiling_tbps);
   bench_reduce(report);
+  bench_scan(report);
+  bench_histogram(report);
+  bench_gemm(report);
   bench_segment(report);
   bench_indexing(report);
 
