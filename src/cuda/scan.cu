@@ -10,6 +10,9 @@
 //                                            carry C_j and re-adds the published tile totals
 //                                            T_j .. T_{k-1} left to right, which is exactly the
 //                                            chain C_k = C_{k-1} + T_{k-1} whatever the timing
+// Why not cub::DeviceScan: CCCL 3.0 (CUDA 13.0) documents its float scans as not deterministic
+// (the look-back combines predecessor aggregates as it finds them, like cuda.lookback_unordered),
+// and its tile shape is a tuning choice, so no CUB scan can give the canonical order.
 // Lines with inner > 1 (scans along a non-last dim) run as three passes, a thread per
 // (line, 256-element group): group totals, the carry chain per line, the rescan; both variants
 // use them (deterministic). Non-contiguous tensors are copied to contiguous ones first.
