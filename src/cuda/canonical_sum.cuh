@@ -29,12 +29,6 @@ template <> struct Vec16<double> { using type = double2; };
 template <class T> inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
 template <class T> inline constexpr int kSlots = kLanes / (32 * kVec<T>);
 
-// Element k of a 16-byte group (k a compile-time constant after unrolling: stays in registers).
-__device__ __forceinline__ float element(const float4& v, int k) {
-  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
-}
-__device__ __forceinline__ double element(const double2& v, int k) { return k == 0 ? v.x : v.y; }
-
 // The lane registers of one thread: acc[r][k] is lane kVec * (thread + 32 r) + k.
 template <class T> struct Lanes {
   T acc[kSlots<T>][kVec<T>];

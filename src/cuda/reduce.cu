@@ -13,10 +13,9 @@
 // kernels:
 //   rows     one warp per chunk (S == 1 or nothing better): 16-byte loads when the chunk is full
 //            and aligned, coalesced element loads otherwise. All levels above the first use it.
-//   columns  S != 1 (reducing a non-innermost dim): a block takes neighbouring outputs and
-//            several threads per output, so that a warp's load reads neighbouring outputs'
-//            elements of one input row: 16-byte groups of outputs when aligned (columns_vec,
-//            32 threads x 8 lanes per output), single outputs otherwise (16 threads x 16 lanes).
+//   columns  S != 1 (reducing a non-innermost dim): a block takes 32 neighbouring outputs and
+//            16 threads per output, each thread holding 16 lanes, so a warp reads 32 neighbouring
+//            outputs' elements at once.
 // The tree's shape is fixed by the canonical order alone; block and grid sizes (and the
 // SAMEBITS_CUDA_BLOCK / SAMEBITS_CUDA_GRID override, see cuda/launch.cuh) only decide which
 // warp computes which chunk.
@@ -50,9 +49,7 @@ template <class T> struct RowsIn {
   std::int64_t L = 0;
   std::int64_t S = 1;
   StridedIndex rest;
-  // 16-byte loads are safe: rows kernel, S == 1 and every row start aligned; columns kernel,
-  // groups of kVec neighbouring outputs contiguous and aligned in every input row.
-  bool vec = false;
+  bool vec = false;  // S == 1 and every row start 16-byte aligned: full chunks use 16-byte loads
 };
 
 // Where chunk results go: partial[o * C + c] while C > 1; out[out_index.offset(o)] when C == 1.
@@ -234,88 +231,6 @@ __global__ void __launch_bounds__(kColumnThreads * kMaxColumns) columns_kernel(R
   }
 }
 
-constexpr int kVecColumnThreads = 32;                          // threads per output group
-constexpr int kVecColumnLanes = kLanes / kVecColumnThreads;    // lanes y + 32 m, m < 8
-constexpr int kMaxVecAcross = 16;                              // blockDim.x (16-byte groups)
-
-// columns_kernel for neighbouring outputs that are 16-byte groups in memory (S and every row
-// start 16-byte aligned): thread (x, y) holds lanes y + 32 m of the kVec outputs
-// (g * blockDim.x + x) * kVec + e, so one load instruction of a warp reads 512 bytes of a row.
-// Block (cols / kVec, 32); tasks as in columns_kernel.
-template <class T, bool kAtomic>
-__global__ void __launch_bounds__(kVecColumnThreads * kMaxVecAcross)
-    columns_vec_kernel(RowsIn<T> in, ChunkOut<T> d) {
-  using V = typename canonical::Vec16<T>::type;
-  constexpr int kVec = canonical::kVec<T>;
-  __shared__ T red[kVecColumnThreads][kMaxVecAcross * kVec];
-  const int x = static_cast<int>(threadIdx.x), y = static_cast<int>(threadIdx.y);
-  const int cols = static_cast<int>(blockDim.x) * kVec;
-  const std::int64_t groups = (d.M + cols - 1) / cols;
-  const std::int64_t tasks = groups * d.C;
-  for (std::int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
-    const std::int64_t g = task / d.C, c = task - g * d.C;
-    const std::int64_t o0 = g * cols + x * kVec;  // first of this thread's kVec outputs
-    const bool active = o0 < d.M;                 // M is a multiple of kVec
-    const std::int64_t start = c * kChunk;
-    const std::int64_t len = min(kChunk, in.L - start);
-    T acc[kVecColumnLanes][kVec];
-#pragma unroll
-    for (int m = 0; m < kVecColumnLanes; ++m)
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) acc[m][e] = T(-0.0);
-    if (active) {
-      const std::int64_t S = in.S;
-      const T* p = in.a + in.rest.offset(o0) + (start + y) * S;  // lane y of kVec outputs
-      const bool full = len == kChunk;
-#pragma unroll 1
-      for (int j = 0; j < kSteps && j * kLanes < len; ++j) {
-        V v[kVecColumnLanes];  // one row's loads, all issued before they are added
-#pragma unroll
-        for (int m = 0; m < kVecColumnLanes; ++m) {
-          const int i = j * kLanes + kVecColumnThreads * m;  // element y + i of the chunk
-          if (full || y + i < len) v[m] = __ldg(reinterpret_cast<const V*>(p + static_cast<std::int64_t>(i) * S));
-        }
-#pragma unroll
-        for (int m = 0; m < kVecColumnLanes; ++m) {
-          if (!full && y + j * kLanes + kVecColumnThreads * m >= len) continue;
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) acc[m][k] = acc[m][k] + canonical::element(v[m], k);
-        }
-      }
-    }
-    // s = 128, 64, 32 within the thread (lanes y + 32 m and y + 32 (m + sm)) ...
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[m][k] = acc[m][k] + acc[m + 4][k];
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[m][k] = acc[m][k] + acc[m + 2][k];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) acc[0][k] = acc[0][k] + acc[1][k];
-    // ... and s = 16 .. 1 across the 32 threads of the outputs.
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) red[y][x * kVec + k] = acc[0][k];
-    __syncthreads();
-    for (int s = kVecColumnThreads / 2; s >= 1; s /= 2) {
-      if (y < s)
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) red[y][x * kVec + k] = red[y][x * kVec + k] + red[y + s][x * kVec + k];
-      __syncthreads();
-    }
-    if (y == 0 && active) {
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        if constexpr (kAtomic)
-          atomicAdd(d.partial + o0 + k, red[0][x * kVec + k]);
-        else
-          store_final(d, o0 + k, c, red[0][x * kVec + k]);
-      }
-    }
-  }
-}
-
 // out[out_index.offset(o)] = acc[o], or +0.0 when acc is null (empty sums).
 template <class T>
 __global__ void store_kernel(const T* __restrict__ acc, T* out, StridedIndex out_index, std::int64_t M) {
@@ -388,21 +303,10 @@ void launch_rows(const RowsIn<T>& in, const ChunkOut<T>& d, cudaStream_t stream)
 template <class T, bool kAtomic>
 void launch_columns(const RowsIn<T>& in, const ChunkOut<T>& d, cudaStream_t stream) {
   const LaunchOverride ov = launch_override();
-  const std::int64_t cap = ov.grid > 0 ? ov.grid : kMaxGridX;
-  if (in.vec) {
-    constexpr int kVec = canonical::kVec<T>;
-    // Default 16 threads across: 64 float or 32 double outputs per block.
-    const int across = ov.block > 0 ? std::clamp(ov.block / kVecColumnThreads, 1, kMaxVecAcross) : kMaxVecAcross;
-    const std::int64_t work = ceil_div(d.M, across * kVec) * d.C;
-    columns_vec_kernel<T, kAtomic><<<grid_size(work, cap), dim3(static_cast<unsigned>(across), kVecColumnThreads),
-                                     0, stream>>>(in, d);
-    SAMEBITS_CUDA_LAUNCHED("columns_vec_kernel (sum_dim)");
-    return;
-  }
   const int cols = ov.block > 0 ? std::clamp(ov.block / kColumnThreads, 1, kMaxColumns) : 32;
   const std::int64_t work = ceil_div(d.M, cols) * d.C;
-  columns_kernel<T, kAtomic><<<grid_size(work, cap), dim3(static_cast<unsigned>(cols), kColumnThreads), 0,
-                               stream>>>(in, d);
+  columns_kernel<T, kAtomic><<<grid_size(work, ov.grid > 0 ? ov.grid : kMaxGridX),
+                               dim3(static_cast<unsigned>(cols), kColumnThreads), 0, stream>>>(in, d);
   SAMEBITS_CUDA_LAUNCHED("columns_kernel (sum_dim)");
 }
 
@@ -489,19 +393,11 @@ template <bool kAtomic> void run_sum(const SumArgs& a, const Workspace& ws) {
       in.L = a.x.size(a.dim);
       in.S = in.L > 1 ? a.x.stride(a.dim) : 1;
       in.rest = StridedIndex::without(a.x, a.dim);
-      columns = in.S != 1 && plan.M > 1;
-      // 16-byte loads: rows need S == 1, columns need kVec neighbouring outputs contiguous
-      // (innermost outer dim of stride 1 and a multiple of kVec long) and S 16-byte aligned.
-      constexpr std::int64_t kVec = canonical::kVec<T>;
-      const int inner = in.rest.ndim - 1;
-      in.vec = aligned16(in.a) &&
-               (columns ? (in.S * static_cast<std::int64_t>(sizeof(T))) % 16 == 0 && inner >= 0 &&
-                              in.rest.stride[inner] == 1 && in.rest.size[inner] % kVec == 0
-                        : in.S == 1);
+      in.vec = in.S == 1 && aligned16(in.a);
       for (int d = 0; d < in.rest.ndim; ++d)
-        if (!(columns && d == inner) && in.rest.size[d] > 1 &&
-            (in.rest.stride[d] * static_cast<std::int64_t>(sizeof(T))) % 16 != 0)
+        if (in.rest.size[d] > 1 && (in.rest.stride[d] * static_cast<std::int64_t>(sizeof(T))) % 16 != 0)
           in.vec = false;
+      columns = in.S != 1 && plan.M > 1;
     }
     reduce<T, kAtomic>(in, false, columns, static_cast<T*>(a.out.data), StridedIndex::of(a.out), plan,
                        w, stream);
