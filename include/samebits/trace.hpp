@@ -1,0 +1,120 @@
+// Divergence tracing: a recorder that, when enabled, writes one line per op call (step, layer,
+// op, dtype, shape, content hash of the output, min, max, mean, L2 norm, a few sampled values) to
+// a streamed JSON-lines file; and the comparison of two such files (`samebits diff`).
+//
+// Overhead when disabled: one relaxed load of a global flag per call site. Wrap call sites as
+//   if (samebits::trace::enabled()) samebits::trace::record(step, "conv1", "aggregate", out);
+// or use SAMEBITS_TRACE(step, layer, op, out), which does exactly that.
+//
+// File format (one JSON object per line):
+//   line 1: {"samebits_trace":1,"version":...,"git":...,"environment":{...}}
+//   then:   {"i":0,"step":3,"layer":"conv1","op":"aggregate","dtype":"float32","shape":[2708,16],
+//            "hash":"0123456789abcdef","min":-1.5,"max":2.25,"mean":0.01,"l2":12.5,"nan":0,
+//            "samples":[...]}
+// Non-finite statistics are written as the strings "nan", "inf", "-inf". Statistics are computed
+// in float64 in row-major order, so they are themselves reproducible.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "samebits/tensor.hpp"
+
+namespace samebits::trace {
+
+namespace detail {
+inline std::atomic<bool> g_enabled{false};
+}  // namespace detail
+
+// True while a trace is being recorded.
+inline bool enabled() noexcept { return detail::g_enabled.load(std::memory_order_relaxed); }
+
+// Starts recording to `path` (truncated). Throws Error if the file cannot be opened or a trace is
+// already being recorded.
+void start(const std::string& path);
+// Stops recording and closes the file; does nothing if no trace is running.
+void stop();
+// Appends one entry (thread-safe; entries are numbered in the order calls reach the recorder).
+// Copies `out` to the host to compute the statistics. Does nothing when disabled.
+void record(std::int64_t step, std::string_view layer, std::string_view op, const TensorView& out);
+
+// Records for its lifetime.
+class Session {
+ public:
+  explicit Session(const std::string& path) { start(path); }
+  ~Session() { stop(); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+};
+
+// Number of values sampled per entry, at positions floor(k * numel / kSamples), k = 0..7.
+constexpr int kSamples = 8;
+
+// One recorded entry, as read back.
+struct Entry {
+  std::int64_t index = 0;
+  std::int64_t step = 0;
+  std::string layer, op, dtype;
+  Shape shape;
+  std::string hash;
+  double min = 0, max = 0, mean = 0, l2 = 0;
+  std::int64_t nan_count = 0;
+  std::vector<double> samples;
+};
+
+struct TraceFile {
+  std::string header;  // the first line, as written (JSON)
+  std::vector<Entry> entries;
+};
+// Reads a trace; throws DataError naming the file and line on malformed input.
+TraceFile read(const std::string& path);
+
+// --- comparing two traces (`samebits diff`) ------------------------------------------------------
+
+// How far apart two entries are: the largest relative difference over min, max, mean, L2 norm
+// and the sampled values, each |a - b| / max(|a|, |b|, 1e-300); 0 when the hashes are equal,
+// +inf when NaN appears on one side only.
+double distance(const Entry& a, const Entry& b);
+
+struct EntryDiff {
+  std::int64_t index = 0;  // position in both traces
+  std::int64_t step = 0;
+  std::string layer, op;
+  bool same_hash = true;
+  double distance = 0;
+};
+
+struct StepDiff {
+  std::int64_t step = 0;
+  std::int64_t entries = 0;    // entries of this step present in both traces
+  std::int64_t differing = 0;  // of which the hashes differ
+  double max_distance = 0;
+};
+
+struct DiffReport {
+  std::int64_t entries_a = 0, entries_b = 0;
+  std::int64_t compared = 0;      // entries compared (the common prefix of matching structure)
+  std::int64_t first_diff = -1;   // index of the first entry whose hash differs; -1: none
+  std::int64_t structure_mismatch = -1;  // first index where step/layer/op/shape differ; -1: none
+  std::string structure_message;
+  Entry first_a, first_b;         // the entries at first_diff (when there is one)
+  std::vector<EntryDiff> entries;  // every compared entry, in order
+  std::vector<StepDiff> steps;     // per step, in order of first appearance
+};
+
+DiffReport diff(const TraceFile& a, const TraceFile& b);
+// A human-readable report: the first difference, then the growth per step.
+std::string format_diff(const DiffReport& r);
+// An SVG chart of log10(distance) per entry (differing entries only; equal ones on the floor).
+std::string diff_svg(const DiffReport& r);
+
+}  // namespace samebits::trace
+
+// Records only when tracing is on; the arguments are not evaluated otherwise.
+#define SAMEBITS_TRACE(step, layer, op, out)                                 \
+  do {                                                                       \
+    if (::samebits::trace::enabled())                                        \
+      ::samebits::trace::record((step), (layer), (op), (out));               \
+  } while (0)

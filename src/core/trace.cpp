@@ -1,0 +1,191 @@
+// The trace recorder (one JSON line per recorded op output) and the trace reader.
+#include "samebits/trace.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "core/strided.hpp"
+#include "samebits/environment.hpp"
+#include "samebits/errors.hpp"
+#include "samebits/samebits.hpp"
+
+namespace samebits::trace {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Recorder {
+  std::mutex m;
+  std::FILE* file = nullptr;
+  std::string path;
+  std::int64_t next_index = 0;
+};
+
+Recorder& recorder() {
+  static Recorder r;
+  return r;
+}
+
+// Finite values as numbers; NaN and infinities as strings, which JSON has no numbers for.
+json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+double read_number(const json& j) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const auto s = j.get<std::string>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  throw std::invalid_argument("expected a number or \"nan\"/\"inf\"/\"-inf\"");
+}
+
+struct Stats {
+  double min = 0, max = 0, mean = 0, l2 = 0;
+  std::int64_t nan_count = 0;
+  std::vector<double> samples;
+};
+
+// Statistics in float64, in row-major order (a fixed order, so they reproduce too).
+Stats compute_stats(const Tensor& host) {
+  Stats s;
+  const std::int64_t n = host.numel();
+  if (n == 0) return s;
+  samebits::detail::visit_dtype(host.dtype(), [&]<class T>() {
+    const T* p = host.data<T>();
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sq = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double v = static_cast<double>(p[i]);
+      if (std::isnan(v)) {
+        ++s.nan_count;
+        continue;
+      }
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+      sq += v * v;
+    }
+    const bool all_nan = s.nan_count == n;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    s.min = all_nan ? nan : lo;
+    s.max = all_nan ? nan : hi;
+    s.mean = s.nan_count > 0 ? nan : sum / static_cast<double>(n);
+    s.l2 = s.nan_count > 0 ? nan : std::sqrt(sq);
+    const std::int64_t k = std::min<std::int64_t>(kSamples, n);
+    for (std::int64_t j = 0; j < k; ++j) s.samples.push_back(static_cast<double>(p[j * n / k]));
+  });
+  return s;
+}
+
+}  // namespace
+
+void start(const std::string& path) {
+  auto& r = recorder();
+  std::lock_guard lock(r.m);
+  if (r.file != nullptr)
+    throw Error(fmt::format("trace: already recording to '{}'; call trace::stop() first", r.path));
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw Error(fmt::format("trace: cannot open '{}' for writing", path));
+  json header = {{"samebits_trace", 1},
+                 {"version", std::string(version())},
+                 {"git", std::string(git_revision())},
+                 {"environment", json::parse(environment_json())}};
+  const std::string line = header.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), f);
+  std::fflush(f);
+  r.file = f;
+  r.path = path;
+  r.next_index = 0;
+  detail::g_enabled.store(true, std::memory_order_release);
+}
+
+void stop() {
+  auto& r = recorder();
+  std::lock_guard lock(r.m);
+  detail::g_enabled.store(false, std::memory_order_release);
+  if (r.file != nullptr) std::fclose(r.file);
+  r.file = nullptr;
+}
+
+void record(std::int64_t step, std::string_view layer, std::string_view op, const TensorView& out) {
+  if (!enabled()) return;
+  // The copy and the statistics run outside the lock; only numbering and writing are serial.
+  const Tensor host = Tensor::copy_of(out, Device::cpu());
+  const Stats s = compute_stats(host);
+  json line = {{"i", 0},
+               {"step", step},
+               {"layer", std::string(layer)},
+               {"op", std::string(op)},
+               {"dtype", std::string(to_string(out.dtype))},
+               {"shape", out.sizes()},
+               {"hash", hash_hex(content_hash(host))},
+               {"min", number(s.min)},
+               {"max", number(s.max)},
+               {"mean", number(s.mean)},
+               {"l2", number(s.l2)},
+               {"nan", s.nan_count}};
+  json samples = json::array();
+  for (double v : s.samples) samples.push_back(number(v));
+  line["samples"] = std::move(samples);
+  auto& r = recorder();
+  std::lock_guard lock(r.m);
+  if (r.file == nullptr) return;  // stopped meanwhile
+  line["i"] = r.next_index++;
+  const std::string text = line.dump() + "\n";
+  std::fwrite(text.data(), 1, text.size(), r.file);
+  // Flushed per entry so that a run that crashes still leaves a usable trace.
+  std::fflush(r.file);
+}
+
+TraceFile read(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw DataError(fmt::format("trace: cannot open '{}'", path));
+  TraceFile t;
+  std::string text;
+  std::int64_t line_no = 0;
+  while (std::getline(in, text)) {
+    ++line_no;
+    if (text.empty()) continue;
+    try {
+      const json j = json::parse(text);
+      if (line_no == 1) {
+        if (!j.contains("samebits_trace"))
+          throw std::invalid_argument("not a samebits trace (no samebits_trace header)");
+        t.header = text;
+        continue;
+      }
+      Entry e;
+      e.index = j.at("i").get<std::int64_t>();
+      e.step = j.at("step").get<std::int64_t>();
+      e.layer = j.at("layer").get<std::string>();
+      e.op = j.at("op").get<std::string>();
+      e.dtype = j.at("dtype").get<std::string>();
+      e.shape = j.at("shape").get<Shape>();
+      e.hash = j.at("hash").get<std::string>();
+      e.min = read_number(j.at("min"));
+      e.max = read_number(j.at("max"));
+      e.mean = read_number(j.at("mean"));
+      e.l2 = read_number(j.at("l2"));
+      e.nan_count = j.at("nan").get<std::int64_t>();
+      for (const auto& v : j.at("samples")) e.samples.push_back(read_number(v));
+      t.entries.push_back(std::move(e));
+    } catch (const std::exception& ex) {
+      throw DataError(fmt::format("trace: {}:{}: {}", path, line_no, ex.what()));
+    }
+  }
+  if (line_no == 0) throw DataError(fmt::format("trace: '{}' is empty", path));
+  return t;
+}
+
+}  // namespace samebits::trace

@@ -1,0 +1,118 @@
+// The trace recorder: nothing written while disabled, one parseable line per record with the
+// right statistics, thread-safe numbering, and reading back what was written.
+#include "samebits/trace.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include "testing.hpp"
+
+namespace samebits {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("samebits_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+TEST(Trace, DisabledByDefaultAndRecordIsANoOp) {
+  EXPECT_FALSE(trace::enabled());
+  Tensor t = Tensor::full({3}, 1.0, DType::f32);
+  trace::record(0, "layer", "op", t);  // must not crash or write anywhere
+  int evaluated = 0;
+  SAMEBITS_TRACE(++evaluated, "layer", "op", t);
+  EXPECT_EQ(evaluated, 0) << "SAMEBITS_TRACE evaluates its arguments only when enabled";
+}
+
+TEST(Trace, RecordsStatisticsAndReadsBack) {
+  const auto path = temp_path("trace_stats.jsonl");
+  const std::vector<float> v = {1.5f, -2.0f, 4.0f, 0.5f};
+  Tensor a = Tensor::from_vector(v, {2, 2});
+  Tensor b = Tensor::from_vector(std::vector<double>{1.0, std::nan(""), 3.0}, {3});
+  Tensor empty = Tensor::empty({0, 4}, DType::f32);
+  {
+    trace::Session session(path);
+    EXPECT_TRUE(trace::enabled());
+    trace::record(7, "conv1", "aggregate", a);
+    trace::record(8, "conv2", "linear", a.view().transpose(0, 1));
+    SAMEBITS_TRACE(9, "loss", "nll", b);
+    trace::record(9, "x", "empty", empty);
+  }
+  EXPECT_FALSE(trace::enabled());
+  const auto t = trace::read(path);
+  EXPECT_NE(t.header.find("\"environment\""), std::string::npos);
+  ASSERT_EQ(t.entries.size(), 4u);
+  const auto& e = t.entries[0];
+  EXPECT_EQ(e.index, 0);
+  EXPECT_EQ(e.step, 7);
+  EXPECT_EQ(e.layer, "conv1");
+  EXPECT_EQ(e.op, "aggregate");
+  EXPECT_EQ(e.dtype, "float32");
+  EXPECT_EQ(e.shape, (Shape{2, 2}));
+  EXPECT_EQ(e.hash, hash_hex(content_hash(a)));
+  EXPECT_EQ(e.min, -2.0);
+  EXPECT_EQ(e.max, 4.0);
+  EXPECT_EQ(e.mean, 1.0);
+  EXPECT_DOUBLE_EQ(e.l2, std::sqrt(2.25 + 4.0 + 16.0 + 0.25));
+  EXPECT_EQ(e.samples, (std::vector<double>{1.5, -2.0, 4.0, 0.5}));
+  // A transposed (strided) view is recorded by its logical contents.
+  EXPECT_EQ(t.entries[1].hash, hash_hex(content_hash(a.view().transpose(0, 1))));
+  EXPECT_NE(t.entries[1].hash, e.hash);
+  EXPECT_EQ(t.entries[1].samples, (std::vector<double>{1.5, 4.0, -2.0, 0.5}));
+  // NaN: counted, and the mean says so; min/max over the rest.
+  EXPECT_EQ(t.entries[2].nan_count, 1);
+  EXPECT_TRUE(std::isnan(t.entries[2].mean));
+  EXPECT_EQ(t.entries[2].min, 1.0);
+  EXPECT_EQ(t.entries[2].max, 3.0);
+  EXPECT_EQ(t.entries[3].shape, (Shape{0, 4}));
+  EXPECT_TRUE(t.entries[3].samples.empty());
+  std::remove(path.c_str());
+}
+
+TEST(Trace, ConcurrentRecordsAreNumberedWithoutGaps) {
+  const auto path = temp_path("trace_threads.jsonl");
+  Tensor a = testing::random_normal({100}, DType::f32, testing::fresh_seed());
+  trace::start(path);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) trace::record(i, "thread" + std::to_string(t), "op", a);
+    });
+  for (auto& th : threads) th.join();
+  trace::stop();
+  const auto tr = trace::read(path);
+  ASSERT_EQ(tr.entries.size(), 200u);
+  for (std::size_t i = 0; i < tr.entries.size(); ++i) EXPECT_EQ(tr.entries[i].index, (std::int64_t)i);
+  std::remove(path.c_str());
+}
+
+TEST(Trace, StartTwiceAndBadPathsAreErrors) {
+  const auto path = temp_path("trace_twice.jsonl");
+  trace::start(path);
+  EXPECT_THROW(trace::start(path), Error);
+  trace::stop();
+  trace::stop();  // harmless
+  EXPECT_THROW(trace::start("/nonexistent-dir/x/trace.jsonl"), Error);
+  EXPECT_FALSE(trace::enabled());
+  EXPECT_THROW(trace::read("/nonexistent-dir/x/trace.jsonl"), DataError);
+  {
+    std::ofstream(path) << "{\"samebits_trace\":1}\n{\"i\":0,\"step\":1}\n";
+  }
+  try {
+    trace::read(path);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace samebits
