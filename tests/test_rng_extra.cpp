@@ -145,6 +145,22 @@ TEST(Integers, UniformWithoutModuloBias) {
   EXPECT_LT(chi2, 27.9);  // 9 degrees of freedom, p = 0.001
 }
 
+TEST(Integers, LongRejectionChainsTerminateAndStayUniform) {
+  // range = 2^63 + 1 rejects almost half of all attempts: chains of 8 and more attempts (which
+  // leave the element's first block) occur many times here.
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const std::uint64_t range = (std::uint64_t{1} << 63) + 1;
+  int low = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t v = rng::uniform_int(seed, 1, static_cast<std::uint64_t>(i), range);
+    ASSERT_LT(v, range);
+    low += v < range / 2;
+  }
+  EXPECT_NEAR(static_cast<double>(low) / n, 0.5, 0.02);
+}
+
 TEST(Shuffle, PermutationKnownAnswerAndThreadIndependence) {
   const std::vector<std::int64_t> expected = {
 6, 5, 2, 9, 0, 8, 3, 7, 4, 1

@@ -229,13 +229,17 @@ SAMEBITS_HD std::uint64_t mulhi64(std::uint64_t a, std::uint64_t b) {
 
 // Element i of a stream of integers uniform in [0, range), range >= 1, exactly uniform (Lemire's
 // multiply-and-reject). Element i uses block i of the stream: attempt 0 takes words (0, 1),
-// attempt 1 words (2, 3); further attempts (probability below range / 2^64 each) take block
-// i + a * 2^62 for a = 1, 2, ... So offsets of one stream must stay below 2^62.
+// attempt 1 words (2, 3). Further attempts (each rejected with probability below range / 2^64)
+// take pairs from block i + 2^63 under the key seed + r * 0x9E3779B97F4A7C15 (r = 1, 2, ...),
+// which ordinary draws (offsets below 2^63) never use and which never repeat.
 SAMEBITS_HD std::uint64_t uniform_int(std::uint64_t seed, std::uint64_t stream, std::uint64_t i,
                                       std::uint64_t range) {
   const std::uint64_t threshold = (0 - range) % range;  // 2^64 mod range
   for (std::uint64_t a = 0;; ++a) {
-    const Block b = block(seed, stream, i + (a >> 1) * (std::uint64_t{1} << 62));
+    const std::uint64_t r = a >> 1;
+    const Block b = r == 0 ? block(seed, stream, i)
+                           : block(seed + r * 0x9E3779B97F4A7C15ull, stream,
+                                   i | (std::uint64_t{1} << 63));
     const unsigned w = static_cast<unsigned>(a & 1) * 2;
     const std::uint64_t x = (static_cast<std::uint64_t>(b[w]) << 32) | b[w + 1];
     const std::uint64_t low = x * range;
