@@ -43,5 +43,8 @@ Tensor gpu_index(std::int64_t n, std::int64_t hi, DType dtype = DType::i64, std:
 
 // One function per op family (bench/gpu_<family>.cpp), called in order by gpu_main.cpp.
 void bench_reduce(Report& r);
+void bench_scan(Report& r);       // gpu_scan.cpp
+void bench_histogram(Report& r);  // gpu_histogram.cpp
+void bench_gemm(Report& r);
 
 }  // namespace samebits::bench

@@ -8,6 +8,12 @@ namespace samebits::detail {
 
 void register_cpu_ops(Registry& r) {
   register_cpu_reduce(r);
+  register_cpu_segment(r);
+  register_cpu_indexing(r);
+  register_cpu_scan(r);
+  register_cpu_histogram(r);
+  register_cpu_scatter(r);
+  register_cpu_gemm(r);
 }
 
 }  // namespace samebits::detail

@@ -9,6 +9,12 @@ namespace samebits::detail {
 
 void register_cuda_ops(Registry& r) {
   (void)r;
+  register_cuda_segment(r);
+  register_cuda_indexing(r);
+  register_cuda_scan(r);
+  register_cuda_histogram(r);
+  register_cuda_gemm(r);
+  register_cuda_reduce(r);
 }
 
 }  // namespace samebits::detail

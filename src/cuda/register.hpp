@@ -4,5 +4,11 @@
 namespace samebits::detail {
 
 class Registry;
+void register_cuda_segment(Registry& r);   // cuda/segment.cu
+void register_cuda_indexing(Registry& r);  // cuda/indexing.cu
+void register_cuda_scan(Registry& r);       // cuda/scan.cu
+void register_cuda_histogram(Registry& r);  // cuda/histogram.cu
+void register_cuda_gemm(Registry& r);  // cuda/gemm.cu
+void register_cuda_reduce(Registry& r);  // cuda/reduce.cu
 
 }  // namespace samebits::detail

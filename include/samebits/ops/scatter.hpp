@@ -1,6 +1,27 @@
 // Scatter-type ops (PyTorch semantics) and the reusable index plan.
+//
+// Canonical order (the `portable` variants on every backend, CPU and CUDA alike). For every
+// target element, its contributions are combined one at a time, sequentially, in ascending source
+// position along the scattered dimension (for index_add: ascending row of `src`):
+//
+//   acc = include_self ? out[t] : c_0          (c_j: the j-th contribution in that order)
+//   acc = op(acc, c_j)  for the remaining j     (sum: acc + c, prod: acc * c,
+//                                                amax: (c > acc || c is NaN) ? c : acc,
+//                                                amin: (c < acc || c is NaN) ? c : acc)
+//   mean: acc / (count + (include_self ? 1 : 0)), one correctly rounded division at the end
+//
+// Each step rounds to the tensor's dtype (no fused multiply-add, no wider accumulator). A target
+// element that receives no contribution is left untouched (its bits are not rewritten). For
+// index_add, a contribution is src[i] when alpha == 1 and alpha * src[i] (rounded, alpha converted
+// to the dtype) otherwise; index_add always includes `out`. NaN propagates (the first NaN met in
+// that order wins for amax/amin).
+//
+// Bad input: an index outside [0, size of the target dim) throws IndexOutOfRange naming the op and
+// the first bad position and value; shape, dtype or device mismatches throw InvalidArgument. In
+// every such case nothing has been written.
 #pragma once
 #include <cstdint>
+#include <string_view>
 
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
@@ -13,8 +34,10 @@ Reduce parse_reduce(std::string_view s);  // "sum", "mean", "amax"/"max", "amin"
 
 // A plan built once from an index vector of n entries with values in [0, num_targets):
 // `order` is the stable sort permutation (int64[n]: sources grouped by target, ascending source
-// order within a target) and `offsets` the CSR offsets (int64[num_targets + 1]). Plans live on
-// the device of the index they were built from and are immutable.
+// order within a target) and `offsets` the CSR offsets (int64[num_targets + 1]): the sources of
+// target t are order[offsets[t] .. offsets[t+1]). A plan is a pure function of the index (the
+// same integers on every backend and thread count). Plans live on the device of the index they
+// were built from and are immutable.
 struct IndexPlan {
   Tensor order;    // int64[n]
   Tensor offsets;  // int64[num_targets + 1]
@@ -24,22 +47,27 @@ struct IndexPlan {
 };
 
 // Builds a plan; throws IndexOutOfRange (naming the first bad position) if an index is outside
-// [0, num_targets).
+// [0, num_targets). index: int32/int64, 1-D, any stride.
 IndexPlan make_index_plan(const TensorView& index, std::int64_t num_targets,
                           const Options& opts = {});
 
 // out[index[i], ...] += alpha * src[i, ...] along dim 0. index: int32/int64 [n]; src: [n, ...];
-// out: [m, ...].
+// out: [m, ...] (same trailing sizes as src).
 void index_add(const TensorView& out, const TensorView& index, const TensorView& src,
                double alpha = 1.0, const Options& opts = {});
-// Same, with a plan built from `index` (reused across calls; no sort).
+// Same, with a plan built from `index` (reused across calls; no sort). Gives the same bits as the
+// call with the index at every level that the plan variants serve (they are portable).
 void index_add(const TensorView& out, const IndexPlan& plan, const TensorView& src,
                double alpha = 1.0, const Options& opts = {});
 
 // PyTorch scatter_add_: for every position p of index, out[p with p[dim] = index[p]] += src[p].
+// index, src and out have the same number of dims (1 to 4); index.size(d) <= src.size(d) for
+// every d and index.size(d) <= out.size(d) for d != dim. Equal to scatter_reduce(sum, true).
 void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src,
                  const Options& opts = {});
-// PyTorch scatter_reduce_(dim, index, src, reduce, include_self).
+// PyTorch scatter_reduce_(dim, index, src, reduce, include_self), shapes as scatter_add.
+// include_self = false: targets that receive contributions start from their first contribution
+// (their old value is ignored); others keep their value.
 void scatter_reduce(const TensorView& out, int dim, const TensorView& index,
                     const TensorView& src, Reduce reduce, bool include_self = true,
                     const Options& opts = {});

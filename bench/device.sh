@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build for sm_90, run the GPU tests (and the CPU ones), the GPU tests
+# under compute-sanitizer, the CUDA benchmark program, the GraphSAGE experiment and inference
+# benchmark, and PyTorch's reference figures, writing everything under $OUT.
+#
+#   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,torch (default: all)
+#
+# The Debian development packages samebits builds against travel as .deb files in .device/debs
+# (git-ignored; see docs/device.md) and are unpacked into .device/root; PyTorch's reference script
+# travels as .device/bench/torch_reference.py with Cora's Planetoid files in .device/data/cora.
+set -uo pipefail
+steps=${1:-build,test,sanitize,bench,experiment,torch}
+OUT=${OUT:-/tmp/samebits-out}
+mkdir -p "$OUT"
+log="$OUT/log.txt"
+has() { [[ ",$steps," == *",$1,"* ]]; }
+say() { echo "== $* ($(date +%T))" | tee -a "$log"; }
+
+root=$PWD/.device/root
+mkdir -p "$root"
+for d in .device/debs/*.deb; do dpkg -x "$d" "$root"; done
+export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee -a "$log"
+
+B=build-device
+if has build; then
+  say build
+  cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DSAMEBITS_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$root/usr" >>"$log" 2>&1 || { tail -30 "$log"; exit 1; }
+  cmake --build $B -j "$(nproc)" >>"$OUT/build.txt" 2>&1 || { grep -E "error|Error" "$OUT/build.txt" | head -40; exit 1; }
+fi
+if has test; then
+  say "tests (all labels)"
+  (cd $B && ctest -j 8 --timeout 300 --output-on-failure) >"$OUT/tests.txt" 2>&1
+  tail -25 "$OUT/tests.txt" | tee -a "$log"
+fi
+if has sanitize; then
+  say "compute-sanitizer memcheck and racecheck on the GPU test programs"
+  for t in $B/tests/test_*_gpu; do
+    [[ -x $t ]] || continue
+    for tool in memcheck racecheck; do
+      r=$(compute-sanitizer --tool $tool --error-exitcode 99 "$t" --gtest_brief=1 \
+          --gtest_filter="${SANITIZE_FILTER:-*}" 2>&1 | tail -3 | tr '\n' ' ')
+      echo "$tool $(basename "$t"): rc=${PIPESTATUS[0]} $r" | tee -a "$log"
+    done
+  done
+fi
+if has bench; then
+  say "CUDA benchmark program"
+  $B/bench/samebits_bench_gpu --out "$OUT" 2>&1 | tail -80 | tee -a "$log"
+fi
+if has experiment; then
+  say "GraphSAGE experiment and inference benchmark"
+  if $B/samebits --help 2>/dev/null | grep -q experiment; then
+    $B/samebits experiment graphsage --device cuda --runs 1000 --epochs 10 \
+      --json "$OUT/experiment_cuda.json" --report "$OUT/report.html" 2>&1 | tail -30 | tee -a "$log"
+    $B/samebits bench graphsage 2>&1 | tail -30 | tee -a "$log"
+  else
+    echo "no experiment command in this build" | tee -a "$log"
+  fi
+fi
+if has torch; then
+  say "PyTorch reference (same call, same GPU)"
+  (cd .device/bench && OUT="$OUT" PYTHONUNBUFFERED=1 timeout 400 python3 torch_reference.py \
+     --runs "${TORCH_RUNS:-100}") >"$OUT/torch.txt" 2>&1
+  tail -40 "$OUT/torch.txt" | tee -a "$log"
+fi
+say done

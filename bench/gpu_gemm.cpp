@@ -1,0 +1,49 @@
+// GPU benchmarks of gemm, every CUDA variant: the shapes of GraphSAGE on Cora (forward, weight
+// and input gradients), a square 4096^3 float32 product, and the synthetic large graph's
+// [1M x 128] @ [128 x 128] with its weight gradient. GFLOP/s (2mnk per call) in the note.
+#include <fmt/format.h>
+
+#include "gpu_common.hpp"
+
+namespace samebits::bench {
+
+void bench_gemm(Report& r) {
+  struct Case {
+    const char* name;
+    std::int64_t m, n, k;
+    Transpose ta, tb;
+    DType dtype;
+    bool large;
+  };
+  const Transpose N = Transpose::no, T = Transpose::yes;
+  const Case cases[] = {
+      {"cora x@W1 [2708x1433]@[1433x16]", 2708, 16, 1433, N, N, DType::f32, false},
+      {"cora x^T@dH [1433x2708]@[2708x16]", 1433, 16, 2708, T, N, DType::f32, false},
+      {"cora h@W2 [2708x16]@[16x7]", 2708, 7, 16, N, N, DType::f32, false},
+      {"cora h^T@dO [16x2708]@[2708x7]", 16, 7, 2708, T, N, DType::f32, false},
+      {"cora dO@W2^T [2708x7]@[7x16]", 2708, 16, 7, N, T, DType::f32, false},
+      {"4096^3 f32", 4096, 4096, 4096, N, N, DType::f32, true},
+      {"4096^3 f64", 4096, 4096, 4096, N, N, DType::f64, true},
+      {"graph [1M x 128]@[128x128]", 1 << 20, 128, 128, N, N, DType::f32, true},
+      {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, N, DType::f32, true},
+  };
+  for (const auto& c : cases) {
+    if (r.quick && c.large) continue;
+    Tensor a = c.ta == T ? gpu_normal({c.k, c.m}, c.dtype, 1) : gpu_normal({c.m, c.k}, c.dtype, 1);
+    Tensor b = c.tb == T ? gpu_normal({c.n, c.k}, c.dtype, 2) : gpu_normal({c.k, c.n}, c.dtype, 2);
+    Tensor out = Tensor::empty({c.m, c.n}, c.dtype, Device::cuda());
+    const double elem = c.dtype == DType::f32 ? 4 : 8;
+    const double bytes = elem * static_cast<double>(c.m * c.k + c.k * c.n + c.m * c.n);
+    const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+    for (const auto& v : list_variants("gemm")) {
+      if (v.backend != DeviceType::cuda) continue;
+      Options o{.level = v.level, .variant = v.name};
+      const int reps = c.large ? 10 : 50;
+      const double ms = time_ms([&] { gemm(c.ta, c.tb, 1.0, a, b, 0.0, out, o); }, reps, 3);
+      r.add({"gemm", "gemm", c.name, v.name, std::string(to_string(v.level)), ms, bytes,
+             fmt::format("{:.0f} GFLOP/s", flops / (ms * 1e-3) / 1e9)});
+    }
+  }
+}
+
+}  // namespace samebits::bench

@@ -1,0 +1,68 @@
+// CPU variants of index_select and gather: element copies, no arithmetic.
+//
+//   cpu.copy   portable   copies x's elements to out as raw words; with nothing to round, the
+//                         result is the same bits at every level, so this one variant serves
+//                         not_guaranteed, run_to_run and portable
+#include <cstring>
+
+#include "core/registry.hpp"
+#include "cpu/register.hpp"
+#include "cpu/thread_pool.hpp"
+#include "ops/indexing.hpp"
+
+namespace samebits::detail {
+
+namespace {
+
+// W: a word of the element size (the dtype does not matter for a copy); I: the index type.
+template <class W, class I> void copy_kernel(const IndexArgs& a, bool gather) {
+  const Padded4 p = pad4(a, gather);
+  const W* x = static_cast<const W*>(a.x.data);
+  const I* idx = static_cast<const I*>(a.index.data);
+  W* out = static_cast<W*>(a.out.data);
+  const auto& n = p.size;
+  const auto dim = static_cast<std::size_t>(p.dim);
+  // One task per (i0, i1); i2, i3 sequential inside.
+  parallel_for(n[0] * n[1], [&](std::int64_t t) {
+    std::int64_t c[4] = {t / n[1], t % n[1], 0, 0};
+    for (c[2] = 0; c[2] < n[2]; ++c[2])
+      for (c[3] = 0; c[3] < n[3]; ++c[3]) {
+        std::int64_t ix = 0, io = 0, ii = 0;
+        for (std::size_t d = 0; d < 4; ++d) {
+          io += c[d] * p.os[d];
+          if (gather) ii += c[d] * p.is[d];
+          if (d != dim) ix += c[d] * p.xs[d];
+        }
+        if (!gather) ii = c[dim] * p.is[dim];
+        ix += static_cast<std::int64_t>(idx[ii]) * p.xs[dim];
+        out[io] = x[ix];
+      }
+  });
+}
+
+template <class W> void run_words(const IndexArgs& a, bool gather) {
+  if (a.index.dtype == DType::i32) copy_kernel<W, std::int32_t>(a, gather);
+  else copy_kernel<W, std::int64_t>(a, gather);
+}
+
+void run(const IndexArgs& a, bool gather) {
+  if (a.out.numel() == 0) return;
+  if (size_of(a.x.dtype) == 4) run_words<std::uint32_t>(a, gather);
+  else run_words<std::uint64_t>(a, gather);
+}
+
+void run_index_select(const IndexArgs& a, const Workspace&) { run(a, false); }
+void run_gather(const IndexArgs& a, const Workspace&) { run(a, true); }
+
+}  // namespace
+
+void register_cpu_indexing(Registry& r) {
+  const char* how = "copies elements, no arithmetic: the same bits at every level, so this one "
+                    "variant serves not_guaranteed, run_to_run and portable";
+  r.add(Variant<IndexArgs>{{"index_select", "cpu.copy", DeviceType::cpu, Determinism::portable, how},
+                           nullptr, nullptr, run_index_select});
+  r.add(Variant<IndexArgs>{{"gather", "cpu.copy", DeviceType::cpu, Determinism::portable, how},
+                           nullptr, nullptr, run_gather});
+}
+
+}  // namespace samebits::detail

@@ -1,0 +1,363 @@
+// CUDA variants of gemm (canonical order: include/samebits/ops/gemm.hpp).
+//
+//   cuda.split_k_atomic  not_guaranteed  k cut into chunks (grid z); c = beta * c first, then each
+//                                        chunk's alpha * partial is added with atomicAdd, in
+//                                        whatever order the blocks finish
+//   cuda.cublas          run_to_run      cublasSgemm/Dgemm on a handle owned by (device, stream)
+//                                        with its own fixed workspace, atomics not allowed and
+//                                        CUBLAS_DEFAULT_MATH (no TF32)
+//   cuda.tiled           portable        shared-memory tiles; each thread owns output elements and
+//                                        walks k ascending with __fmul_rn/__fadd_rn, so every tile
+//                                        shape gives the CPU's bits
+//
+// Why cuda.cublas is run_to_run under concurrent streams: cuBLAS gives the same bits for the same
+// call, handle configuration and GPU; what changes results between otherwise equal calls is the
+// kernel (and split) its heuristics pick, which depends on the workspace it is given. A handle
+// shared by several streams falls back to a shared default workspace pool whose availability
+// varies with what the other streams run (CUBLAS_WORKSPACE_CONFIG exists for this). Here every
+// (device, stream) pair has its own handle, bound once to that stream and to its own workspace
+// of a fixed size, so a call sees the same configuration whatever runs elsewhere; and calls on
+// one stream are ordered, so they never use the workspace at the same time.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/memory.hpp"
+#include "core/registry.hpp"
+#include "cuda/check.cuh"
+#include "cuda/register.hpp"
+#include "ops/gemm.hpp"
+
+namespace samebits::detail {
+
+namespace {
+
+using i64 = std::int64_t;
+
+// --- the tiled kernel (portable, and split-K when gridDim.z > 1 with atomic adds) ---------------
+
+// Tile shapes: BM x BN outputs per block of (BM/TM) x (BN/TN) threads, k in steps of BK.
+struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; };
+struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; };
+template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / Cfg::TN);
+
+// Block (x, y, z) computes rows [x*BM, +BM) x columns [y*BN, +BN) over k in [z*k_chunk, +k_chunk).
+// Tiles past m, n or the chunk's end are filled with +0: a +0 product added to an accumulator that
+// is never -0 leaves it unchanged, and rows/columns past m/n are not written.
+template <class T, class Cfg>
+__global__ void __launch_bounds__(kThreads<Cfg>)
+gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 k_chunk,
+           Epilogue<T> epi, bool atomic) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
+  constexpr int NT = kThreads<Cfg>, RY = BM / TM, RX = BN / TN;
+  __shared__ T As[BK][BM + 1];  // (BK, BM): +1 spreads the k-fast stores over the banks
+  __shared__ T Bs[BK][BN];      // (BK, BN)
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tx = tid % RX, ty = tid / RX;
+  const i64 row0 = static_cast<i64>(blockIdx.x) * BM, col0 = static_cast<i64>(blockIdx.y) * BN;
+  const i64 kb = static_cast<i64>(blockIdx.z) * k_chunk;
+  const i64 ke = kb + k_chunk < k ? kb + k_chunk : k;
+  const bool a_k_fast = A.cs == 1, b_n_fast = B.cs == 1;  // which index is contiguous in memory
+
+  T acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
+
+  for (i64 k0 = kb; k0 < ke; k0 += BK) {
+    for (int idx = tid; idx < BM * BK; idx += NT) {
+      const int r = a_k_fast ? idx / BK : idx % BM;
+      const int kk = a_k_fast ? idx % BK : idx / BM;
+      const i64 gr = row0 + r, gk = k0 + kk;
+      As[kk][r] = (gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
+    }
+    for (int idx = tid; idx < BK * BN; idx += NT) {
+      const int cc = b_n_fast ? idx % BN : idx / BK;
+      const int kk = b_n_fast ? idx / BN : idx % BK;
+      const i64 gk = k0 + kk, gc = col0 + cc;
+      Bs[kk][cc] = (gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      T ra[TM], rb[TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) ra[i] = As[kk][ty + i * RY];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) rb[j] = Bs[kk][tx + j * RX];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = rn_add(acc[i][j], rn_mul(ra[i], rb[j]));
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const i64 r = row0 + ty + i * RY, col = col0 + tx + j * RX;
+      if (r >= m || col >= n) continue;
+      T* e = c + r * crs + col * ccs;
+      if (atomic) atomicAdd(e, epi.alpha == T(1) ? acc[i][j] : rn_mul(epi.alpha, acc[i][j]));
+      else *e = epi(acc[i][j], e);
+    }
+}
+
+// c = epi(+0, c) for every element: k == 0, alpha == 0, and the beta * c step of split-K.
+template <class T>
+__global__ void gemm_scale(T* c, i64 crs, i64 ccs, i64 m, i64 n, Epilogue<T> epi) {
+  const i64 total = m * n;
+  for (i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<i64>(gridDim.x) * blockDim.x) {
+    T* e = c + (idx / n) * crs + (idx % n) * ccs;
+    *e = epi(T(0), e);
+  }
+}
+
+// Test hook: 0 picks the tile shape from the output size, 1 forces wide tiles, 2 narrow ones.
+std::atomic<int> g_tile_override{0};
+
+// Wide tiles when there are enough of them to occupy a large GPU (a fixed count, so the choice
+// is a function of the shape alone); narrow ones for the thin matrices of graph networks.
+bool use_wide(i64 m, i64 n) {
+  const int o = g_tile_override.load();
+  if (o != 0) return o == 1;
+  return ((m + 127) / 128) * ((n + 127) / 128) >= 128;
+}
+
+struct DeviceGuard {
+  int saved = -1;
+  explicit DeviceGuard(int device) {
+    SAMEBITS_CUDA_CHECK(cudaGetDevice(&saved));
+    if (saved != device) SAMEBITS_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() {
+    if (saved >= 0) cudaSetDevice(saved);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+};
+
+template <class T> Epilogue<T> epilogue_of(const GemmArgs& g) {
+  return {static_cast<T>(g.alpha), static_cast<T>(g.beta)};
+}
+
+template <class T> void launch_scale(const GemmArgs& g, Epilogue<T> epi, cudaStream_t s) {
+  const i64 total = g.m() * g.n();
+  const i64 blocks = std::min<i64>((total + 255) / 256, 8192);
+  gemm_scale<T><<<static_cast<unsigned>(blocks), 256, 0, s>>>(
+      static_cast<T*>(g.c.data), g.c.strides[0], g.c.strides[1], g.m(), g.n(), epi);
+  SAMEBITS_CUDA_CHECK_LAUNCH("gemm_scale");
+}
+
+template <class T, class Cfg>
+void launch_tiles(const GemmArgs& g, Epilogue<T> epi, i64 splits, i64 k_chunk, bool atomic,
+                  cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((g.m() + Cfg::BM - 1) / Cfg::BM),
+                  static_cast<unsigned>((g.n() + Cfg::BN - 1) / Cfg::BN),
+                  static_cast<unsigned>(splits));
+  gemm_tiles<T, Cfg><<<grid, kThreads<Cfg>, 0, s>>>(g.mat_a<T>(), g.mat_b<T>(),
+                                                     static_cast<T*>(g.c.data), g.c.strides[0],
+                                                     g.c.strides[1], g.m(), g.n(), g.k(), k_chunk,
+                                                     epi, atomic);
+  SAMEBITS_CUDA_CHECK_LAUNCH("gemm_tiles");
+}
+
+// Grid limits: m tiles on x (2^31 - 1), n tiles on y (65535).
+std::string tiles_why_not(const GemmArgs& g) {
+  if ((g.n() + NarrowTiles::BN - 1) / NarrowTiles::BN > 65535)
+    return "n = " + std::to_string(g.n()) + " needs more than 65535 column tiles";
+  if ((g.m() + NarrowTiles::BM - 1) / NarrowTiles::BM > INT_MAX)
+    return "m = " + std::to_string(g.m()) + " needs more than 2^31 - 1 row tiles";
+  return {};
+}
+
+template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool split_k) {
+  const Epilogue<T> epi = epilogue_of<T>(g);
+  if (g.k() == 0 || epi.alpha == T(0)) return launch_scale<T>(g, epi, s);
+  const bool wide = use_wide(g.m(), g.n());
+  const int bk = wide ? WideTiles::BK : NarrowTiles::BK;
+  i64 splits = 1, chunk = g.k();
+  if (split_k) {
+    // Enough blocks for a large GPU, and pieces of k of at least a few tiles.
+    const i64 tiles = wide ? ((g.m() + 127) / 128) * ((g.n() + 127) / 128)
+                           : ((g.m() + NarrowTiles::BM - 1) / NarrowTiles::BM) *
+                                 ((g.n() + NarrowTiles::BN - 1) / NarrowTiles::BN);
+    splits = std::clamp<i64>(std::max<i64>((256 + tiles - 1) / tiles, (g.k() + 4095) / 4096), 1, 64);
+    chunk = ((g.k() + splits - 1) / splits + bk - 1) / bk * bk;
+    splits = (g.k() + chunk - 1) / chunk;
+    launch_scale<T>(g, Epilogue<T>{T(0), epi.beta}, s);  // c = beta * c
+  }
+  if (wide) launch_tiles<T, WideTiles>(g, epi, splits, chunk, split_k, s);
+  else launch_tiles<T, NarrowTiles>(g, epi, splits, chunk, split_k, s);
+}
+
+void run_tiled(const GemmArgs& g, const Workspace& ws, bool split_k) {
+  if (g.m() == 0 || g.n() == 0) return;
+  DeviceGuard guard(g.c.device.index);
+  const cudaStream_t s = SAMEBITS_STREAM(ws.stream);
+  if (g.c.dtype == DType::f32) run_tiled_t<float>(g, s, split_k);
+  else run_tiled_t<double>(g, s, split_k);
+}
+
+// --- cuBLAS, one handle and workspace per (device, stream) --------------------------------------
+
+constexpr std::size_t kBlasWorkspaceBytes = std::size_t{32} << 20;  // cuBLAS's advice for Hopper
+
+void check_blas(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw CudaError(std::string("cuBLAS call failed: ") + what + ": " + cublasGetStatusString(st));
+}
+
+struct BlasHandle {
+  cublasHandle_t handle = nullptr;
+  std::mutex m;  // calls are enqueued one at a time; the stream orders their execution
+};
+
+BlasHandle& blas_handle(int device, cudaStream_t stream) {
+  static std::mutex mutex;
+  // Never destroyed: handles and workspaces live as long as the process (device teardown
+  // order at exit is not ours to race with).
+  static auto* handles = new std::map<std::pair<int, void*>, std::unique_ptr<BlasHandle>>;
+  std::lock_guard lock(mutex);
+  auto& slot = (*handles)[{device, static_cast<void*>(stream)}];
+  if (slot) return *slot;
+  auto h = std::make_unique<BlasHandle>();
+  check_blas(cublasCreate(&h->handle), "cublasCreate");
+  // cublasSetStream resets the workspace to the default pool, so the stream comes first.
+  check_blas(cublasSetStream(h->handle, stream), "cublasSetStream");
+  void* ws = cuda_allocate(kBlasWorkspaceBytes, device);
+  check_blas(cublasSetWorkspace(h->handle, ws, kBlasWorkspaceBytes), "cublasSetWorkspace");
+  check_blas(cublasSetMathMode(h->handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check_blas(cublasSetAtomicsMode(h->handle, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode");
+  check_blas(cublasSetPointerMode(h->handle, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+  slot = std::move(h);
+  return *slot;
+}
+
+// A logical rows x cols operand as cuBLAS sees it: column-major storage, maybe transposed.
+struct BlasOperand {
+  cublasOperation_t op = CUBLAS_OP_N;
+  i64 ld = 1;
+  bool ok = false;
+};
+
+BlasOperand blas_operand(i64 rows, i64 cols, i64 rs, i64 cs) {
+  if (rs < 0 || cs < 0) return {};
+  if (rs == 1 || rows <= 1) {  // column-major as it is
+    const i64 ld = cols > 1 ? cs : std::max<i64>(1, rows);
+    if (ld >= std::max<i64>(1, rows) && ld <= INT_MAX) return {CUBLAS_OP_N, ld, true};
+  }
+  if (cs == 1 || cols <= 1) {  // row-major: the transpose of a column-major cols x rows
+    const i64 ld = rows > 1 ? rs : std::max<i64>(1, cols);
+    if (ld >= std::max<i64>(1, cols) && ld <= INT_MAX) return {CUBLAS_OP_T, ld, true};
+  }
+  return {};
+}
+
+// The cuBLAS problem: C' = A' B' with C' column-major (m', n'). Either C itself (C column-major)
+// or C^T = op(b)^T op(a)^T (C row-major).
+struct BlasPlan {
+  bool ok = false;
+  bool swapped = false;  // computing C^T
+  i64 m = 0, n = 0, k = 0, ldc = 1;
+  BlasOperand a, b;
+  std::string why;
+};
+
+BlasPlan blas_plan(const GemmArgs& g) {
+  BlasPlan p;
+  const i64 m = g.m(), n = g.n(), k = g.k();
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    p.why = "a dimension exceeds cuBLAS's 32-bit sizes";
+    return p;
+  }
+  const i64 crs = g.c.strides[0], ccs = g.c.strides[1];
+  const i64 ars = g.a.strides[0], acs = g.a.strides[1], brs = g.b.strides[0], bcs = g.b.strides[1];
+  const BlasOperand c_direct = blas_operand(m, n, crs, ccs);
+  if (c_direct.ok && c_direct.op == CUBLAS_OP_N) {
+    p = {true, false, m, n, k, c_direct.ld, blas_operand(m, k, ars, acs), blas_operand(k, n, brs, bcs), {}};
+  } else {
+    const BlasOperand c_t = blas_operand(n, m, ccs, crs);
+    if (!(c_t.ok && c_t.op == CUBLAS_OP_N)) {
+      p.why = "c needs a unit stride in one dimension (and a leading dimension that fits cuBLAS)";
+      return p;
+    }
+    p = {true, true, n, m, k, c_t.ld, blas_operand(n, k, bcs, brs), blas_operand(k, m, acs, ars), {}};
+  }
+  if (!p.a.ok || !p.b.ok) {
+    p.ok = false;
+    p.why = "a and b need a unit stride in one dimension (and a leading dimension that fits cuBLAS)";
+  }
+  return p;
+}
+
+template <class T> void run_cublas_t(const GemmArgs& g, cudaStream_t s) {
+  const Epilogue<T> epi = epilogue_of<T>(g);
+  // Same rule as the other variants for k == 0 and alpha == 0 (a and b not read).
+  if (g.k() == 0 || epi.alpha == T(0)) return launch_scale<T>(g, epi, s);
+  const BlasPlan p = blas_plan(g);
+  if (!p.ok) throw InvalidArgument("gemm: cuda.cublas cannot take these operands: " + p.why);
+  const T* first = static_cast<const T*>(p.swapped ? g.b.data : g.a.data);
+  const T* second = static_cast<const T*>(p.swapped ? g.a.data : g.b.data);
+  BlasHandle& h = blas_handle(g.c.device.index, s);
+  std::lock_guard lock(h.m);
+  const auto M = static_cast<int>(p.m), N = static_cast<int>(p.n), K = static_cast<int>(p.k);
+  // beta == 0: cuBLAS does not read C, as BLAS specifies.
+  if constexpr (sizeof(T) == 4)
+    check_blas(cublasSgemm(h.handle, p.a.op, p.b.op, M, N, K, &epi.alpha, first,
+                           static_cast<int>(p.a.ld), second, static_cast<int>(p.b.ld), &epi.beta,
+                           static_cast<T*>(g.c.data), static_cast<int>(p.ldc)),
+               "cublasSgemm");
+  else
+    check_blas(cublasDgemm(h.handle, p.a.op, p.b.op, M, N, K, &epi.alpha, first,
+                           static_cast<int>(p.a.ld), second, static_cast<int>(p.b.ld), &epi.beta,
+                           static_cast<T*>(g.c.data), static_cast<int>(p.ldc)),
+               "cublasDgemm");
+}
+
+void run_cublas(const GemmArgs& g, const Workspace& ws) {
+  if (g.m() == 0 || g.n() == 0) return;
+  DeviceGuard guard(g.c.device.index);
+  const cudaStream_t s = SAMEBITS_STREAM(ws.stream);
+  if (g.c.dtype == DType::f32) run_cublas_t<float>(g, s);
+  else run_cublas_t<double>(g, s);
+}
+
+std::string cublas_why_not(const GemmArgs& g) {
+  if (g.m() == 0 || g.n() == 0 || g.k() == 0) return {};
+  const BlasPlan p = blas_plan(g);
+  return p.ok ? std::string{} : p.why;
+}
+
+}  // namespace
+
+void set_cuda_gemm_tiles(int which) { g_tile_override.store(which); }
+
+void register_cuda_gemm(Registry& r) {
+  r.add(Variant<GemmArgs>{
+      {"gemm", "cuda.split_k_atomic", DeviceType::cuda, Determinism::not_guaranteed,
+       "k split across blocks; alpha * partials added with atomicAdd in completion order"},
+      tiles_why_not, nullptr, [](const GemmArgs& g, const Workspace& ws) { run_tiled(g, ws, true); }});
+  r.add(Variant<GemmArgs>{
+      {"gemm", "cuda.cublas", DeviceType::cuda, Determinism::run_to_run,
+       "cuBLAS with one handle and fixed workspace per (device, stream), no atomics, no TF32"},
+      cublas_why_not, nullptr, run_cublas});
+  r.add(Variant<GemmArgs>{
+      {"gemm", "cuda.tiled", DeviceType::cuda, Determinism::portable,
+       "shared-memory tiles; each element sums k ascending with __fmul_rn/__fadd_rn (canonical "
+       "order, equal to the CPU)"},
+      tiles_why_not, nullptr, [](const GemmArgs& g, const Workspace& ws) { run_tiled(g, ws, false); }});
+}
+
+}  // namespace samebits::detail

@@ -1,0 +1,344 @@
+// CUDA variants of bincount and histc.
+//
+//   bincount  cuda.float_atomics  not_guaranteed  weights summed with float atomics (per-block
+//                                                 shared-memory bins when they fit, then global
+//                                                 atomics) in arrival order
+//             cuda.fixed_point    portable        weights as exact int64 fixed point (scale from
+//                                                 max |w|, ops/histogram.hpp) with integer
+//                                                 atomics: bitwise equal to cpu.fixed_point
+//   histc     cuda.int_counts     portable        integer counts (replicated shared-memory
+//                                                 counters), PyTorch's bin formula in x's dtype
+// Counts are exact integers in every variant. Every call first checks the indices (and, for the
+// fixed point, finds max |w|) in one pass; nothing is written to `out` unless all are valid, and
+// results are accumulated in the workspace, then written to `out` once.
+// Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 uses 64-thread blocks on a small grid.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+#include "core/registry.hpp"
+#include "cuda/check.cuh"
+#include "cuda/register.hpp"
+#include "ops/histogram.hpp"
+
+namespace samebits::detail {
+
+namespace {
+
+using i64 = long long;
+using u64 = unsigned long long;
+constexpr int kSmemBytes = 48 * 1024;
+
+bool alt_launch() {
+  const char* e = std::getenv("SAMEBITS_CUDA_ALT_LAUNCH");
+  return e != nullptr && *e != '\0' && *e != '0';
+}
+
+struct Launch {
+  unsigned grid = 1;
+  int block = 256;
+};
+// A grid-stride launch over n elements: enough blocks to fill the GPU, at most 2^31 elements
+// per block (shared 32-bit counters cannot overflow).
+Launch launch_for(i64 n) {
+  int d = 0, sms = 1;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&d));
+  SAMEBITS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
+  Launch l;
+  l.block = alt_launch() ? 64 : 256;
+  const i64 want = std::max<i64>(1, (n + l.block * 8 - 1) / (l.block * 8));
+  i64 g = std::min<i64>(want, alt_launch() ? 13 : i64{sms} * 8);
+  g = std::max<i64>(g, (n >> 31) + 1);
+  l.grid = static_cast<unsigned>(g);
+  return l;
+}
+
+struct CheckResult {
+  u64 first_bad;  // smallest position of an index outside [0, bins)
+  u64 max_bits;   // bits of max |w| over finite weights (non-negative doubles order as integers)
+  unsigned special;  // any non-finite weight
+  unsigned pad;
+};
+
+// One pass: first bad index position; with weights, max |w| and whether any is non-finite.
+template <class I, class T>
+__global__ void check_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, CheckResult* res) {
+  u64 bad = ULLONG_MAX;
+  double m = 0;
+  unsigned sp = 0;
+  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const auto v = static_cast<i64>(idx[i * si]);
+    if ((v < 0 || v >= bins) && static_cast<u64>(i) < bad) bad = static_cast<u64>(i);
+    if (w != nullptr) {
+      const double d = static_cast<double>(w[i * sw]);
+      if (isfinite(d)) m = fmax(m, fabs(d));
+      else sp = 1;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, o));
+    m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
+    sp |= __shfl_xor_sync(0xffffffffu, sp, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (bad != ULLONG_MAX) atomicMin(&res->first_bad, bad);
+    if (m > 0) atomicMax(&res->max_bits, static_cast<u64>(__double_as_longlong(m)));
+    if (sp) atomicOr(&res->special, 1u);
+  }
+}
+
+// Exact integer sums per bin: 1 per element (counts) or the fixed-point weight. Shared-memory
+// bins per block when they fit, flushed with global integer atomics (order-independent).
+template <class I, class T, bool Weighted>
+__global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, int s,
+                                u64* acc, unsigned* mask, bool smem) {
+  extern __shared__ u64 sh[];
+  if (smem) {
+    for (i64 b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0;
+    __syncthreads();
+  }
+  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const auto b = static_cast<i64>(idx[i * si]);
+    i64 q = 1;
+    if constexpr (Weighted) {
+      const double d = static_cast<double>(w[i * sw]);
+      if (isfinite(d)) {
+        q = __double2ll_rn(scale_pow2(d, s));
+      } else {
+        atomicOr(&mask[b], isnan(d) ? 4u : (d > 0 ? 1u : 2u));
+        q = 0;
+      }
+    }
+    if (q != 0) {
+      if (smem) atomicAdd(&sh[b], static_cast<u64>(q));
+      else atomicAdd(&acc[b], static_cast<u64>(q));
+    }
+  }
+  if (smem) {
+    __syncthreads();
+    for (i64 b = threadIdx.x; b < bins; b += blockDim.x)
+      if (sh[b] != 0) atomicAdd(&acc[b], sh[b]);
+  }
+}
+
+// Float atomics (the not_guaranteed variant): the sums' last bits follow the arrival order.
+template <class I, class T>
+__global__ void float_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, T* acc, bool smem) {
+  extern __shared__ unsigned char raw[];
+  T* sh = reinterpret_cast<T*>(raw);
+  if (smem) {
+    for (i64 b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = T(0);
+    __syncthreads();
+  }
+  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const auto b = static_cast<i64>(idx[i * si]);
+    if (smem) atomicAdd(&sh[b], w[i * sw]);
+    else atomicAdd(&acc[b], w[i * sw]);
+  }
+  if (smem) {
+    __syncthreads();
+    for (i64 b = threadIdx.x; b < bins; b += blockDim.x) atomicAdd(&acc[b], sh[b]);
+  }
+}
+
+// Writes the bins to out: int64 counts, fixed point -> T (the same steps as the CPU), or copies.
+template <class T, int Kind>  // 0: counts, 1: fixed point, 2: float sums
+__global__ void finalize_kernel(const void* acc, const unsigned* mask, int s, void* out, i64 so, i64 bins) {
+  for (i64 b = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; b < bins;
+       b += static_cast<i64>(gridDim.x) * blockDim.x) {
+    if constexpr (Kind == 0) {
+      static_cast<i64*>(out)[b * so] = static_cast<i64>(static_cast<const u64*>(acc)[b]);
+    } else if constexpr (Kind == 1) {
+      const auto q = static_cast<i64>(static_cast<const u64*>(acc)[b]);
+      T r = static_cast<T>(scale_pow2(static_cast<double>(q), -s));
+      if (mask != nullptr) {
+        const unsigned m = mask[b];
+        if ((m & 4u) || (m & 3u) == 3u) r = T(NAN);
+        else if (m & 1u) r = T(INFINITY);
+        else if (m & 2u) r = -T(INFINITY);
+      }
+      static_cast<T*>(out)[b * so] = r;
+    } else {
+      static_cast<T*>(out)[b * so] = static_cast<const T*>(acc)[b];
+    }
+  }
+}
+
+constexpr std::size_t align_up(std::size_t b) { return (b + 255) / 256 * 256; }
+
+std::size_t bincount_workspace(const BincountArgs& a) {
+  const auto bins = static_cast<std::size_t>(a.out.numel());
+  return align_up(sizeof(CheckResult)) + align_up(bins * 8) + align_up(bins * sizeof(unsigned));
+}
+
+template <bool Canonical>
+void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
+  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
+  const i64 n = a.index.numel(), bins = a.out.numel();
+  char* wsp = static_cast<char*>(ws.data);
+  auto* res = reinterpret_cast<CheckResult*>(wsp);
+  void* acc = wsp + align_up(sizeof(CheckResult));
+  auto* mask = reinterpret_cast<unsigned*>(wsp + align_up(sizeof(CheckResult)) + align_up(static_cast<std::size_t>(bins) * 8));
+  const bool weighted = a.weighted();
+  const Launch l = launch_for(n);
+  const bool is64 = a.index.dtype == DType::i64;
+  const bool f32 = !weighted || a.weights.dtype == DType::f32;
+  const i64 si = n > 0 ? a.index.stride(0) : 1, sw = weighted && n > 0 ? a.weights.stride(0) : 1;
+  auto with_types = [&](auto&& f) {  // f(I*, T*) with the index and weight types
+    if (is64) {
+      if (f32) f(static_cast<const i64*>(a.index.data), static_cast<const float*>(a.weights.data));
+      else f(static_cast<const i64*>(a.index.data), static_cast<const double*>(a.weights.data));
+    } else {
+      if (f32) f(static_cast<const int*>(a.index.data), static_cast<const float*>(a.weights.data));
+      else f(static_cast<const int*>(a.index.data), static_cast<const double*>(a.weights.data));
+    }
+  };
+  // 1. Check (and max |w| for the fixed point) before anything is written.
+  CheckResult h{};
+  if (n > 0) {
+    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(CheckResult), stream));
+    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(u64), stream));
+    with_types([&](auto* ip, auto* wp) {
+      check_kernel<<<l.grid, l.block, 0, stream>>>(ip, si, (weighted && Canonical) ? wp : nullptr, sw, n, bins, res);
+    });
+    SAMEBITS_CUDA_CHECK_LAUNCH("check_kernel");
+    SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (h.first_bad != ULLONG_MAX) {
+      const auto pos = static_cast<i64>(h.first_bad);
+      i64 value = 0;
+      if (is64) {
+        SAMEBITS_CUDA_CHECK(cudaMemcpy(&value, static_cast<const i64*>(a.index.data) + pos * si, 8, cudaMemcpyDeviceToHost));
+      } else {
+        int v32 = 0;
+        SAMEBITS_CUDA_CHECK(cudaMemcpy(&v32, static_cast<const int*>(a.index.data) + pos * si, 4, cudaMemcpyDeviceToHost));
+        value = v32;
+      }
+      // (no fmt in CUDA sources: its consteval format strings do not compile under nvcc)
+      throw IndexOutOfRange("bincount: index[" + std::to_string(pos) + "] = " + std::to_string(value) +
+                            " is outside [0, " + std::to_string(bins) + ") (out has " +
+                            std::to_string(bins) + " bins)");
+    }
+  }
+  if (bins == 0) return;
+  // 2. Accumulate into the workspace.
+  const std::size_t elem = !weighted || Canonical ? 8 : (f32 ? 4 : 8);
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * elem, stream));
+  const bool special = weighted && Canonical && h.special != 0;
+  if (special) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(mask, 0, static_cast<std::size_t>(bins) * sizeof(unsigned), stream));
+  const bool smem = static_cast<std::size_t>(bins) * elem <= kSmemBytes;
+  const std::size_t smem_bytes = smem ? static_cast<std::size_t>(bins) * elem : 0;
+  const int s = weighted && Canonical ? bincount_fixed_shift(n, std::bit_cast<double>(h.max_bits)) : 0;
+  if (n > 0) {
+    with_types([&](auto* ip, auto* wp) {
+      using T = std::remove_const_t<std::remove_pointer_t<decltype(wp)>>;
+      if (!weighted)
+        int_hist_kernel<std::remove_const_t<std::remove_pointer_t<decltype(ip)>>, T, false>
+            <<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, 0, static_cast<u64*>(acc), mask, smem);
+      else if (Canonical)
+        int_hist_kernel<std::remove_const_t<std::remove_pointer_t<decltype(ip)>>, T, true>
+            <<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, s, static_cast<u64*>(acc), mask, smem);
+      else
+        float_hist_kernel<<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, static_cast<T*>(acc), smem);
+    });
+    SAMEBITS_CUDA_CHECK_LAUNCH("bincount accumulate");
+  }
+  // 3. Write out.
+  const Launch lf = launch_for(bins);
+  const i64 so = a.out.stride(0);
+  if (!weighted) finalize_kernel<float, 0><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, 0, a.out.data, so, bins);
+  else if (f32 && Canonical) finalize_kernel<float, 1><<<lf.grid, lf.block, 0, stream>>>(acc, special ? mask : nullptr, s, a.out.data, so, bins);
+  else if (Canonical) finalize_kernel<double, 1><<<lf.grid, lf.block, 0, stream>>>(acc, special ? mask : nullptr, s, a.out.data, so, bins);
+  else if (f32) finalize_kernel<float, 2><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, 0, a.out.data, so, bins);
+  else finalize_kernel<double, 2><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, 0, a.out.data, so, bins);
+  SAMEBITS_CUDA_CHECK_LAUNCH("bincount finalize");
+}
+
+// histc: R replicas of the shared 32-bit counters (warp w uses replica w % R) spread the
+// contention of few bins; flushed with 64-bit global atomics.
+template <class T>
+__global__ void histc_kernel(const T* x, i64 n, T lo, T hi, i64 bins, int replicas, u64* acc, bool smem) {
+  extern __shared__ unsigned shc[];
+  if (smem) {
+    for (i64 b = threadIdx.x; b < bins * replicas; b += blockDim.x) shc[b] = 0;
+    __syncthreads();
+  }
+  unsigned* mine = shc + static_cast<i64>((threadIdx.x >> 5) % replicas) * bins;
+  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 b = histc_bin<T>(x[i], lo, hi, bins);
+    if (b >= 0) {
+      if (smem) atomicAdd(&mine[b], 1u);
+      else atomicAdd(&acc[b], 1ull);
+    }
+  }
+  if (smem) {
+    __syncthreads();
+    for (i64 b = threadIdx.x; b < bins; b += blockDim.x) {
+      u64 c = 0;
+      for (int r = 0; r < replicas; ++r) c += shc[r * bins + b];
+      if (c != 0) atomicAdd(&acc[b], c);
+    }
+  }
+}
+
+template <class T>
+__global__ void histc_finalize(const u64* acc, T* out, i64 so, i64 bins) {
+  for (i64 b = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; b < bins;
+       b += static_cast<i64>(gridDim.x) * blockDim.x)
+    out[b * so] = static_cast<T>(acc[b]);
+}
+
+std::size_t histc_workspace(const HistcArgs& a) { return align_up(static_cast<std::size_t>(a.out.numel()) * 8); }
+
+void histc_cuda(const HistcArgs& a, const Workspace& ws) {
+  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
+  Tensor xc;
+  const TensorView x = a.x.is_contiguous() ? a.x : (xc = Tensor::copy_of(a.x, a.x.device)).view();
+  const i64 n = x.numel(), bins = a.out.numel();
+  auto* acc = static_cast<u64*>(ws.data);
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * 8, stream));
+  const Launch l = launch_for(n);
+  const i64 fit = kSmemBytes / 4 / bins;  // replicas that fit in shared memory
+  const bool smem = fit >= 1;
+  const int replicas = static_cast<int>(std::max<i64>(1, std::min<i64>({fit, 8, l.block / 32})));
+  const std::size_t smem_bytes = smem ? static_cast<std::size_t>(bins * replicas) * 4 : 0;
+  const i64 so = a.out.stride(0);
+  const Launch lf = launch_for(bins);
+  if (x.dtype == DType::f32) {
+    if (n > 0)
+      histc_kernel<float><<<l.grid, l.block, smem_bytes, stream>>>(
+          static_cast<const float*>(x.data), n, static_cast<float>(a.lo), static_cast<float>(a.hi), bins, replicas, acc, smem);
+    SAMEBITS_CUDA_CHECK_LAUNCH("histc_kernel");
+    histc_finalize<float><<<lf.grid, lf.block, 0, stream>>>(acc, static_cast<float*>(a.out.data), so, bins);
+  } else {
+    if (n > 0)
+      histc_kernel<double><<<l.grid, l.block, smem_bytes, stream>>>(
+          static_cast<const double*>(x.data), n, a.lo, a.hi, bins, replicas, acc, smem);
+    SAMEBITS_CUDA_CHECK_LAUNCH("histc_kernel");
+    histc_finalize<double><<<lf.grid, lf.block, 0, stream>>>(acc, static_cast<double*>(a.out.data), so, bins);
+  }
+  SAMEBITS_CUDA_CHECK_LAUNCH("histc_finalize");
+  if (xc.defined() && xc.numel() > 0) SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // xc is freed next
+}
+
+}  // namespace
+
+void register_cuda_histogram(Registry& r) {
+  r.add(Variant<BincountArgs>{{"bincount", "cuda.float_atomics", DeviceType::cuda, Determinism::not_guaranteed,
+                               "float atomics in arrival order (shared-memory bins when they fit); counts exact"},
+                              nullptr, bincount_workspace, bincount_cuda<false>});
+  r.add(Variant<BincountArgs>{{"bincount", "cuda.fixed_point", DeviceType::cuda, Determinism::portable,
+                               "exact int64 fixed point with integer atomics, scale from max |w|; counts exact"},
+                              nullptr, bincount_workspace, bincount_cuda<true>});
+  r.add(Variant<HistcArgs>{{"histc", "cuda.int_counts", DeviceType::cuda, Determinism::portable,
+                            "integer counts in replicated shared-memory counters, PyTorch's bin formula"},
+                           nullptr, histc_workspace, histc_cuda});
+}
+
+}  // namespace samebits::detail

@@ -1,0 +1,430 @@
+// CUDA variants of segment_reduce and aggregate.
+//
+//   cuda.atomic_push       not_guaranteed  groups of lanes walk fixed chunks of edges and add each
+//                                          edge's row into its target with atomic operations
+//   cuda.sequential_rows   portable        pull: a group of lanes per output row (lanes across
+//                                          features, 16-byte loads where aligned; one thread per
+//                                          row for narrow rows), each output element one
+//                                          sequential chain in ascending CSR order, the canonical
+//                                          order of include/samebits/ops/segment.hpp; the same
+//                                          bits as cpu.sequential_rows for any launch shape
+//
+// Unchecked offsets/indices (device tensors not validated at build time) are checked by a kernel
+// that records the first bad position; every writing kernel reads that record first and exits
+// if it is set, so a bad input writes nothing. The host then reads the record and throws.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "core/registry.hpp"
+#include "cuda/check.cuh"
+#include "cuda/register.hpp"
+#include "ops/segment.hpp"
+
+namespace samebits::detail {
+
+namespace {
+
+using u64 = unsigned long long;
+constexpr u64 kNone = ~0ull;
+constexpr int kUnroll = 8;          // pull: loads in flight per lane before they are folded
+constexpr int kDefaultBlock = 256;
+constexpr std::int64_t kPushChunk = 16;  // atomic push: edges per group
+constexpr int kMaxGrid = 1 << 30;
+
+enum Op : int { kSum = 0, kMax = 1, kMin = 2 };
+
+template <class T, int V> struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// Explicitly rounded adds: nothing may fuse or reassociate them.
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
+template <int OP, class T> __device__ __forceinline__ T step(T acc, T v) {
+  if constexpr (OP == kMax) return combine_max(acc, v);
+  else if constexpr (OP == kMin) return combine_min(acc, v);
+  else return add_rn(acc, v);
+}
+
+
+template <int OP, class T> __device__ __forceinline__ T start_value() {
+  if constexpr (OP == kMax) return -std::numeric_limits<T>::infinity();
+  else if constexpr (OP == kMin) return std::numeric_limits<T>::infinity();
+  else return T(0);
+}
+
+__device__ __forceinline__ bool gated(const u64* bad) {
+  return bad != nullptr && (bad[0] != kNone || bad[1] != kNone);
+}
+
+// --- validation ---------------------------------------------------------------------------------
+
+// bad[0] = first position p where offsets fail (offsets[0] != 0, offsets[p] < offsets[p-1], or
+// the last offset != positions); bad[1] = first position of an index outside [0, rows).
+template <class I>
+__global__ void check_kernel(const std::int64_t* __restrict__ off, std::int64_t segs,
+                             std::int64_t positions, const I* __restrict__ idx,
+                             std::int64_t edges, std::int64_t rows, u64* bad) {
+  const std::int64_t n = (idx != nullptr && edges > segs + 1) ? edges : segs + 1;
+  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
+    if (t <= segs) {
+      const std::int64_t o = off[t];
+      bool b = t == 0 ? o != 0 : o < off[t - 1];
+      if (t == segs && o != positions) b = true;
+      if (b) atomicMin(&bad[0], static_cast<u64>(t));
+    }
+    if (idx != nullptr && t < edges) {
+      const auto v = static_cast<std::int64_t>(idx[t]);
+      if (v < 0 || v >= rows) atomicMin(&bad[1], static_cast<u64>(t));
+    }
+  }
+}
+
+// --- pull (portable) ------------------------------------------------------------------------
+
+template <class T, class I> struct PullParams {
+  const T* __restrict__ x;
+  std::int64_t ldx;
+  T* __restrict__ out;
+  std::int64_t ldo;
+  const std::int64_t* __restrict__ off;
+  const I* __restrict__ idx;  // nullptr: position k reads row k
+  std::int64_t segs;
+  std::int64_t cols;
+  int group;  // lanes per row: a power of two <= 32
+  bool mean;
+  const u64* bad;  // nullptr: inputs already checked
+};
+
+template <class T, class I, int OP, int V>
+__global__ void pull_kernel(PullParams<T, I> p) {
+  if (gated(p.bad)) return;
+  const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
+  const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
+  for (std::int64_t s = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / p.group; s < p.segs;
+       s += groups) {
+    const std::int64_t b = p.off[s], e = p.off[s + 1];
+    for (std::int64_t f = std::int64_t{lane} * V; f < p.cols; f += std::int64_t{p.group} * V) {
+      T acc[V];
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] = start_value<OP, T>();
+      std::int64_t k = b;
+      for (; k + kUnroll <= e; k += kUnroll) {
+        // All loads of the batch are issued before any add; the adds keep the order of k.
+        Pack<T, V> v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const std::int64_t r = p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u;
+          v[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + r * p.ldx + f);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v[u].v[c]);
+      }
+      for (; k < e; ++k) {
+        const std::int64_t r = p.idx ? static_cast<std::int64_t>(p.idx[k]) : k;
+        const Pack<T, V> v = *reinterpret_cast<const Pack<T, V>*>(p.x + r * p.ldx + f);
+#pragma unroll
+        for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v.v[c]);
+      }
+      Pack<T, V> o;
+      const std::int64_t count = e - b;
+#pragma unroll
+      for (int c = 0; c < V; ++c) {
+        T r = acc[c];
+        if (count == 0) r = T(0);
+        else if (OP == kSum && p.mean) r = r / static_cast<T>(count);
+        o.v[c] = r;
+      }
+      *reinterpret_cast<Pack<T, V>*>(p.out + s * p.ldo + f) = o;
+    }
+  }
+}
+
+// --- atomic push (not_guaranteed) -----------------------------------------------------------
+
+template <class T> struct Bits;
+template <> struct Bits<float> {
+  using type = unsigned int;
+  static __device__ type of(float v) { return __float_as_uint(v); }
+  static __device__ float from(type b) { return __uint_as_float(b); }
+};
+template <> struct Bits<double> {
+  using type = u64;
+  static __device__ type of(double v) { return static_cast<u64>(__double_as_longlong(v)); }
+  static __device__ double from(type b) { return __longlong_as_double(static_cast<long long>(b)); }
+};
+
+template <class T> __device__ void atomic_step(int op, T* target, T v) {
+  if (op == kSum) {
+    atomicAdd(target, v);
+    return;
+  }
+  using B = typename Bits<T>::type;
+  B* t = reinterpret_cast<B*>(target);
+  B old = *t, assumed;
+  do {
+    assumed = old;
+    const T cur = Bits<T>::from(assumed);
+    const T next = op == kMax ? combine_max(cur, v) : combine_min(cur, v);
+    const B nb = Bits<T>::of(next);
+    if (nb == assumed) return;
+    old = atomicCAS(t, assumed, nb);
+  } while (old != assumed);
+}
+
+template <class T>
+__global__ void fill_kernel(T* out, std::int64_t ldo, std::int64_t segs, std::int64_t cols,
+                            T value, const u64* bad) {
+  if (gated(bad)) return;
+  const std::int64_t n = segs * cols, stride = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride)
+    out[(t / cols) * ldo + t % cols] = value;
+}
+
+template <class T, class I>
+__global__ void push_kernel(PullParams<T, I> p, std::int64_t edges, int op) {
+  if (gated(p.bad)) return;
+  const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
+  const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
+  const std::int64_t chunks = (edges + kPushChunk - 1) / kPushChunk;
+  for (std::int64_t c = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / p.group; c < chunks;
+       c += groups) {
+    const std::int64_t k0 = c * kPushChunk;
+    const std::int64_t k1 = k0 + kPushChunk < edges ? k0 + kPushChunk : edges;
+    // The segment holding position k0: the last s with off[s] <= k0.
+    std::int64_t lo = 0, hi = p.segs - 1;
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi + 1) / 2;
+      if (p.off[mid] <= k0) lo = mid;
+      else hi = mid - 1;
+    }
+    std::int64_t s = lo;
+    for (std::int64_t k = k0; k < k1; ++k) {
+      while (k >= p.off[s + 1]) ++s;
+      const std::int64_t r = p.idx ? static_cast<std::int64_t>(p.idx[k]) : k;
+      for (std::int64_t f = lane; f < p.cols; f += p.group)
+        atomic_step(op, p.out + s * p.ldo + f, p.x[r * p.ldx + f]);
+    }
+  }
+}
+
+// Empty rows become 0; means are divided by their count.
+template <class T>
+__global__ void finish_kernel(T* out, std::int64_t ldo, const std::int64_t* off, std::int64_t segs,
+                              std::int64_t cols, bool mean, const u64* bad) {
+  if (gated(bad)) return;
+  const std::int64_t n = segs * cols, stride = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
+    const std::int64_t s = t / cols;
+    const std::int64_t count = off[s + 1] - off[s];
+    T* o = out + s * ldo + t % cols;
+    if (count == 0) *o = T(0);
+    else if (mean) *o = *o / static_cast<T>(count);
+  }
+}
+
+// --- host side ------------------------------------------------------------------------------
+
+int grid_for(std::int64_t threads, int block) {
+  return static_cast<int>(std::min<std::int64_t>(kMaxGrid, (threads + block - 1) / block));
+}
+
+int next_pow2_upto32(std::int64_t n) {
+  int g = 1;
+  while (g < 32 && g < n) g *= 2;
+  return g;
+}
+
+const char* op_name(const SegmentArgs& a) { return a.identity ? "segment_reduce" : "aggregate"; }
+
+// The output as rows on the device: out itself, or a contiguous temporary copied back at the end.
+struct DeviceOut {
+  Rows rows;
+  Tensor temp;
+  TensorView out;
+  explicit DeviceOut(const TensorView& o) : out(o) {
+    if (auto r = as_rows(o)) {
+      rows = *r;
+    } else {
+      temp = Tensor::empty(o.sizes(), o.dtype, o.device);
+      rows = *as_rows(temp.view());
+    }
+  }
+  void finish(cudaStream_t st) {
+    if (temp.numel() == 0) return;
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
+    copy(temp.view(), out);
+  }
+};
+
+Rows device_rows(const TensorView& t, Tensor& hold) {
+  if (auto r = as_rows(t)) return *r;
+  hold = Tensor::copy_of(t, t.device);
+  return *as_rows(hold.view());
+}
+
+// Launches the check kernel when the inputs are unchecked; returns the record (or nullptr).
+u64* launch_check(const SegmentArgs& a, const Workspace& ws, std::int64_t positions,
+                  cudaStream_t st) {
+  if (a.checked) return nullptr;
+  auto* bad = static_cast<u64*>(ws.data);
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, 2 * sizeof(u64), st));
+  const std::int64_t segs = a.offsets.size(0) - 1;
+  const std::int64_t edges = a.identity ? 0 : a.indices.size(0);
+  const std::int64_t n = std::max(segs + 1, edges);
+  const auto* off = static_cast<const std::int64_t*>(a.offsets.data);
+  const int grid = grid_for(n, kDefaultBlock);
+  if (a.identity || a.indices.dtype == DType::i32)
+    check_kernel<std::int32_t><<<grid, kDefaultBlock, 0, st>>>(
+        off, segs, positions, a.identity ? nullptr : static_cast<const std::int32_t*>(a.indices.data),
+        edges, a.x.size(0), bad);
+  else
+    check_kernel<std::int64_t><<<grid, kDefaultBlock, 0, st>>>(
+        off, segs, positions, static_cast<const std::int64_t*>(a.indices.data), edges, a.x.size(0), bad);
+  SAMEBITS_CUDA_CHECK_LAUNCH("segment check_kernel");
+  return bad;
+}
+
+// Reads the record after the writing kernels ran (they did nothing if it is set) and throws.
+void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, cudaStream_t st) {
+  if (bad == nullptr) return;
+  u64 h[2];
+  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(h, bad, sizeof h, cudaMemcpyDeviceToHost, st));
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
+  const char* op = op_name(a);
+  if (h[0] != kNone) {
+    std::int64_t v = 0;
+    SAMEBITS_CUDA_CHECK(cudaMemcpy(&v, static_cast<const std::int64_t*>(a.offsets.data) + h[0],
+                                   sizeof v, cudaMemcpyDeviceToHost));
+    throw IndexOutOfRange(std::string(op) + ": offsets[" + std::to_string(h[0]) + "] = " +
+                          std::to_string(v) + " is invalid: offsets must start at 0, never " +
+                          "decrease and end at " + std::to_string(positions));
+  }
+  if (h[1] != kNone) {
+    std::int64_t v = 0;
+    if (a.indices.dtype == DType::i32) {
+      std::int32_t v32 = 0;
+      SAMEBITS_CUDA_CHECK(cudaMemcpy(&v32, static_cast<const std::int32_t*>(a.indices.data) + h[1],
+                                     sizeof v32, cudaMemcpyDeviceToHost));
+      v = v32;
+    } else {
+      SAMEBITS_CUDA_CHECK(cudaMemcpy(&v, static_cast<const std::int64_t*>(a.indices.data) + h[1],
+                                     sizeof v, cudaMemcpyDeviceToHost));
+    }
+    throw IndexOutOfRange(std::string(op) + ": indices[" + std::to_string(h[1]) + "] = " +
+                          std::to_string(v) + " is outside [0, " + std::to_string(a.x.size(0)) +
+                          ")");
+  }
+}
+
+template <class T, class I>
+void launch_pull(const PullParams<T, I>& p, int op, int vec, int block, cudaStream_t st) {
+  constexpr int VM = static_cast<int>(16 / sizeof(T));
+  const int grid = grid_for(p.segs * p.group, block);
+  if (grid == 0) return;
+  const bool v = vec > 1;
+  switch (op) {
+    case kMax:
+      if (v) pull_kernel<T, I, kMax, VM><<<grid, block, 0, st>>>(p);
+      else pull_kernel<T, I, kMax, 1><<<grid, block, 0, st>>>(p);
+      break;
+    case kMin:
+      if (v) pull_kernel<T, I, kMin, VM><<<grid, block, 0, st>>>(p);
+      else pull_kernel<T, I, kMin, 1><<<grid, block, 0, st>>>(p);
+      break;
+    default:
+      if (v) pull_kernel<T, I, kSum, VM><<<grid, block, 0, st>>>(p);
+      else pull_kernel<T, I, kSum, 1><<<grid, block, 0, st>>>(p);
+  }
+  SAMEBITS_CUDA_CHECK_LAUNCH("pull_kernel");
+}
+
+int op_of(Reduce r) { return r == Reduce::amax ? kMax : r == Reduce::amin ? kMin : kSum; }
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace& ws, bool atomic) {
+  cudaStream_t st = SAMEBITS_STREAM(ws.stream);
+  Tensor hx;
+  const Rows x = device_rows(a.x, hx);
+  const std::int64_t positions = a.identity ? a.x.size(0) : a.indices.size(0);
+  const u64* bad = launch_check(a, ws, positions, st);
+  DeviceOut o(a.out);
+  PullParams<T, I> p{static_cast<const T*>(x.data), x.ld, static_cast<T*>(o.rows.data), o.rows.ld,
+                     static_cast<const std::int64_t*>(a.offsets.data),
+                     a.identity ? nullptr : static_cast<const I*>(a.indices.data),
+                     a.offsets.size(0) - 1, x.cols, 1, a.reduce == Reduce::mean, bad};
+  const int op = op_of(a.reduce);
+  if (p.segs > 0 && p.cols > 0) {
+    const SegmentLaunch hook = cuda_segment_launch();
+    const int block = hook.block_threads > 0 ? hook.block_threads : kDefaultBlock;
+    if (!atomic) {
+      constexpr int VM = static_cast<int>(16 / sizeof(T));
+      const bool vec = hook.allow_vector && p.cols % VM == 0 && p.ldx % VM == 0 &&
+                       p.ldo % VM == 0 && aligned16(p.x) && aligned16(p.out);
+      p.group = next_pow2_upto32((p.cols + (vec ? VM : 1) - 1) / (vec ? VM : 1));
+      launch_pull(p, op, vec ? VM : 1, block, st);
+    } else {
+      p.group = next_pow2_upto32(p.cols);
+      const T start = op == kMax ? -std::numeric_limits<T>::infinity()
+                      : op == kMin ? std::numeric_limits<T>::infinity() : T(0);
+      const int fill_grid = grid_for(p.segs * p.cols, block);
+      fill_kernel<T><<<fill_grid, block, 0, st>>>(p.out, p.ldo, p.segs, p.cols, start, bad);
+      SAMEBITS_CUDA_CHECK_LAUNCH("fill_kernel");
+      const std::int64_t chunks = (positions + kPushChunk - 1) / kPushChunk;
+      if (chunks > 0) {
+        push_kernel<T, I><<<grid_for(chunks * p.group, block), block, 0, st>>>(p, positions, op);
+        SAMEBITS_CUDA_CHECK_LAUNCH("push_kernel");
+      }
+      finish_kernel<T><<<fill_grid, block, 0, st>>>(p.out, p.ldo, p.off, p.segs, p.cols,
+                                                     a.reduce == Reduce::mean, bad);
+      SAMEBITS_CUDA_CHECK_LAUNCH("finish_kernel");
+    }
+  }
+  report(a, bad, positions, st);
+  o.finish(st);
+}
+
+void run(const SegmentArgs& a, const Workspace& ws, bool atomic) {
+  const bool i64 = !a.identity && a.indices.dtype == DType::i64;
+  if (a.x.dtype == DType::f32) {
+    if (i64) run_typed<float, std::int64_t>(a, ws, atomic);
+    else run_typed<float, std::int32_t>(a, ws, atomic);
+  } else {
+    if (i64) run_typed<double, std::int64_t>(a, ws, atomic);
+    else run_typed<double, std::int32_t>(a, ws, atomic);
+  }
+}
+
+void run_pull(const SegmentArgs& a, const Workspace& ws) { run(a, ws, false); }
+void run_push(const SegmentArgs& a, const Workspace& ws) { run(a, ws, true); }
+
+std::size_t workspace(const SegmentArgs& a) { return a.checked ? 0 : 2 * sizeof(u64); }
+
+}  // namespace
+
+void register_cuda_segment(Registry& r) {
+  const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
+  for (const char* op : {"segment_reduce", "aggregate"}) {
+    r.add(Variant<SegmentArgs>{
+        {op, "cuda.atomic_push", DeviceType::cuda, ng,
+         "lanes walk fixed chunks of edges and add each edge into its target with atomic "
+         "operations, in whatever order the scheduler runs them"},
+        nullptr, workspace, run_push});
+    r.add(Variant<SegmentArgs>{
+        {op, "cuda.sequential_rows", DeviceType::cuda, po,
+         "pull: lanes across features of one output row, one sequential chain per element in "
+         "ascending CSR order (bitwise equal to cpu.sequential_rows)"},
+        nullptr, workspace, run_pull});
+  }
+}
+
+}  // namespace samebits::detail

@@ -1,0 +1,27 @@
+// Public entry point of cumsum: validate, then dispatch to a variant.
+#include "samebits/ops/scan.hpp"
+
+#include "core/registry.hpp"
+#include "ops/checks.hpp"
+#include "ops/scan.hpp"
+
+namespace samebits {
+
+using namespace detail;
+
+void cumsum(const TensorView& x, int dim, const TensorView& out, const Options& opts) {
+  check_float("cumsum", "x", x);
+  check_same_dtype("cumsum", x, out);
+  check_same_device("cumsum", {x, out});
+  check_data("cumsum", "x", x);
+  check_data("cumsum", "out", out);
+  const int d = normalize_dim("cumsum", dim, x.ndim);
+  check_shape("cumsum", "out", out, x.sizes());
+  if (x.ndim == 0) {  // a 0-d tensor is a line of one element
+    dispatch("cumsum", x.device, CumsumArgs{x.reshape({1}), out.reshape({1}), 0}, opts);
+    return;
+  }
+  dispatch("cumsum", x.device, CumsumArgs{x, out, d}, opts);
+}
+
+}  // namespace samebits

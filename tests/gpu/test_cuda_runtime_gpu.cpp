@@ -1,0 +1,144 @@
+// The CUDA backend's runtime: the caching allocator, copies between host and device (contiguous
+// and strided), fills, synchronization, and error reporting (a failing CUDA call surfaces as a
+// CudaError that names the call).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/backends.hpp"
+#include "core/memory.hpp"
+#include "cuda/check.cuh"
+#include "testing.hpp"
+
+namespace samebits {
+namespace {
+
+using testing::fresh_seed;
+const Device kGpu = Device::cuda();
+
+TEST(CudaRuntime, AllocatorReusesFreedBlocksAndAllowsZeroBytes) {
+  SAMEBITS_REQUIRE_CUDA();
+  void* p = detail::allocate_bytes(1000, kGpu);
+  ASSERT_NE(p, nullptr);
+  detail::free_bytes(p, kGpu);
+  void* q = detail::allocate_bytes(1000, kGpu);  // same size class: the cached block comes back
+  EXPECT_EQ(p, q);
+  void* z = detail::allocate_bytes(0, kGpu);
+  EXPECT_NE(z, nullptr);
+  EXPECT_NE(z, q);
+  detail::free_bytes(q, kGpu);
+  detail::free_bytes(z, kGpu);
+  detail::free_bytes(nullptr, kGpu);  // a no-op
+}
+
+TEST(CudaRuntime, AllocationFailureIsCudaErrorNamingCudaMalloc) {
+  SAMEBITS_REQUIRE_CUDA();
+  try {
+    detail::allocate_bytes(std::size_t{1} << 50, kGpu);  // 1 PiB
+    FAIL() << "expected CudaError";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaMalloc"), std::string::npos) << e.what();
+  }
+  // The failure is not sticky: the device still works.
+  Tensor t = Tensor::full({10}, 2.5, DType::f32, kGpu);
+  EXPECT_EQ(t.to_vector<float>(), std::vector<float>(10, 2.5f));
+}
+
+TEST(CudaRuntime, MissingDeviceIsBackendUnavailable) {
+  SAMEBITS_REQUIRE_CUDA();
+  EXPECT_THROW(detail::allocate_bytes(16, Device::cuda(detail::cuda_device_count())), BackendUnavailable);
+  EXPECT_THROW(detail::allocate_bytes(16, Device::cuda(-1)), BackendUnavailable);
+}
+
+TEST(CudaRuntime, FailingCallThrowsCudaErrorWithCallFileAndReason) {
+  SAMEBITS_REQUIRE_CUDA();
+  try {
+    SAMEBITS_CUDA_CHECK(cudaSetDevice(1 << 20));
+    FAIL() << "expected CudaError";
+  } catch (const CudaError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cudaSetDevice(1 << 20)"), std::string::npos) << m;
+    EXPECT_NE(m.find("test_cuda_runtime_gpu.cpp"), std::string::npos) << m;
+    EXPECT_NE(m.find("cudaErrorInvalidDevice"), std::string::npos) << m;
+  }
+  try {
+    Tensor a = Tensor::empty({4}, DType::f32, kGpu), b = Tensor::empty({4}, DType::f32, kGpu);
+    SAMEBITS_CUDA_CHECK(cudaMemcpy(a.raw(), b.raw(), 16, static_cast<cudaMemcpyKind>(42)));
+    FAIL() << "expected CudaError";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaMemcpy"), std::string::npos) << e.what();
+  }
+  cudaGetLastError();
+  int dev = -1;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev));  // still usable
+  EXPECT_EQ(dev, 0);
+}
+
+TEST(CudaRuntime, CopiesRoundTripBitwiseForEveryDtype) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor h = testing::random_normal({1234, 7}, dtype, seed);
+    Tensor d = h.to(kGpu);
+    EXPECT_TRUE(d.device().is_cuda());
+    EXPECT_TRUE(bitwise_equal(h, d.to(Device::cpu())));
+    Tensor d2 = d.clone();  // device to device
+    EXPECT_NE(d2.raw(), d.raw());
+    EXPECT_TRUE(bitwise_equal(h, d2.to(Device::cpu())));
+    EXPECT_EQ(content_hash(h), content_hash(d2));
+  }
+  for (DType dtype : {DType::i32, DType::i64}) {
+    Tensor h = testing::random_index(5000, 1 << 30, dtype, seed);
+    EXPECT_TRUE(bitwise_equal(h, h.to(kGpu).to(Device::cpu())));
+  }
+  Tensor e = Tensor::empty({0, 3}, DType::f32, kGpu);  // empty tensors copy to nothing
+  EXPECT_EQ(e.to(Device::cpu()).numel(), 0);
+}
+
+TEST(CudaRuntime, StridedViewsCopyAcrossDevices) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  Tensor h = testing::random_normal({40, 30}, DType::f64, seed);
+  Tensor d = h.to(kGpu);
+  // A strided device view read to the host, and a host view written into a strided device view.
+  const TensorView dt = d.view().transpose(0, 1);
+  Tensor back = Tensor::copy_of(dt, Device::cpu());
+  Tensor want = Tensor::copy_of(h.view().transpose(0, 1), Device::cpu());
+  EXPECT_TRUE(bitwise_equal(back, want)) << "seed " << seed;
+  Tensor big = Tensor::full({40, 60}, -1.0, DType::f64, kGpu);
+  const TensorView every_other = big.view().slice(1, 0, 60, 2);
+  copy(h, every_other);
+  const auto all = testing::to_doubles(big);
+  const auto hv = testing::to_doubles(h);
+  for (std::int64_t i = 0; i < 40; ++i)
+    for (std::int64_t j = 0; j < 60; ++j) {
+      const double v = all[static_cast<std::size_t>(i * 60 + j)];
+      if (j % 2 == 0)
+        ASSERT_EQ(v, hv[static_cast<std::size_t>(i * 30 + j / 2)]) << i << "," << j;
+      else
+        ASSERT_EQ(v, -1.0) << i << "," << j;  // the gaps are untouched
+    }
+}
+
+TEST(CudaRuntime, FillAndSynchronizeOnAStream) {
+  SAMEBITS_REQUIRE_CUDA();
+  Tensor t = Tensor::empty({3, 1000}, DType::f32, kGpu);
+  fill(t.view().select(0, 1), 4.0);
+  fill(t.view().select(0, 0), -3.0);
+  fill(t.view().select(0, 2), 0.5);
+  const auto v = t.to_vector<float>();
+  EXPECT_EQ(v[0], -3.0f);
+  EXPECT_EQ(v[1000], 4.0f);
+  EXPECT_EQ(v[2999], 0.5f);
+  cudaStream_t s = nullptr;
+  SAMEBITS_CUDA_CHECK(cudaStreamCreate(&s));
+  Tensor out = Tensor::empty({1}, DType::f32, kGpu);
+  sum(t, out, {.level = Determinism::portable, .stream = Stream{s}});
+  detail::cuda_synchronize(Stream{s});
+  EXPECT_EQ(out.to_vector<float>()[0], 1000 * (-3.0f + 4.0f + 0.5f));
+  SAMEBITS_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+}  // namespace
+}  // namespace samebits

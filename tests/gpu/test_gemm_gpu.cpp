@@ -1,0 +1,319 @@
+// gemm on CUDA: every variant against a float64 reference (all transposes, leading-dimension,
+// column-major and strided operands, alpha/beta rules); the portable kernel bitwise equal to the
+// CPU's portable variant for two tile shapes; cuBLAS run_to_run over 100 repeats and under
+// concurrent streams; split-K's nondeterminism; bad input.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <thread>
+
+#include "ops/gemm.hpp"
+#include "testing.hpp"
+
+namespace samebits {
+namespace {
+
+using testing::fresh_seed;
+
+constexpr Transpose kN = Transpose::no, kT = Transpose::yes;
+const Device kGpu = Device::cuda();
+
+enum class Layout { contiguous, leading_dim, strided, column_major };
+
+struct Operand {
+  Tensor host;  // contiguous logical values on the CPU
+  Tensor keep;  // device storage behind `view`
+  TensorView view;
+};
+
+Operand make_operand(std::int64_t rows, std::int64_t cols, DType dtype, std::uint64_t seed,
+                     Layout layout) {
+  Operand o;
+  o.host = testing::random_normal({rows, cols}, dtype, seed);
+  switch (layout) {
+    case Layout::contiguous:
+      o.keep = o.host.to(kGpu);
+      o.view = o.keep.view();
+      break;
+    case Layout::leading_dim:
+      o.keep = Tensor::full({rows, cols + 3}, std::nan(""), dtype, kGpu);
+      o.view = o.keep.view().slice(1, 0, cols);
+      copy(o.host, o.view);
+      break;
+    case Layout::strided:
+      o.view = testing::strided_copy(o.host.to(kGpu), o.keep);
+      break;
+    case Layout::column_major:
+      o.keep = Tensor::empty({cols, rows}, dtype, kGpu);
+      o.view = o.keep.view().transpose(0, 1);
+      copy(o.host, o.view);
+      break;
+  }
+  return o;
+}
+
+// float64 reference and the per-element error scale |alpha| sum |a b| + |beta c|.
+void reference(Transpose ta, Transpose tb, double alpha, const Tensor& a, const Tensor& b,
+               double beta, const std::vector<double>& c0, std::int64_t m, std::int64_t n,
+               std::int64_t k, std::vector<double>& ref, std::vector<double>& mag) {
+  const auto av = testing::to_doubles(a), bv = testing::to_doubles(b);
+  ref.assign(static_cast<std::size_t>(m * n), 0.0);
+  mag.assign(ref.size(), 0.0);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      long double s = 0, sa = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double x = ta == kT ? av[static_cast<std::size_t>(p * m + i)] : av[static_cast<std::size_t>(i * k + p)];
+        const double y = tb == kT ? bv[static_cast<std::size_t>(j * k + p)] : bv[static_cast<std::size_t>(p * n + j)];
+        s += static_cast<long double>(x) * y;
+        sa += std::abs(static_cast<long double>(x) * y);
+      }
+      const auto e = static_cast<std::size_t>(i * n + j);
+      ref[e] = static_cast<double>(alpha * s + (beta == 0 ? 0.0L : beta * static_cast<long double>(c0[e])));
+      mag[e] = static_cast<double>(std::abs(alpha) * sa + (beta == 0 ? 0 : std::abs(beta * c0[e])));
+    }
+}
+
+struct Shape3 {
+  std::int64_t m, n, k;
+};
+
+struct VariantCase {
+  const char* name;
+  Determinism level;
+};
+const VariantCase kVariants[] = {{"cuda.split_k_atomic", Determinism::not_guaranteed},
+                                 {"cuda.cublas", Determinism::run_to_run},
+                                 {"cuda.tiled", Determinism::portable}};
+
+class GemmGpuReference : public ::testing::TestWithParam<std::tuple<DType, Transpose, Transpose>> {};
+
+TEST_P(GemmGpuReference, EveryVariantShapeAndLayout) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto [dtype, ta, tb] = GetParam();
+  const double eps = dtype == DType::f32 ? 6e-8 : 1.2e-16;
+  const Shape3 shapes[] = {{1, 1, 1},  {0, 5, 3},     {5, 0, 3},     {4, 3, 0},
+                           {7, 13, 5}, {37, 19, 300}, {130, 33, 70}, {100, 70, 600}};
+  for (const auto& s : shapes)
+    for (Layout layout : {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
+      for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-1.5, 0.75}, std::pair{0.5, 1.0}}) {
+        const auto seed = fresh_seed();
+        Operand a = ta == kT ? make_operand(s.k, s.m, dtype, seed, layout)
+                             : make_operand(s.m, s.k, dtype, seed, layout);
+        Operand b = tb == kT ? make_operand(s.n, s.k, dtype, seed + 1, layout)
+                             : make_operand(s.k, s.n, dtype, seed + 1, layout);
+        Tensor c_host = testing::random_normal({s.m, s.n}, dtype, seed + 2);
+        const auto c0 = testing::to_doubles(c_host);
+        std::vector<double> ref, mag;
+        reference(ta, tb, alpha, a.host, b.host, beta, c0, s.m, s.n, s.k, ref, mag);
+        for (const auto& v : kVariants) {
+          SCOPED_TRACE(fmt::format("{} seed {} m={} n={} k={} layout={} alpha={} beta={}", v.name,
+                                   seed, s.m, s.n, s.k, static_cast<int>(layout), alpha, beta));
+          Tensor c = c_host.to(kGpu);
+          if (beta == 0) fill(c, std::nan(""));  // must be ignored
+          // cuBLAS needs a unit stride; strided operands go through selection instead.
+          const bool force = !(layout == Layout::strided && std::string(v.name) == "cuda.cublas");
+          Options o{.level = v.level};
+          if (force) o.variant = v.name;
+          gemm(ta, tb, alpha, a.view, b.view, beta, c, o);
+          const auto got = testing::to_doubles(c);
+          int bad = 0;
+          for (std::size_t e = 0; e < ref.size(); ++e)
+            if (!(std::abs(got[e] - ref[e]) <= eps * static_cast<double>(s.k + 3) * mag[e] + 1e-300)) ++bad;
+          EXPECT_EQ(bad, 0);
+        }
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GemmGpuReference,
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f64),
+                                            ::testing::Values(kN, kT), ::testing::Values(kN, kT)));
+
+// Restores automatic tile choice when a test ends.
+struct TileOverride {
+  explicit TileOverride(int which) { detail::set_cuda_gemm_tiles(which); }
+  ~TileOverride() { detail::set_cuda_gemm_tiles(0); }
+};
+
+struct Case {
+  Transpose ta, tb;
+  Shape3 s;
+  double alpha, beta;
+};
+
+TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
+  SAMEBITS_REQUIRE_CUDA();
+  const Case cases[] = {
+      {kN, kN, {2708, 16, 1433}, 1.0, 0.0},  // Cora: x @ W1
+      {kT, kN, {1433, 16, 2708}, 1.0, 1.0},  // x^T @ dH, accumulated
+      {kN, kN, {2708, 7, 16}, 1.0, 0.0},     // h @ W2
+      {kT, kN, {16, 7, 2708}, 1.0, 0.0},     // h^T @ dO
+      {kN, kT, {2708, 16, 7}, 1.0, 0.0},     // dO @ W2^T
+      {kN, kN, {1, 1, 1}, 1.0, 0.0},         {kN, kN, {3, 5, 0}, 2.0, -1.0},
+      {kT, kT, {129, 257, 33}, 0.3, 0.0},    {kN, kT, {300, 200, 517}, -1.25, 0.5},
+      {kT, kN, {65, 130, 1000}, 1.0, -1.0},  {kN, kN, {1000, 128, 128}, 1.0, 0.0},
+      {kN, kN, {17, 3, 4097}, 0.0, 1.5},
+  };
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const auto& cs : cases) {
+      const auto seed = fresh_seed();
+      SCOPED_TRACE(fmt::format("seed {} dtype {} m={} n={} k={} ta={} tb={}", seed,
+                               to_string(dtype), cs.s.m, cs.s.n, cs.s.k, cs.ta == kT, cs.tb == kT));
+      Tensor a = cs.ta == kT ? testing::random_normal({cs.s.k, cs.s.m}, dtype, seed)
+                             : testing::random_normal({cs.s.m, cs.s.k}, dtype, seed);
+      Tensor b = cs.tb == kT ? testing::random_normal({cs.s.n, cs.s.k}, dtype, seed + 1)
+                             : testing::random_normal({cs.s.k, cs.s.n}, dtype, seed + 1);
+      Tensor c0 = testing::random_normal({cs.s.m, cs.s.n}, dtype, seed + 2);
+      Tensor cpu = c0.clone();
+      gemm(cs.ta, cs.tb, cs.alpha, a, b, cs.beta, cpu, {.level = Determinism::portable});
+      Tensor ga = a.to(kGpu), gb = b.to(kGpu);
+      for (int tiles : {0, 1, 2}) {
+        TileOverride o(tiles);
+        Tensor gc = c0.to(kGpu);
+        gemm(cs.ta, cs.tb, cs.alpha, ga, gb, cs.beta, gc, {.level = Determinism::portable});
+        EXPECT_NE(last_explain().find("cuda.tiled"), std::string::npos) << last_explain();
+        EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu)) << "tile setting " << tiles;
+      }
+    }
+}
+
+TEST(GemmGpu, PortableStridedOperandsEqualCpu) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Operand a = make_operand(90, 300, DType::f32, seed, Layout::strided);
+  Operand b = make_operand(70, 300, DType::f32, seed + 1, Layout::leading_dim);
+  Tensor cpu = Tensor::empty({90, 70}, DType::f32);
+  gemm(kN, kT, 1.0, a.host, b.host, 0.0, cpu, {.level = Determinism::portable});
+  Tensor big = Tensor::full({90, 100}, std::nan(""), DType::f32, kGpu);
+  TensorView c = big.view().slice(1, 10, 80);  // an output with a leading dimension
+  for (int tiles : {1, 2}) {
+    TileOverride o(tiles);
+    gemm(kN, kT, 1.0, a.view, b.view, 0.0, c, {.level = Determinism::portable});
+    EXPECT_TRUE(bitwise_equal(Tensor::copy_of(c, Device::cpu()), cpu));
+  }
+}
+
+TEST(GemmGpu, CublasBitwiseOver100Repeats) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor a = testing::random_normal({1000, 700}, dtype, seed, kGpu);
+    Tensor b = testing::random_normal({700, 300}, dtype, seed + 1, kGpu);
+    Tensor c = Tensor::empty({1000, 300}, dtype, kGpu);
+    std::set<std::uint64_t> hashes;
+    for (int r = 0; r < 100; ++r) {
+      gemm(kN, kN, 1.0, a, b, 0.0, c, {.level = Determinism::run_to_run});
+      hashes.insert(content_hash(c));
+    }
+    EXPECT_NE(last_explain().find("cuda.cublas"), std::string::npos) << last_explain();
+    EXPECT_EQ(hashes.size(), 1u) << "seed " << seed;
+  }
+}
+
+TEST(GemmGpu, CublasSameBitsUnderConcurrentStreams) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // Shapes that make cuBLAS pick different kernels (some with split-K and workspace use).
+  const Shape3 shapes[] = {{2708, 16, 1433}, {64, 64, 20000}, {1024, 1024, 1024}, {4096, 128, 128}};
+  std::vector<Tensor> as, bs, expect;
+  for (std::size_t i = 0; i < std::size(shapes); ++i) {
+    const auto& s = shapes[i];
+    as.push_back(testing::random_normal({s.m, s.k}, DType::f32, seed + 2 * i, kGpu));
+    bs.push_back(testing::random_normal({s.k, s.n}, DType::f32, seed + 2 * i + 1, kGpu));
+    Tensor c = Tensor::empty({s.m, s.n}, DType::f32, kGpu);
+    gemm(kN, kN, 1.0, as[i], bs[i], 0.0, c, {.level = Determinism::run_to_run});
+    expect.push_back(c.to(Device::cpu()));
+  }
+  constexpr int kThreads = 6;
+  std::vector<int> mismatches(kThreads, 0), errors(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        cudaStream_t s = nullptr;
+        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) { ++errors[t]; return; }
+        std::vector<Tensor> outs;
+        for (const auto& sh : shapes) outs.push_back(Tensor::empty({sh.m, sh.n}, DType::f32, kGpu));
+        for (int r = 0; r < 10; ++r)
+          for (std::size_t i = 0; i < std::size(shapes); ++i) {
+            const std::size_t j = (i + static_cast<std::size_t>(t)) % std::size(shapes);
+            gemm(kN, kN, 1.0, as[j], bs[j], 0.0, outs[j],
+                 {.level = Determinism::run_to_run, .stream = Stream{s}});
+            if (cudaStreamSynchronize(s) != cudaSuccess) { ++errors[t]; return; }
+            if (!bitwise_equal(outs[j].to(Device::cpu()), expect[j])) ++mismatches[t];
+          }
+        cudaStreamSynchronize(s);
+        cudaStreamDestroy(s);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "thread " << t << ": " << e.what();
+        ++errors[t];
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(errors[t], 0) << "thread " << t;
+    EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+  }
+}
+
+TEST(GemmGpu, SplitKVariesRunToRun) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  Tensor a = testing::random_normal({64, 16384}, DType::f32, seed, kGpu);
+  Tensor b = testing::random_normal({16384, 64}, DType::f32, seed + 1, kGpu);
+  Tensor c0 = testing::random_normal({64, 64}, DType::f32, seed + 2, kGpu);
+  std::set<std::uint64_t> hashes;
+  for (int r = 0; r < 1000 && hashes.size() < 2; ++r) {
+    Tensor c = c0.clone();
+    gemm(kN, kN, 1.0, a, b, 0.5, c, {.level = Determinism::not_guaranteed, .variant = "cuda.split_k_atomic"});
+    hashes.insert(content_hash(c));
+  }
+  EXPECT_GE(hashes.size(), 2u) << "seed " << seed;
+}
+
+TEST(GemmGpu, SelectionPerLevel) {
+  SAMEBITS_REQUIRE_CUDA();
+  Tensor a = testing::random_normal({30, 40}, DType::f32, fresh_seed(), kGpu);
+  Tensor b = testing::random_normal({40, 20}, DType::f32, fresh_seed(), kGpu);
+  Tensor c = Tensor::empty({30, 20}, DType::f32, kGpu);
+  const std::pair<Determinism, const char*> expected[] = {
+      {Determinism::not_guaranteed, "cuda.split_k_atomic"},
+      {Determinism::run_to_run, "cuda.cublas"},
+      {Determinism::portable, "cuda.tiled"}};
+  for (const auto& [level, name] : expected) {
+    gemm(kN, kN, 1.0, a, b, 0.0, c, {.level = level});
+    EXPECT_NE(last_explain().find(std::string("ran ") + name), std::string::npos) << last_explain();
+  }
+  // A strided operand: run_to_run falls back to the portable kernel.
+  Tensor keep;
+  TensorView as = testing::strided_copy(a, keep);
+  gemm(kN, kN, 1.0, as, b, 0.0, c, {.level = Determinism::run_to_run});
+  EXPECT_NE(last_explain().find("ran cuda.tiled"), std::string::npos) << last_explain();
+}
+
+TEST(GemmGpu, BadInputThrowsAndLeavesOutputUntouched) {
+  SAMEBITS_REQUIRE_CUDA();
+  Tensor a = testing::random_normal({4, 6}, DType::f32, fresh_seed(), kGpu);
+  Tensor b = testing::random_normal({6, 5}, DType::f32, fresh_seed(), kGpu);
+  Tensor b_cpu = b.to(Device::cpu());
+  Tensor b64 = testing::random_normal({6, 5}, DType::f64, fresh_seed(), kGpu);
+  Tensor bad_k = testing::random_normal({7, 5}, DType::f32, fresh_seed(), kGpu);
+  Tensor c = testing::random_normal({4, 5}, DType::f32, fresh_seed(), kGpu);
+  const auto before = content_hash(c);
+  for (auto level : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable}) {
+    const Options o{.level = level};
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, b_cpu, 1.0, c, o), InvalidArgument);  // device
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, b64, 1.0, c, o), InvalidArgument);    // dtype
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, bad_k, 1.0, c, o), InvalidArgument);  // k differs
+    EXPECT_THROW(gemm(kN, kT, 1.0, a, b, 1.0, c, o), InvalidArgument);      // op(b) is [5, 6]
+    EXPECT_EQ(content_hash(c), before);
+  }
+}
+
+}  // namespace
+}  // namespace samebits

@@ -1,0 +1,323 @@
+// gemm on the CPU: accuracy against float64 for every transpose combination and operand layout,
+// alpha/beta rules, the documented canonical loop equal to the fast kernel bit for bit, bitwise
+// determinism over repeats and thread counts, the split-K variant's nondeterminism, bad input.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "testing.hpp"
+
+namespace samebits {
+namespace {
+
+using testing::fresh_seed;
+
+constexpr Determinism kNg = Determinism::not_guaranteed;
+constexpr Determinism kPo = Determinism::portable;
+constexpr Transpose kN = Transpose::no, kT = Transpose::yes;
+
+// How an operand is stored: contiguous, a column slice of a wider (NaN-padded) buffer (leading
+// dimension > cols), every other column (no unit stride), or column-major (a transposed view).
+enum class Layout { contiguous, leading_dim, strided, column_major };
+
+struct Operand {
+  Tensor values;  // contiguous copy of the logical contents
+  Tensor keep;    // storage behind `view`
+  TensorView view;
+};
+
+Operand make_operand(std::int64_t rows, std::int64_t cols, DType dtype, std::uint64_t seed,
+                     Layout layout) {
+  Operand o;
+  o.values = testing::random_normal({rows, cols}, dtype, seed);
+  switch (layout) {
+    case Layout::contiguous:
+      o.keep = o.values;
+      o.view = o.values.view();
+      break;
+    case Layout::leading_dim:
+      o.keep = Tensor::full({rows, cols + 5}, std::nan(""), dtype);
+      o.view = o.keep.view().slice(1, 0, cols);
+      copy(o.values, o.view);
+      break;
+    case Layout::strided:
+      o.view = testing::strided_copy(o.values, o.keep);
+      break;
+    case Layout::column_major:
+      o.keep = Tensor::empty({cols, rows}, dtype);
+      o.view = o.keep.view().transpose(0, 1);
+      copy(o.values, o.view);
+      break;
+  }
+  return o;
+}
+
+// float64 reference of c = alpha * op(a) @ op(b) + beta * c (beta == 0: c ignored); `mag`, when
+// given, receives |alpha| * sum |a||b| + |beta c| per element, the scale of the rounding error.
+std::vector<double> reference(Transpose ta, Transpose tb, double alpha, const Tensor& a,
+                              const Tensor& b, double beta, const std::vector<double>& c0,
+                              std::int64_t m, std::int64_t n, std::int64_t k,
+                              std::vector<double>* mag = nullptr) {
+  if (mag) mag->assign(static_cast<std::size_t>(m * n), 0.0);
+  const auto av = testing::to_doubles(a), bv = testing::to_doubles(b);
+  std::vector<double> r(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      long double s = 0, sa = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double x = ta == kT ? av[static_cast<std::size_t>(p * m + i)] : av[static_cast<std::size_t>(i * k + p)];
+        const double y = tb == kT ? bv[static_cast<std::size_t>(j * k + p)] : bv[static_cast<std::size_t>(p * n + j)];
+        s += static_cast<long double>(x) * y;
+        sa += std::abs(static_cast<long double>(x) * y);
+      }
+      const auto e = static_cast<std::size_t>(i * n + j);
+      if (mag) (*mag)[e] = static_cast<double>(std::abs(alpha) * sa + (beta == 0 ? 0 : std::abs(beta * c0[e])));
+      r[e] = static_cast<double>(alpha * s + (beta == 0 ? 0.0L : beta * static_cast<long double>(c0[e])));
+    }
+  return r;
+}
+
+// The canonical order of include/samebits/ops/gemm.hpp, written out naively.
+template <class T>
+std::vector<T> naive_canonical(Transpose ta, Transpose tb, double alpha_d, const Tensor& a,
+                               const Tensor& b, double beta_d, const std::vector<T>& c0,
+                               std::int64_t m, std::int64_t n, std::int64_t k) {
+  const auto av = a.to_vector<T>(), bv = b.to_vector<T>();
+  const T alpha = static_cast<T>(alpha_d), beta = static_cast<T>(beta_d);
+  std::vector<T> r(c0);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const auto e = static_cast<std::size_t>(i * n + j);
+      T acc = T(0);
+      for (std::int64_t p = 0; p < k; ++p) {
+        const T x = ta == kT ? av[static_cast<std::size_t>(p * m + i)] : av[static_cast<std::size_t>(i * k + p)];
+        const T y = tb == kT ? bv[static_cast<std::size_t>(j * k + p)] : bv[static_cast<std::size_t>(p * n + j)];
+        const T prod = x * y;
+        acc = acc + prod;
+      }
+      if (alpha == T(0)) {
+        r[e] = beta == T(0) ? T(0) : beta == T(1) ? c0[e] : beta * c0[e];
+        continue;
+      }
+      const T t = alpha == T(1) ? acc : alpha * acc;
+      if (beta == T(0)) { r[e] = t; continue; }
+      const T u = beta == T(1) ? c0[e] : beta * c0[e];
+      r[e] = t + u;
+    }
+  return r;
+}
+
+struct Shape3 {
+  std::int64_t m, n, k;
+};
+
+const Shape3 kShapes[] = {{1, 1, 1},   {0, 5, 3},    {5, 0, 3},   {4, 3, 0},  {7, 13, 5},
+                          {37, 19, 300}, {130, 33, 70}, {6, 16, 257}, {97, 250, 40}};
+
+class GemmReference
+    : public ::testing::TestWithParam<std::tuple<DType, Determinism, Transpose, Transpose>> {};
+
+TEST_P(GemmReference, AllShapesAndLayouts) {
+  const auto [dtype, level, ta, tb] = GetParam();
+  const double eps = dtype == DType::f32 ? 6e-8 : 1.2e-16;
+  for (const auto& s : kShapes)
+    for (Layout layout : {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
+      for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-1.5, 0.75}, std::pair{0.5, 1.0}}) {
+        const auto seed = fresh_seed();
+        SCOPED_TRACE(fmt::format("seed {} m={} n={} k={} layout={} alpha={} beta={}", seed, s.m,
+                                 s.n, s.k, static_cast<int>(layout), alpha, beta));
+        Operand a = ta == kT ? make_operand(s.k, s.m, dtype, seed, layout)
+                             : make_operand(s.m, s.k, dtype, seed, layout);
+        Operand b = tb == kT ? make_operand(s.n, s.k, dtype, seed + 1, layout)
+                             : make_operand(s.k, s.n, dtype, seed + 1, layout);
+        Tensor c = testing::random_normal({s.m, s.n}, dtype, seed + 2);
+        const auto c0 = testing::to_doubles(c);
+        if (beta == 0) fill(c, std::nan(""));  // must be ignored
+        gemm(ta, tb, alpha, a.view, b.view, beta, c, {.level = level});
+        std::vector<double> mag;
+        const auto ref = reference(ta, tb, alpha, a.values, b.values, beta, c0, s.m, s.n, s.k, &mag);
+        const auto got = testing::to_doubles(c);
+        int bad = 0;
+        for (std::size_t e = 0; e < ref.size(); ++e)
+          if (!(std::abs(got[e] - ref[e]) <= eps * static_cast<double>(s.k + 3) * mag[e] + 1e-300)) ++bad;
+        EXPECT_EQ(bad, 0);
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GemmReference,
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f64),
+                                            ::testing::Values(kNg, kPo), ::testing::Values(kN, kT),
+                                            ::testing::Values(kN, kT)));
+
+TEST(Gemm, PortableFollowsTheDocumentedLoop) {
+  const Shape3 shapes[] = {{1, 1, 1}, {4, 3, 0}, {13, 29, 517}, {100, 17, 300}, {64, 300, 33}};
+  for (const auto& s : shapes)
+    for (Transpose ta : {kN, kT})
+      for (Transpose tb : {kN, kT})
+        for (auto [alpha, beta] :
+             {std::pair{1.0, 0.0}, std::pair{0.3, 0.0}, std::pair{1.0, 1.0}, std::pair{-0.7, 1.9},
+              std::pair{0.0, 2.5}, std::pair{0.0, 1.0}, std::pair{1.0, -1.0}}) {
+          const auto seed = fresh_seed();
+          SCOPED_TRACE(fmt::format("seed {} m={} n={} k={} alpha={} beta={}", seed, s.m, s.n, s.k, alpha, beta));
+          Tensor a = ta == kT ? testing::random_normal({s.k, s.m}, DType::f32, seed)
+                              : testing::random_normal({s.m, s.k}, DType::f32, seed);
+          Tensor b = tb == kT ? testing::random_normal({s.n, s.k}, DType::f32, seed + 1)
+                              : testing::random_normal({s.k, s.n}, DType::f32, seed + 1);
+          Tensor c = testing::random_normal({s.m, s.n}, DType::f32, seed + 2);
+          const auto expect = naive_canonical<float>(ta, tb, alpha, a, b, beta, c.to_vector<float>(), s.m, s.n, s.k);
+          gemm(ta, tb, alpha, a, b, beta, c, {.level = kPo});
+          EXPECT_TRUE(bitwise_equal(c, Tensor::from_vector(expect, {s.m, s.n})));
+        }
+}
+
+TEST(Gemm, PortableFollowsTheDocumentedLoopFloat64CoraShapes) {
+  // The shapes of two-layer GraphSAGE on Cora, forward and the weight gradients.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor x = testing::random_normal({2708, 1433}, dtype, seed);
+    Tensor w = testing::random_normal({1433, 16}, dtype, seed + 1);
+    Tensor h = Tensor::empty({2708, 16}, dtype);
+    gemm(kN, kN, 1.0, x, w, 0.0, h, {.level = kPo});
+    Tensor gw = testing::random_normal({1433, 16}, dtype, seed + 2);
+    gemm(kT, kN, 1.0, x, h, 1.0, gw.view(), {.level = kPo});  // accumulate x^T @ h into gw
+    if (dtype == DType::f32) {
+      const auto eh = naive_canonical<float>(kN, kN, 1.0, x, w, 0.0, std::vector<float>(2708 * 16), 2708, 16, 1433);
+      EXPECT_TRUE(bitwise_equal(h, Tensor::from_vector(eh, {2708, 16})));
+    } else {
+      const auto eh = naive_canonical<double>(kN, kN, 1.0, x, w, 0.0, std::vector<double>(2708 * 16), 2708, 16, 1433);
+      EXPECT_TRUE(bitwise_equal(h, Tensor::from_vector(eh, {2708, 16})));
+    }
+    Tensor w2 = testing::random_normal({16, 7}, dtype, seed + 3);
+    Tensor o = Tensor::empty({2708, 7}, dtype);
+    gemm(kN, kN, 1.0, h, w2, 0.0, o, {.level = kPo});
+    Tensor dh = Tensor::empty({2708, 16}, dtype);
+    gemm(kN, kT, 1.0, o, w2, 0.0, dh, {.level = kPo});
+    const auto ref = reference(kN, kT, 1.0, o, w2, 0.0, std::vector<double>(2708 * 16), 2708, 16, 7);
+    EXPECT_LT(testing::relative_error(dh, ref), 1e-6);
+  }
+}
+
+TEST(Gemm, BetaZeroIgnoresNanAndAlphaZeroReadsNoInputs) {
+  Tensor a = testing::random_normal({5, 8}, DType::f32, fresh_seed());
+  Tensor b = testing::random_normal({8, 3}, DType::f32, fresh_seed());
+  a.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+  Tensor c = testing::random_normal({5, 3}, DType::f32, fresh_seed());
+  const auto c0 = c.to_vector<float>();
+  for (auto level : {kNg, kPo}) {
+    Tensor d = c.clone();
+    gemm(kN, kN, 0.0, a, b, 2.0, d, {.level = level});  // a's NaN is not read
+    for (int i = 0; i < 15; ++i) EXPECT_EQ(d.data<float>()[i], 2.0f * c0[static_cast<std::size_t>(i)]);
+    fill(d, std::nan(""));
+    gemm(kN, kN, 0.0, a, b, 0.0, d, {.level = level});  // +0 everywhere
+    for (int i = 0; i < 15; ++i) {
+      EXPECT_EQ(d.data<float>()[i], 0.0f);
+      EXPECT_FALSE(std::signbit(d.data<float>()[i]));
+    }
+  }
+  // Products that are all -0 sum to +0 (the accumulator starts at +0).
+  Tensor ones = Tensor::full({2, 4}, 1.0, DType::f64);
+  Tensor negz = Tensor::full({4, 3}, -0.0, DType::f64);
+  Tensor out = Tensor::full({2, 3}, std::nan(""), DType::f64);
+  gemm(kN, kN, 1.0, ones, negz, 0.0, out, {.level = kPo});
+  for (int i = 0; i < 6; ++i) EXPECT_FALSE(std::signbit(out.data<double>()[i]));
+  // k == 0: acc = +0, so c = alpha * 0 + beta * c = beta * c for nonzero c.
+  Tensor a0 = Tensor::empty({3, 0}, DType::f64), b0 = Tensor::empty({0, 2}, DType::f64);
+  Tensor c3 = testing::random_normal({3, 2}, DType::f64, fresh_seed());
+  const auto c30 = c3.to_vector<double>();
+  gemm(kN, kN, 2.0, a0, b0, -3.0, c3, {.level = kPo});
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c3.data<double>()[i], -3.0 * c30[static_cast<std::size_t>(i)]);
+}
+
+TEST(Gemm, NanAndInfPropagate) {
+  Tensor a = testing::random_normal({4, 6}, DType::f32, fresh_seed());
+  Tensor b = testing::random_normal({6, 5}, DType::f32, fresh_seed());
+  a.data<float>()[1 * 6 + 2] = std::numeric_limits<float>::infinity();
+  b.data<float>()[4 * 5 + 3] = std::numeric_limits<float>::quiet_NaN();
+  Tensor c = Tensor::empty({4, 5}, DType::f32);
+  gemm(kN, kN, 1.0, a, b, 0.0, c, {.level = kPo});
+  EXPECT_TRUE(std::isinf(c.data<float>()[1 * 5 + 0]));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(c.data<float>()[i * 5 + 3]));
+}
+
+TEST(Gemm, PortableBitwiseOverRepeatsAndThreadCounts) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor a = testing::random_normal({1000, 300}, dtype, seed);
+    Tensor b = testing::random_normal({300, 16}, dtype, seed + 1);
+    Tensor a2 = testing::random_normal({300, 200}, dtype, seed + 2);
+    Tensor b2 = testing::random_normal({300, 270}, dtype, seed + 3);
+    Tensor c = Tensor::empty({1000, 16}, dtype), c2 = Tensor::empty({200, 270}, dtype);
+    std::set<std::uint64_t> hashes, hashes2;
+    for (int threads : {1, 2, 3, 8}) {
+      testing::ThreadCount tc(threads);
+      for (int r = 0; r < 20; ++r) {
+        gemm(kN, kN, 1.0, a, b, 0.0, c, {.level = Determinism::run_to_run});
+        hashes.insert(content_hash(c));
+        gemm(kT, kN, 0.5, a2, b2, 0.0, c2, {.level = kPo});
+        hashes2.insert(content_hash(c2));
+      }
+    }
+    EXPECT_EQ(hashes.size(), 1u);
+    EXPECT_EQ(hashes2.size(), 1u);
+  }
+}
+
+TEST(Gemm, SplitKVariesRunToRun) {
+  // Documents the problem: the k pieces' partials reach each output in completion order.
+  testing::ThreadCount tc(std::max(2, num_threads()));
+  const auto seed = fresh_seed();
+  Tensor a = testing::random_normal({8, 8192}, DType::f32, seed);
+  Tensor b = testing::random_normal({8192, 16}, DType::f32, seed + 1);
+  Tensor c0 = testing::random_normal({8, 16}, DType::f32, seed + 2);
+  std::set<std::uint64_t> hashes;
+  for (int r = 0; r < 5000 && hashes.size() < 2; ++r) {
+    Tensor c = c0.clone();
+    gemm(kN, kN, 1.0, a, b, 0.5, c, {.level = kNg, .variant = "cpu.split_k_atomic"});
+    hashes.insert(content_hash(c));
+  }
+  EXPECT_GE(hashes.size(), 2u) << "seed " << seed;
+}
+
+TEST(Gemm, SelectionPicksPackedTilesForDeterministicLevels) {
+  Tensor a = testing::random_normal({3, 4}, DType::f32, fresh_seed());
+  Tensor b = testing::random_normal({4, 5}, DType::f32, fresh_seed());
+  Tensor c = Tensor::empty({3, 5}, DType::f32);
+  for (auto level : {Determinism::run_to_run, kPo}) {
+    gemm(kN, kN, 1.0, a, b, 0.0, c, {.level = level});
+    EXPECT_NE(last_explain().find("cpu.packed_tiles"), std::string::npos) << last_explain();
+  }
+  gemm(kN, kN, 1.0, a, b, 0.0, c, {.level = kNg});
+  EXPECT_NE(last_explain().find("cpu.split_k_atomic"), std::string::npos) << last_explain();
+}
+
+TEST(Gemm, BadInputThrowsAndLeavesOutputUntouched) {
+  Tensor a = testing::random_normal({4, 6}, DType::f32, fresh_seed());
+  Tensor b = testing::random_normal({6, 5}, DType::f32, fresh_seed());
+  Tensor c = testing::random_normal({4, 5}, DType::f32, fresh_seed());
+  const auto before = content_hash(c);
+  Tensor b64 = testing::random_normal({6, 5}, DType::f64, fresh_seed());
+  Tensor bad_k = testing::random_normal({7, 5}, DType::f32, fresh_seed());
+  Tensor c_bad = Tensor::empty({4, 6}, DType::f32);
+  Tensor ints = Tensor::zeros({4, 6}, DType::i32);
+  TensorView on_gpu = b.view();
+  on_gpu.device = Device::cuda();
+  for (auto level : {kNg, kPo}) {
+    const Options o{.level = level};
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, bad_k, 1.0, c, o), InvalidArgument);          // k differs
+    EXPECT_THROW(gemm(kT, kN, 1.0, a, b, 1.0, c, o), InvalidArgument);              // op(a) is [6, 4]
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, b64, 1.0, c, o), InvalidArgument);            // dtype
+    EXPECT_THROW(gemm(kN, kN, 1.0, ints, b, 1.0, c, o), InvalidArgument);           // not float
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, on_gpu, 1.0, c, o), InvalidArgument);         // device
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, b, 1.0, c_bad.view().transpose(0, 1).slice(0, 0, 4), o),
+                 InvalidArgument);                                                  // c shape
+    EXPECT_THROW(gemm(kN, kN, 1.0, a.view().reshape({24}), b, 1.0, c, o), InvalidArgument);  // 1-D
+    EXPECT_EQ(content_hash(c), before);
+  }
+}
+
+}  // namespace
+}  // namespace samebits
