@@ -7,5 +7,6 @@ namespace samebits::cli {
 void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level coverage matrix
 void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits
 void add_doctor_command(CLI::App& app);  // cmd_doctor.cpp: the environment report
+void add_diff_command(CLI::App& app);    // cmd_diff.cpp: where two traces diverge
 
 }  // namespace samebits::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   samebits::cli::add_ops_command(app);
   samebits::cli::add_demo_command(app);
   samebits::cli::add_doctor_command(app);
+  samebits::cli::add_diff_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
