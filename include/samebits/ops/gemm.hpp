@@ -34,9 +34,11 @@
 //                                              (device, stream), atomics off, no TF32; needs a unit
 //                                              stride in one dimension of a, b and c, otherwise
 //                                              run_to_run selects cuda.tiled
-//         portable        cuda.tiled           shared-memory tiles (128x128 outputs per block when
-//                                              there are at least 128 such tiles, 32x16 otherwise);
-//                                              the canonical order, equal to cpu.packed_tiles
+//         portable        cuda.tiled           shared-memory tiles: 128x128 outputs per block when
+//                                              there are at least 128 such tiles; else 16x16 with
+//                                              64-deep k steps when k >= 1024 and there are fewer
+//                                              than 132 tiles of 32x16; else 32x16. The canonical
+//                                              order, so the same bits as cpu.packed_tiles
 // The canonical order walks k sequentially per element, so a portable product with a small
 // output and a very long k (say [128 x 1M] @ [1M x 128]) has little parallelism on a GPU; use
 // run_to_run (cuBLAS) there when CPU-GPU equality is not needed.
