@@ -293,9 +293,13 @@ __global__ void group_totals_kernel(const T* x, T* gp, i64 outer, i64 len, i64 i
     const i64 b = gi * kScanGroupElems, e = min(len, b + kScanGroupElems);
     T ge = T(-0.0);
     for (i64 i0 = b; i0 < e; i0 += kScanSegment) {
+      T v[kScanSegment];  // all loads of the segment issued before the adds
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j) v[j] = i0 + j < e ? xl[(i0 + j) * inner] : T(-0.0);
       T r = T(-0.0);
-      const i64 i1 = min(e, i0 + kScanSegment);
-      for (i64 i = i0; i < i1; ++i) r = r + xl[i * inner];
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j)
+        if (i0 + j < e) r = r + v[j];
       ge = ge + r;
     }
     gp[t] = ge;
@@ -336,12 +340,16 @@ __global__ void group_scan_kernel(const T* x, T* out, const T* gp, i64 outer, i6
     T e = T(-0.0);
     for (i64 i0 = b; i0 < e_end; i0 += kScanSegment) {
       const T P = Pg + e;
+      T v[kScanSegment];  // the segment is read before any of it is written (x may be out)
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j) v[j] = i0 + j < e_end ? x[off + (i0 + j) * inner] : T(-0.0);
       T r = T(-0.0);
-      const i64 i1 = min(e_end, i0 + kScanSegment);
-      for (i64 i = i0; i < i1; ++i) {
-        r = r + x[off + i * inner];
-        out[off + i * inner] = P + r;
-      }
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j)
+        if (i0 + j < e_end) {
+          r = r + v[j];
+          out[off + (i0 + j) * inner] = P + r;
+        }
       e = e + r;
     }
   }
