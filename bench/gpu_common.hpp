@@ -43,5 +43,6 @@ Tensor gpu_index(std::int64_t n, std::int64_t hi, DType dtype = DType::i64, std:
 
 // One function per op family (bench/gpu_<family>.cpp), called in order by gpu_main.cpp.
 void bench_reduce(Report& r);
+void bench_scatter(Report& r);  // gpu_scatter.cpp
 
 }  // namespace samebits::bench

@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   fmt::print("GPU {} ({} SMs); copy ceiling {:.2f} TB/s\n", p.name, p.multiProcessorCount,
              report.ceiling_tbps);
   bench_reduce(report);
+  bench_scatter(report);
 
   // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.
   std::map<std::string, double> atomic_ms;
