@@ -30,7 +30,7 @@ namespace {
 
 using u64 = unsigned long long;
 constexpr u64 kNone = ~0ull;
-constexpr int kUnroll = 8;          // pull: loads in flight per lane before they are folded
+constexpr int kUnroll = 16;  // pull: loads in flight per lane before they are folded
 constexpr int kDefaultBlock = 256;
 constexpr std::int64_t kPushChunk = 16;  // atomic push: edges per group
 constexpr int kMaxGrid = 1 << 30;
