@@ -8,5 +8,7 @@ void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level
 void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits
 void add_doctor_command(CLI::App& app);  // cmd_doctor.cpp: the environment report
 void add_diff_command(CLI::App& app);    // cmd_diff.cpp: where two traces diverge
+void add_experiment_command(CLI::App& app);  // cmd_experiment.cpp: GraphSAGE reproducibility
+void add_bench_graphsage_command(CLI::App& app);  // cmd_bench_graphsage.cpp: inference timing
 
 }  // namespace samebits::cli
