@@ -35,15 +35,17 @@ if has test; then
   tail -25 "$OUT/tests.txt" | tee -a "$log"
 fi
 if has sanitize; then
-  say "compute-sanitizer memcheck and racecheck on the GPU test programs"
+  say "compute-sanitizer memcheck and racecheck on the GPU test programs (in parallel)"
+  # The long repeat/variance tests are left out: they rerun the same kernels many times.
+  filter=${SANITIZE_FILTER:--*Repeat*:*Var*:*Concurrent*:*100*}
+  mkdir -p /tmp/sanitize
   for t in $B/tests/test_*_gpu; do
-    [[ -x $t ]] || continue
-    for tool in memcheck racecheck; do
-      r=$(compute-sanitizer --tool $tool --error-exitcode 99 "$t" --gtest_brief=1 \
-          --gtest_filter="${SANITIZE_FILTER:-*}" 2>&1 | tail -3 | tr '\n' ' ')
-      echo "$tool $(basename "$t"): rc=${PIPESTATUS[0]} $r" | tee -a "$log"
-    done
-  done
+    for tool in memcheck racecheck; do echo "$tool $t"; done
+  done | xargs -P 8 -L 1 bash -c 'timeout '"${SANITIZE_TIMEOUT:-150}"' compute-sanitizer --tool $0 \
+      --error-exitcode 99 "$1" --gtest_brief=1 --gtest_filter="'"$filter"'" \
+      >/tmp/sanitize/$0_$(basename $1).txt 2>&1; echo "$0 $(basename $1) rc=$? $(grep -E "ERROR SUMMARY|PASSED|FAILED" /tmp/sanitize/$0_$(basename $1).txt | tr "\n" " ")"' \
+    | sort | tee -a "$log"
+  cat /tmp/sanitize/*.txt > "$OUT/sanitize.txt"
 fi
 if has bench; then
   say "CUDA benchmark program"

@@ -10,5 +10,7 @@ void add_doctor_command(CLI::App& app);  // cmd_doctor.cpp: the environment repo
 void add_diff_command(CLI::App& app);    // cmd_diff.cpp: where two traces diverge
 void add_variability_command(CLI::App& app);  // cmd_variability.cpp: run-to-run variability
 void add_calibrate_command(CLI::App& app);    // cmd_calibrate.cpp: tolerances from spread
+void add_experiment_command(CLI::App& app);  // cmd_experiment.cpp: GraphSAGE reproducibility
+void add_bench_graphsage_command(CLI::App& app);  // cmd_bench_graphsage.cpp: inference timing
 
 }  // namespace samebits::cli

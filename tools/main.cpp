@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   samebits::cli::add_diff_command(app);
   samebits::cli::add_variability_command(app);
   samebits::cli::add_calibrate_command(app);
+  samebits::cli::add_experiment_command(app);
+  samebits::cli::add_bench_graphsage_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -34,6 +34,9 @@ struct Dataset {
   std::int64_t num_classes = 0;  // max label + 1
   Csr features;                  // [num_nodes x num_features]
   bool binary_features = true;   // every stored value is 1 (values then empty)
+  // Dense features [num_nodes x num_features], row-major, for synthetic benchmark graphs; when
+  // non-empty they replace `features`.
+  std::vector<float> dense_features;
   std::vector<std::int32_t> labels;
   std::vector<Split> split;
   std::vector<std::int64_t> edge_src, edge_dst;  // directed edges src -> dst

@@ -1,0 +1,190 @@
+// CUDA implementations of the GraphSAGE model kernels (src/nn/kernels.hpp), float32. Each output
+// element is computed by one thread with the same correctly rounded operations, in the same
+// order, as the CPU implementation (the shared per-element code is src/nn/kernel_math.hpp), so
+// the results are bitwise equal to the CPU's for any block size. Compiled with --fmad=false;
+// the sparse products also spell their roundings out with __fadd_rn/__fmul_rn.
+//
+// Test hook: SAMEBITS_NN_BLOCK=<threads per block> (32..1024) changes every launch's block size.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "cuda/check.cuh"
+#include "nn/kernel_math.hpp"
+#include "nn/kernels.hpp"
+
+namespace samebits::nn::kernels::cuda {
+
+namespace {
+
+int block_size() {
+  if (const char* e = std::getenv("SAMEBITS_NN_BLOCK")) {
+    const int b = std::atoi(e);
+    if (b >= 32 && b <= 1024 && b % 32 == 0) return b;
+  }
+  return 256;
+}
+
+struct Launch {
+  unsigned grid = 0, block = 0;
+  bool empty = true;
+};
+Launch launch_for(std::int64_t n) {
+  Launch l;
+  if (n <= 0) return l;
+  l.block = static_cast<unsigned>(block_size());
+  const std::int64_t g = (n + l.block - 1) / l.block;
+  if (g > 0x7fffffff) throw InvalidArgument("GraphSAGE CUDA kernels: tensor too large for one launch");
+  l.grid = static_cast<unsigned>(g);
+  l.empty = false;
+  return l;
+}
+
+__device__ __forceinline__ std::int64_t global_index() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+// One thread per (row, column): the sum over the row's entries in ascending k, from +0.
+__global__ void spmm_pair_kernel(std::int64_t rows, std::int64_t h, const std::int64_t* off,
+                                 const std::int32_t* cols, const float* vals, const float* a,
+                                 const float* b, float* oa, float* ob) {
+  const std::int64_t i = global_index();
+  if (i >= rows * h) return;
+  const std::int64_t r = i / h, c = i % h;
+  float acc_a = 0.0f, acc_b = 0.0f;
+  const std::int64_t k1 = off[r + 1];
+  if (vals == nullptr) {
+    for (std::int64_t k = off[r]; k < k1; ++k) {
+      const std::int64_t base = static_cast<std::int64_t>(cols[k]) * h + c;
+      acc_a = __fadd_rn(acc_a, a[base]);
+      acc_b = __fadd_rn(acc_b, b[base]);
+    }
+  } else {
+    for (std::int64_t k = off[r]; k < k1; ++k) {
+      const std::int64_t base = static_cast<std::int64_t>(cols[k]) * h + c;
+      const float v = vals[k];
+      acc_a = __fadd_rn(acc_a, __fmul_rn(v, a[base]));
+      acc_b = __fadd_rn(acc_b, __fmul_rn(v, b[base]));
+    }
+  }
+  oa[i] = acc_a;
+  ob[i] = acc_b;
+}
+
+__global__ void add_bias_kernel(std::int64_t n, std::int64_t h, const float* x, const float* y,
+                                const float* bias, float* out) {
+  const std::int64_t i = global_index();
+  if (i < n) out[i] = __fadd_rn(__fadd_rn(x[i], y[i]), bias[i % h]);
+}
+
+__global__ void relu_dropout_kernel(std::int64_t n, const float* pre, float* out, bool training,
+                                    std::uint64_t seed, std::uint64_t stream, float p,
+                                    float scale) {
+  const std::int64_t i = global_index();
+  if (i < n)
+    out[i] = relu_dropout_elem<float>(pre[i], training, seed, stream,
+                                      static_cast<std::uint64_t>(i), p, scale);
+}
+
+__global__ void relu_dropout_backward_kernel(std::int64_t n, const float* out, const float* g,
+                                             float scale, float* gp) {
+  const std::int64_t i = global_index();
+  if (i < n) gp[i] = relu_dropout_grad_elem<float>(out[i], g[i], scale);
+}
+
+__global__ void log_softmax_nll_kernel(std::int64_t rows, std::int64_t classes, const float* z,
+                                       const std::int32_t* target, float count, float* logp,
+                                       float* grad, float* nll) {
+  const std::int64_t r = global_index();
+  if (r < rows)
+    log_softmax_row<float>(z + r * classes, classes, target[r], count, logp + r * classes,
+                           grad + r * classes, nll + r);
+}
+
+__global__ void divide_rows_kernel(std::int64_t n, std::int64_t h, const float* x,
+                                   const float* deg, float* out) {
+  const std::int64_t i = global_index();
+  if (i < n) out[i] = divide_elem<float>(x[i], deg[i / h]);
+}
+
+__global__ void adam_kernel(std::int64_t n, float* p, const float* g, float* m, float* v,
+                            AdamScalars<float> k) {
+  const std::int64_t i = global_index();
+  if (i < n) adam_elem<float>(p[i], g[i], m[i], v[i], k);
+}
+
+cudaStream_t stream_of(Stream s) { return SAMEBITS_STREAM(s); }
+
+}  // namespace
+
+void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
+               const TensorView& out_a, const TensorView& out_b, Stream s) {
+  const std::int64_t h = a.size(1);
+  const Launch l = launch_for(m.rows * h);
+  if (l.empty) return;
+  spmm_pair_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
+      m.rows, h, m.offsets.data<std::int64_t>(), m.cols.data<std::int32_t>(),
+      m.unit ? nullptr : m.values.data<float>(), a.ptr<float>(), b.ptr<float>(),
+      out_a.ptr<float>(), out_b.ptr<float>());
+  SAMEBITS_CUDA_CHECK_LAUNCH("spmm_pair");
+}
+
+void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
+              const TensorView& out, Stream s) {
+  const Launch l = launch_for(x.numel());
+  if (l.empty) return;
+  add_bias_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
+                                                        y.ptr<float>(), bias.ptr<float>(),
+                                                        out.ptr<float>());
+  SAMEBITS_CUDA_CHECK_LAUNCH("add_bias");
+}
+
+void relu_dropout(const TensorView& pre, const TensorView& out, bool training, std::uint64_t seed,
+                  std::uint64_t stream, float p, float scale, Stream s) {
+  const Launch l = launch_for(pre.numel());
+  if (l.empty) return;
+  relu_dropout_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
+      pre.numel(), pre.ptr<float>(), out.ptr<float>(), training, seed, stream, p, scale);
+  SAMEBITS_CUDA_CHECK_LAUNCH("relu_dropout");
+}
+
+void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, float scale,
+                           const TensorView& grad_pre, Stream s) {
+  const Launch l = launch_for(out.numel());
+  if (l.empty) return;
+  relu_dropout_backward_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
+      out.numel(), out.ptr<float>(), grad_out.ptr<float>(), scale, grad_pre.ptr<float>());
+  SAMEBITS_CUDA_CHECK_LAUNCH("relu_dropout_backward");
+}
+
+void log_softmax_nll(const TensorView& logits, const TensorView& target, float count,
+                     const TensorView& logp, const TensorView& grad, const TensorView& nll,
+                     Stream s) {
+  const Launch l = launch_for(logits.size(0));
+  if (l.empty) return;
+  log_softmax_nll_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
+      logits.size(0), logits.size(1), logits.ptr<float>(), target.ptr<std::int32_t>(), count,
+      logp.ptr<float>(), grad.ptr<float>(), nll.ptr<float>());
+  SAMEBITS_CUDA_CHECK_LAUNCH("log_softmax_nll");
+}
+
+void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out, Stream s) {
+  const Launch l = launch_for(x.numel());
+  if (l.empty) return;
+  divide_rows_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
+                                                           deg.ptr<float>(), out.ptr<float>());
+  SAMEBITS_CUDA_CHECK_LAUNCH("divide_rows");
+}
+
+void adam(const TensorView& param, const TensorView& grad, const TensorView& m,
+          const TensorView& v, const AdamScalars<float>& k, Stream s) {
+  const Launch l = launch_for(param.numel());
+  if (l.empty) return;
+  adam_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(param.numel(), param.ptr<float>(),
+                                                    grad.ptr<float>(), m.ptr<float>(),
+                                                    v.ptr<float>(), k);
+  SAMEBITS_CUDA_CHECK_LAUNCH("adam");
+}
+
+}  // namespace samebits::nn::kernels::cuda

@@ -1,0 +1,17 @@
+// The HTML report of the GraphSAGE experiment: one self-contained file (inline CSS and SVG, no
+// scripts, no network) with the results table, the cross-device check, charts of distinct
+// weight sets per level, weight drift per epoch (log scale), the accuracy distribution and
+// timings, and the environment. Built from the experiment's JSON (nn::to_json).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+namespace samebits::nn {
+
+std::string render_report(const nlohmann::json& results);
+// Writes render_report(results) to `path`; throws Error if the file cannot be written.
+void write_report(const std::filesystem::path& path, const nlohmann::json& results);
+
+}  // namespace samebits::nn

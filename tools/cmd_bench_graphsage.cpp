@@ -1,0 +1,238 @@
+// `samebits bench graphsage`: the price of determinism at inference. Times one GraphSAGE forward
+// pass per determinism level on Cora and on a synthetic graph (1M nodes, 20M edges, 128 dense
+// features, hidden 128, 16 classes); CUDA events (replaying a CUDA graph of the forward pass
+// where the ops allow capture) or the wall clock on the CPU; median of many repetitions.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#if defined(SAMEBITS_HAS_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+#include "commands.hpp"
+#include "nn/cora.hpp"
+#include "nn/graphsage.hpp"
+#include "samebits/rng.hpp"
+#include "samebits/samebits.hpp"
+
+namespace samebits::cli {
+
+namespace {
+
+struct BenchCli {
+  std::string data = "data/cora";
+  std::string devices = "auto";
+  std::string levels = "not_guaranteed,run_to_run,portable";
+  std::string graphs = "cora,synthetic";
+  int reps = 200;
+  std::int64_t syn_nodes = 1'000'000, syn_edges = 20'000'000, syn_features = 128, syn_hidden = 128;
+  std::string json_path;
+};
+
+std::vector<std::string> items(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+// A random graph with dense features, every value from Philox (seed 2024): the same graph on
+// every machine.
+nn::Dataset synthetic(std::int64_t n, std::int64_t e, std::int64_t f, std::int64_t classes) {
+  nn::Dataset d;
+  d.name = fmt::format("synthetic N={} E={} F={}", n, e, f);
+  d.num_nodes = n;
+  d.num_features = f;
+  d.num_classes = classes;
+  d.dense_features.resize(static_cast<std::size_t>(n * f));
+  for (std::int64_t i = 0; i < n * f; ++i)
+    d.dense_features[static_cast<std::size_t>(i)] = rng::uniform(2024, 0, static_cast<std::uint64_t>(i)) * 2.0f - 1.0f;
+  d.edge_src.resize(static_cast<std::size_t>(e));
+  d.edge_dst.resize(static_cast<std::size_t>(e));
+  for (std::int64_t i = 0; i < e; ++i) {
+    d.edge_src[static_cast<std::size_t>(i)] = rng::bits32(2024, 1, static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(n);
+    d.edge_dst[static_cast<std::size_t>(i)] = rng::bits32(2024, 2, static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(n);
+  }
+  d.labels.resize(static_cast<std::size_t>(n));
+  d.split.assign(static_cast<std::size_t>(n), nn::Split::test);
+  for (std::int64_t i = 0; i < n; ++i) d.labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % classes);
+  d.split[0] = nn::Split::train;
+  return d;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Timing {
+  double ms = 0;
+  bool graph = false;
+};
+
+Timing time_cpu(nn::GraphSage& model, int reps) {
+  std::vector<double> t;
+  for (int i = 0; i < 3; ++i) model.infer();
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model.infer();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return {median(t), false};
+}
+
+#if defined(SAMEBITS_HAS_CUDA)
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw CudaError(fmt::format("bench graphsage: {}: {}", what, cudaGetErrorString(e)));
+}
+
+Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
+  for (int i = 0; i < 3; ++i) model.infer();
+  check(cudaStreamSynchronize(stream), "warm-up");
+  // Capture one forward pass; ops that synchronize or allocate during capture make it fail, and
+  // the plain launches are timed instead.
+  cudaGraphExec_t exec = nullptr;
+  cudaGraph_t graph = nullptr;
+  bool captured = false;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess) {
+    try {
+      model.infer();
+    } catch (const Error&) {
+    }
+    if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr &&
+        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess)
+      captured = true;
+  }
+  cudaGetLastError();  // a failed capture leaves an error behind
+  if (!captured) check(cudaStreamSynchronize(stream), "after a failed capture");
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    check(cudaEventRecord(a, stream), "record");
+    if (captured) check(cudaGraphLaunch(exec, stream), "graph launch");
+    else model.infer();
+    check(cudaEventRecord(b, stream), "record");
+    check(cudaEventSynchronize(b), "synchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  return {median(t), captured};
+}
+#endif
+
+void run(const BenchCli& o) {
+  std::vector<Device> devices;
+  for (const auto& d : items(o.devices)) {
+    if (d == "auto") {
+      devices.push_back(Device::cpu());
+      if (cuda_available()) devices.push_back(Device::cuda());
+    } else {
+      devices.push_back(parse_device(d));
+    }
+  }
+  std::vector<Determinism> levels;
+  for (const auto& l : items(o.levels)) levels.push_back(parse_determinism(l));
+  nlohmann::json out = nlohmann::json::array();
+  fmt::print("{:<40} {:<6} {:<15} {:>10} {:>8} {:>6}\n", "graph", "device", "level", "ms", "vs ng",
+             "graph");
+  for (const auto& gname : items(o.graphs)) {
+    nn::Dataset data;
+    std::int64_t hidden = 16;
+    if (gname == "cora") {
+      data = nn::load_dataset(o.data);
+    } else if (gname == "synthetic") {
+      data = synthetic(o.syn_nodes, o.syn_edges, o.syn_features, 16);
+      hidden = o.syn_hidden;
+    } else {
+      throw InvalidArgument("bench graphsage: --graphs takes cora and/or synthetic");
+    }
+    for (Device dev : devices) {
+      if (dev.is_cpu() && gname == "synthetic" && o.devices == "auto") continue;  // minutes on a CPU
+      double base = 0;
+      for (Determinism level : levels) {
+        nn::SageConfig cfg;
+        cfg.device = dev;
+        cfg.level = level;
+        cfg.hidden = hidden;
+        Timing t;
+        const int reps = gname == "cora" ? o.reps : std::max(5, o.reps / 10);
+#if defined(SAMEBITS_HAS_CUDA)
+        cudaStream_t stream = nullptr;
+        if (dev.is_cuda()) {
+          check(cudaStreamCreate(&stream), "stream");
+          cfg.stream.handle = stream;
+        }
+#endif
+        {
+          nn::GraphSage model(data, cfg);
+          model.init(0);
+          if (dev.is_cpu()) {
+            t = time_cpu(model, reps);
+          } else {
+#if defined(SAMEBITS_HAS_CUDA)
+            t = time_cuda(model, stream, reps);
+#endif
+          }
+        }
+#if defined(SAMEBITS_HAS_CUDA)
+        if (stream) cudaStreamDestroy(stream);
+#endif
+        if (level == Determinism::not_guaranteed) base = t.ms;
+        const std::string ratio = base > 0 ? fmt::format("{:.2f}x", t.ms / base) : "-";
+        fmt::print("{:<40} {:<6} {:<15} {:>10.4f} {:>8} {:>6}\n", data.name, to_string(dev),
+                   to_string(level), t.ms, ratio, t.graph ? "yes" : "no");
+        out.push_back({{"graph", data.name}, {"device", to_string(dev)},
+                       {"level", to_string(level)}, {"median_ms", t.ms}, {"reps", reps},
+                       {"cuda_graph", t.graph}, {"hidden", hidden}, {"threads", num_threads()}});
+      }
+    }
+  }
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1) << '\n';
+}
+
+}  // namespace
+
+void add_bench_graphsage_command(CLI::App& app) {
+  CLI::App* bench = nullptr;
+  for (auto* sc : app.get_subcommands([](CLI::App*) { return true; }))
+    if (sc->get_name() == "bench") bench = sc;
+  if (bench == nullptr) {
+    bench = app.add_subcommand("bench", "Benchmarks");
+    bench->require_subcommand(1);
+  }
+  auto o = std::make_shared<BenchCli>();
+  auto* g = bench->add_subcommand("graphsage", "Time a GraphSAGE forward pass per determinism "
+                                               "level on Cora and a synthetic graph");
+  g->add_option("--data", o->data, "Cora directory")->capture_default_str();
+  g->add_option("--device", o->devices, "cpu, cuda, or a list; auto: cpu (Cora only) plus cuda")->capture_default_str();
+  g->add_option("--levels", o->levels, "Determinism levels")->capture_default_str();
+  g->add_option("--graphs", o->graphs, "cora and/or synthetic")->capture_default_str();
+  g->add_option("--reps", o->reps, "Timed repetitions on Cora (a tenth on the synthetic graph)")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  g->add_option("--nodes", o->syn_nodes, "Synthetic graph: nodes")->capture_default_str();
+  g->add_option("--edges", o->syn_edges, "Synthetic graph: edges")->capture_default_str();
+  g->add_option("--features", o->syn_features, "Synthetic graph: dense features")->capture_default_str();
+  g->add_option("--hidden", o->syn_hidden, "Synthetic graph: hidden width")->capture_default_str();
+  g->add_option("--json", o->json_path, "Write the timings as JSON to FILE");
+  g->callback([o] { run(*o); });
+}
+
+}  // namespace samebits::cli
