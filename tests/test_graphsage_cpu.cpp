@@ -8,6 +8,8 @@
 #include <set>
 
 #include "nn/cora.hpp"
+#include "nn/experiment.hpp"
+#include "nn/report.hpp"
 #include "nn/graphsage.hpp"
 #include "nn/portable_math.hpp"
 #include "testing.hpp"
@@ -107,10 +109,8 @@ Dataset small_graph(std::uint64_t seed) {
   return d;
 }
 
-TEST(GraphSageCpu, GradientsMatchFiniteDifferencesInFloat64) {
-  const std::uint64_t seed = samebits::testing::fresh_seed();
-  SCOPED_TRACE(seed);
-  const Dataset d = small_graph(seed);
+// Largest relative error of the backward against central differences over every parameter.
+double worst_gradient_error(const Dataset& d, std::uint64_t seed) {
   SageConfig cfg;
   cfg.hidden = 5;
   cfg.dtype = DType::f64;
@@ -124,7 +124,6 @@ TEST(GraphSageCpu, GradientsMatchFiniteDifferencesInFloat64) {
   std::vector<double> p = p0.to_vector<double>();
   const double eps = 1e-6;
   double worst = 0;
-  int checked = 0;
   for (std::size_t i = 0; i < p.size(); ++i) {
     const double saved = p[i];
     p[i] = saved + eps;
@@ -136,13 +135,32 @@ TEST(GraphSageCpu, GradientsMatchFiniteDifferencesInFloat64) {
     p[i] = saved;
     const double fd = (up - down) / (2 * eps);
     const double err = std::fabs(fd - grad[i]) / std::max(1e-3, std::fabs(grad[i]));
-    worst = std::max(worst, err);
     EXPECT_LT(err, 1e-5) << "parameter " << i << ": finite difference " << fd << ", backward "
                          << grad[i];
-    ++checked;
+    worst = std::max(worst, err);
   }
-  EXPECT_GT(checked, 100);
+  EXPECT_GT(p.size(), 100u);
+  return worst;
+}
+
+TEST(GraphSageCpu, GradientsMatchFiniteDifferencesInFloat64) {
+  const std::uint64_t seed = samebits::testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const double worst = worst_gradient_error(small_graph(seed), seed);
   RecordProperty("worst_relative_error", std::to_string(worst));
+}
+
+TEST(GraphSageCpu, DenseFeatureGradientsMatchFiniteDifferences) {
+  const std::uint64_t seed = samebits::testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  Dataset d = small_graph(seed);
+  d.dense_features.assign(static_cast<std::size_t>(d.num_nodes * d.num_features), 0.0f);
+  for (std::int64_t r = 0; r < d.num_nodes; ++r)
+    for (std::int64_t k = d.features.offsets[static_cast<std::size_t>(r)];
+         k < d.features.offsets[static_cast<std::size_t>(r) + 1]; ++k)
+      d.dense_features[static_cast<std::size_t>(r * d.num_features + d.features.cols[static_cast<std::size_t>(k)])] =
+          d.features.values[static_cast<std::size_t>(k)];
+  worst_gradient_error(d, seed);
 }
 
 std::uint64_t train_hash(const Dataset& d, Determinism level, std::uint64_t seed, int epochs) {
@@ -202,6 +220,32 @@ TEST(GraphSageCpu, LossFallsAndAccuracyIsSane) {
   EXPECT_GE(mean, 0.70);
   EXPECT_LE(mean, 0.78);
   RecordProperty("mean_test_accuracy_10_epochs", std::to_string(mean));
+}
+
+TEST(GraphSageExperiment, TableJsonAndReport) {
+  ExperimentConfig cfg;
+  cfg.runs = 3;
+  cfg.epochs = 2;
+  cfg.seeds = 2;
+  cfg.levels = {Determinism::run_to_run, Determinism::portable};
+  const ExperimentResult r = run_experiment(cfg);
+  ASSERT_EQ(r.groups.size(), 3u);
+  EXPECT_EQ(r.groups[0].distinct(), 1);
+  EXPECT_EQ(r.groups[1].distinct(), 1);
+  EXPECT_EQ(r.groups[2].distinct(), 2);
+  EXPECT_EQ(r.groups[1].diff_per_epoch, std::vector<double>(3, 0.0));
+  EXPECT_GT(r.groups[2].max_weight_diff, 0.0);
+  const std::string table = format_table(r);
+  EXPECT_NE(table.find("portable"), std::string::npos) << table;
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["groups"][0]["distinct_weight_sets"], 1);
+  EXPECT_TRUE(j["environment"].is_object());
+  const std::string html = render_report(j);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_GE(std::count(html.begin(), html.end(), '<') , 100);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_EQ(html.find("nan"), std::string::npos);
+  EXPECT_EQ(html.find("http://") , html.find("http://www.w3.org/2000/svg"));  // no network
 }
 
 TEST(GraphSageCpu, RejectsBadConfigurations) {

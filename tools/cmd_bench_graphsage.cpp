@@ -31,6 +31,7 @@ struct BenchCli {
   int reps = 200;
   std::int64_t syn_nodes = 1'000'000, syn_edges = 20'000'000, syn_features = 128, syn_hidden = 128;
   std::string json_path;
+  int threads = 0;
 };
 
 std::vector<std::string> items(const std::string& s) {
@@ -139,6 +140,7 @@ Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
 #endif
 
 void run(const BenchCli& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
   std::vector<Device> devices;
   for (const auto& d : items(o.devices)) {
     if (d == "auto") {
@@ -231,6 +233,7 @@ void add_bench_graphsage_command(CLI::App& app) {
   g->add_option("--edges", o->syn_edges, "Synthetic graph: edges")->capture_default_str();
   g->add_option("--features", o->syn_features, "Synthetic graph: dense features")->capture_default_str();
   g->add_option("--hidden", o->syn_hidden, "Synthetic graph: hidden width")->capture_default_str();
+  g->add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   g->add_option("--json", o->json_path, "Write the timings as JSON to FILE");
   g->callback([o] { run(*o); });
 }

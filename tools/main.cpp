@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   samebits::cli::add_demo_command(app);
   samebits::cli::add_doctor_command(app);
   samebits::cli::add_diff_command(app);
+  samebits::cli::add_variability_command(app);
+  samebits::cli::add_calibrate_command(app);
   samebits::cli::add_experiment_command(app);
   samebits::cli::add_bench_graphsage_command(app);
   try {
