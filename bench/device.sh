@@ -3,13 +3,14 @@
 # under compute-sanitizer, the CUDA benchmark program, the GraphSAGE experiment and inference
 # benchmark, and PyTorch's reference figures, writing everything under $OUT.
 #
-#   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,torch (default: all)
+#   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch
+#                               (default: all)
 #
 # The Debian development packages samebits builds against travel as .deb files in .device/debs
 # (git-ignored; see docs/device.md) and are unpacked into .device/root; PyTorch's reference script
 # travels as .device/bench/torch_reference.py with Cora's Planetoid files in .device/data/cora.
 set -uo pipefail
-steps=${1:-build,test,sanitize,bench,experiment,torch}
+steps=${1:-build,test,sanitize,bench,experiment,tools,torch}
 OUT=${OUT:-/tmp/samebits-out}
 mkdir -p "$OUT"
 log="$OUT/log.txt"
@@ -35,15 +36,17 @@ if has test; then
   tail -25 "$OUT/tests.txt" | tee -a "$log"
 fi
 if has sanitize; then
-  say "compute-sanitizer memcheck and racecheck on the GPU test programs"
+  say "compute-sanitizer memcheck and racecheck on the GPU test programs (in parallel)"
+  # The long repeat/variance tests are left out: they rerun the same kernels many times.
+  filter=${SANITIZE_FILTER:--*Repeat*:*Var*:*Concurrent*:*100*}
+  mkdir -p /tmp/sanitize
   for t in $B/tests/test_*_gpu; do
-    [[ -x $t ]] || continue
-    for tool in memcheck racecheck; do
-      r=$(compute-sanitizer --tool $tool --error-exitcode 99 "$t" --gtest_brief=1 \
-          --gtest_filter="${SANITIZE_FILTER:-*}" 2>&1 | tail -3 | tr '\n' ' ')
-      echo "$tool $(basename "$t"): rc=${PIPESTATUS[0]} $r" | tee -a "$log"
-    done
-  done
+    for tool in memcheck racecheck; do echo "$tool $t"; done
+  done | xargs -P 8 -L 1 bash -c 'timeout '"${SANITIZE_TIMEOUT:-150}"' compute-sanitizer --tool $0 \
+      --error-exitcode 99 "$1" --gtest_brief=1 --gtest_filter="'"$filter"'" \
+      >/tmp/sanitize/$0_$(basename $1).txt 2>&1; echo "$0 $(basename $1) rc=$? $(grep -E "ERROR SUMMARY|PASSED|FAILED" /tmp/sanitize/$0_$(basename $1).txt | tr "\n" " ")"' \
+    | sort | tee -a "$log"
+  cat /tmp/sanitize/*.txt > "$OUT/sanitize.txt"
 fi
 if has bench; then
   say "CUDA benchmark program"
@@ -58,6 +61,24 @@ if has experiment; then
   else
     echo "no experiment command in this build" | tee -a "$log"
   fi
+fi
+if has tools; then
+  say "samebits doctor, demo, variability on the anchor shapes, trace diff"
+  $B/samebits doctor 2>&1 | tee -a "$log"
+  $B/samebits demo --device all 2>&1 | tail -12 | tee -a "$log"
+  for shape in "--n 1000000 --rows 1000" "--n 100000 --rows 1000 --features 16" "--n 10000000 --rows 100000"; do
+    $B/samebits variability --op index_add $shape --runs 100 --level all --device cuda 2>&1 | tail -6 | tee -a "$log"
+  done
+  $B/samebits experiment graphsage --device cuda --runs 1 --epochs 10 --levels not_guaranteed \
+      --trace /tmp/ng1.trace >/dev/null 2>&1
+  $B/samebits experiment graphsage --device cuda --runs 1 --epochs 10 --levels not_guaranteed \
+      --trace /tmp/ng2.trace >/dev/null 2>&1
+  $B/samebits diff /tmp/ng1.trace /tmp/ng2.trace 2>&1 | head -20 | tee -a "$log"
+  $B/samebits experiment graphsage --device cuda --runs 1 --epochs 10 --levels run_to_run \
+      --trace /tmp/rr1.trace >/dev/null 2>&1
+  $B/samebits experiment graphsage --device cuda --runs 1 --epochs 10 --levels run_to_run \
+      --trace /tmp/rr2.trace >/dev/null 2>&1
+  $B/samebits diff /tmp/rr1.trace /tmp/rr2.trace 2>&1 | head -8 | tee -a "$log"
 fi
 if has torch; then
   say "PyTorch reference (same call, same GPU)"

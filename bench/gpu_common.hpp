@@ -46,5 +46,8 @@ void bench_reduce(Report& r);
 void bench_scan(Report& r);       // gpu_scan.cpp
 void bench_histogram(Report& r);  // gpu_histogram.cpp
 void bench_gemm(Report& r);
+void bench_segment(Report& r);
+void bench_indexing(Report& r);
+void bench_scatter(Report& r);  // gpu_scatter.cpp
 
 }  // namespace samebits::bench

@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
   bench_scan(report);
   bench_histogram(report);
   bench_gemm(report);
+  bench_segment(report);
+  bench_indexing(report);
+  bench_scatter(report);
 
   // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.
   std::map<std::string, double> atomic_ms;

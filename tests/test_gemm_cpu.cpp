@@ -109,6 +109,11 @@ std::vector<T> naive_canonical(Transpose ta, Transpose tb, double alpha_d, const
   return r;
 }
 
+template <class F> void visit_float(DType d, F&& f) {
+  if (d == DType::f32) f.template operator()<float>();
+  else f.template operator()<double>();
+}
+
 struct Shape3 {
   std::int64_t m, n, k;
 };
@@ -172,7 +177,7 @@ TEST(Gemm, PortableFollowsTheDocumentedLoop) {
         }
 }
 
-TEST(Gemm, PortableFollowsTheDocumentedLoopFloat64CoraShapes) {
+TEST(Gemm, PortableFollowsTheDocumentedLoopOnCoraShapes) {
   // The shapes of two-layer GraphSAGE on Cora, forward and the weight gradients.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -182,14 +187,14 @@ TEST(Gemm, PortableFollowsTheDocumentedLoopFloat64CoraShapes) {
     Tensor h = Tensor::empty({2708, 16}, dtype);
     gemm(kN, kN, 1.0, x, w, 0.0, h, {.level = kPo});
     Tensor gw = testing::random_normal({1433, 16}, dtype, seed + 2);
+    Tensor gw0 = gw.clone();
     gemm(kT, kN, 1.0, x, h, 1.0, gw.view(), {.level = kPo});  // accumulate x^T @ h into gw
-    if (dtype == DType::f32) {
-      const auto eh = naive_canonical<float>(kN, kN, 1.0, x, w, 0.0, std::vector<float>(2708 * 16), 2708, 16, 1433);
+    visit_float(dtype, [&]<class T>() {
+      const auto eh = naive_canonical<T>(kN, kN, 1.0, x, w, 0.0, std::vector<T>(2708 * 16), 2708, 16, 1433);
       EXPECT_TRUE(bitwise_equal(h, Tensor::from_vector(eh, {2708, 16})));
-    } else {
-      const auto eh = naive_canonical<double>(kN, kN, 1.0, x, w, 0.0, std::vector<double>(2708 * 16), 2708, 16, 1433);
-      EXPECT_TRUE(bitwise_equal(h, Tensor::from_vector(eh, {2708, 16})));
-    }
+      const auto eg = naive_canonical<T>(kT, kN, 1.0, x, h, 1.0, gw0.to_vector<T>(), 1433, 16, 2708);
+      EXPECT_TRUE(bitwise_equal(gw, Tensor::from_vector(eg, {1433, 16})));
+    });
     Tensor w2 = testing::random_normal({16, 7}, dtype, seed + 3);
     Tensor o = Tensor::empty({2708, 7}, dtype);
     gemm(kN, kN, 1.0, h, w2, 0.0, o, {.level = kPo});

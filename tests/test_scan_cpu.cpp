@@ -129,6 +129,21 @@ TEST(Cumsum, PortableLinesAreIndependentOfTheirNeighbours) {
   EXPECT_TRUE(bitwise_equal(Tensor::copy_of(out.view().select(0, 3)), rout));
 }
 
+TEST(Cumsum, PortableColumnsEqualTheSameColumnsScannedAlone) {
+  // Columns are walked in batches (many) or split into tiles (few): the same bits as a 1-d scan.
+  for (const Shape& shape : {Shape{3000, 64}, Shape{5000, 3}}) {
+    Tensor x = testing::random_normal(shape, DType::f32, fresh_seed());
+    Tensor out = Tensor::empty(shape, DType::f32);
+    cumsum(x, 0, out, {.level = kPo});
+    for (std::int64_t c : {std::int64_t{0}, shape[1] - 1}) {
+      Tensor col = Tensor::copy_of(x.view().select(1, c));
+      Tensor cout = Tensor::empty({shape[0]}, DType::f32);
+      cumsum(col, 0, cout, {.level = kPo});
+      EXPECT_TRUE(bitwise_equal(Tensor::copy_of(out.view().select(1, c)), cout)) << "column " << c;
+    }
+  }
+}
+
 TEST(Cumsum, AtomicVariantVariesRunToRun) {
   // Documents the problem: later chunks' carries collect earlier totals in completion order.
   testing::ThreadCount tc(std::max(2, num_threads()));

@@ -22,7 +22,11 @@ struct VariantCase {
   Determinism level;
 };
 const VariantCase kScatterVariants[] = {
-    {"cpu.atomic", kNg}, {"cpu.sorted_pull", kPo}, {"cpu.column_sweep", kPo}};
+    {"cpu.atomic", kNg}, {"cpu.sorted_pull", kPo}, {"cpu.target_sweep", kPo}, {"cpu.column_sweep", kPo}};
+// Variants that take index vectors only (index_add, or an index expanded across columns).
+bool vector_only(const VariantCase& v) {
+  return std::string(v.name) == "cpu.sorted_pull" || std::string(v.name) == "cpu.target_sweep";
+}
 
 Options force(const VariantCase& v) { return Options{.level = v.level, .variant = v.name}; }
 
@@ -194,7 +198,7 @@ TEST(IndexAdd, DeterministicOverRepeatsAndThreadCounts) {
   Tensor idx1 = testing::random_index(300000, 1000, DType::i64, seed + 1);
   Tensor src2 = testing::random_normal({20000, 40}, DType::f32, seed + 2);
   Tensor idx2 = testing::random_index(20000, 500, DType::i32, seed + 3);
-  for (const char* variant : {"cpu.sorted_pull", "cpu.column_sweep", "plan"}) {
+  for (const char* variant : {"cpu.sorted_pull", "cpu.target_sweep", "cpu.column_sweep", "plan"}) {
     std::set<std::uint64_t> h1, h2;
     for (int threads : {1, 2, 3, 8}) {
       testing::ThreadCount tc(threads);
@@ -239,7 +243,7 @@ TEST(IndexAdd, SelectionPicksAtomicOnlyAtNotGuaranteed) {
   EXPECT_NE(last_explain().find("cpu.atomic"), std::string::npos) << last_explain();
   for (auto level : {Determinism::run_to_run, kPo}) {
     index_add(out, index, src, 1.0, {.level = level});
-    EXPECT_NE(last_explain().find("cpu.sorted_pull"), std::string::npos) << last_explain();
+    EXPECT_NE(last_explain().find("cpu.target_sweep"), std::string::npos) << last_explain();
   }
 }
 
@@ -341,7 +345,7 @@ TEST_P(ScatterTest, EveryVariantMatchesReferences) {
   Tensor keep_out, keep_src;
   for (const auto& v : kScatterVariants)
     for (bool strided : {false, true}) {
-      if (std::string(v.name) == "cpu.sorted_pull") continue;  // takes index vectors only (below)
+      if (vector_only(v)) continue;  // takes index vectors only (below)
       SCOPED_TRACE(std::string(v.name) + (strided ? " strided" : ""));
       Tensor out = out0.clone();
       TensorView o = strided ? testing::strided_copy(out0, keep_out) : out.view();
@@ -363,7 +367,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, ScatterTest,
                                                               Reduce::amin, Reduce::prod),
                                             ::testing::Bool()));
 
-// An index expanded from a vector (stride 0 across columns) takes the sorted pull; every variant
+// An index expanded from a vector (stride 0 across columns) takes the target sweep; every variant
 // still follows the same order.
 TEST(ScatterReduce, ExpandedIndexEveryReduceEveryVariant) {
   const auto seed = fresh_seed();
@@ -388,7 +392,7 @@ TEST(ScatterReduce, ExpandedIndexEveryReduceEveryVariant) {
         else EXPECT_LT(testing::relative_error(out, testing::to_doubles(expect)), 1e-12);
       }
       scatter_reduce(out0.clone(), 0, expanded, src, r, self, {.level = kPo});
-      EXPECT_NE(last_explain().find("cpu.sorted_pull"), std::string::npos) << last_explain();
+      EXPECT_NE(last_explain().find("cpu.target_sweep"), std::string::npos) << last_explain();
     }
 }
 
@@ -479,7 +483,7 @@ TEST(ScatterErrors, OutOfRangeIndexWritesNothing) {
         EXPECT_THROW(scatter_reduce(out, 0, expanded, src, r, false, force(v)), IndexOutOfRange) << v.name;
         EXPECT_EQ(content_hash(out), before) << v.name;
       }
-      if (std::string(v.name) != "cpu.sorted_pull") {
+      if (!vector_only(v)) {
         EXPECT_THROW(scatter_add(out, 0, Tensor::copy_of(expanded), src, force(v)), IndexOutOfRange);
         EXPECT_EQ(content_hash(out), before) << v.name;
       }

@@ -2,6 +2,7 @@
 // order itself, bitwise determinism over repeats and thread counts, the atomic variant's
 // nondeterminism, NaN rules, strided/empty inputs, and bad input that must leave out untouched.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -203,6 +204,17 @@ TEST(SegmentReduce, EmptyInputs) {
   }
 }
 
+TEST(SegmentReduce, NanSumsAreCanonical) {
+  // inf + -inf and a NaN with a payload both give the one canonical quiet NaN.
+  Tensor off = Tensor::from_vector<std::int64_t>({0, 2, 4}, {3});
+  Tensor x = Tensor::from_vector<double>({INFINITY, -INFINITY, 1.0, std::bit_cast<double>(0xfff0000000000123ULL)}, {4});
+  for (Reduce r : {Reduce::sum, Reduce::mean}) {
+    Tensor out = Tensor::empty({2}, DType::f64);
+    segment_reduce(x, off, out, r, {.level = kPo});
+    for (double v : out.to_vector<double>()) EXPECT_EQ(std::bit_cast<std::uint64_t>(v), 0x7ff8000000000000ULL);
+  }
+}
+
 TEST(SegmentReduce, NanAndSignedZeroRules) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor off = Tensor::from_vector<std::int64_t>({0, 3, 5, 7}, {4});
@@ -215,6 +227,9 @@ TEST(SegmentReduce, NanAndSignedZeroRules) {
     EXPECT_TRUE(std::isnan(mn.data<float>()[0]));
     EXPECT_EQ(mx.data<float>()[2], 2.0f);
     EXPECT_EQ(mn.data<float>()[2], -INFINITY);
+    Tensor sm = Tensor::empty({3}, DType::f32);
+    segment_reduce(x, off, sm, Reduce::sum, {.level = level});
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(sm.data<float>()[0]), 0x7fc00000u);  // canonical NaN
     if (level == kPo) {  // the first of +0/-0 met is kept
       EXPECT_TRUE(std::signbit(mx.data<float>()[1]));
       EXPECT_TRUE(std::signbit(mn.data<float>()[1]));

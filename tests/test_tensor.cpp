@@ -69,3 +69,18 @@ TEST(Device, Parse) {
 
 }  // namespace
 }  // namespace samebits
+
+namespace samebits {
+namespace {
+
+TEST(Tensor, DefaultConstructedHoldsNothing) {
+  Tensor t;
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(t.nbytes(), 0u);
+  EXPECT_FALSE(t.defined());
+  Tensor s = Tensor::full({}, 3.0, DType::f32);  // a real 0-d tensor has one element
+  EXPECT_EQ(s.numel(), 1);
+}
+
+}  // namespace
+}  // namespace samebits

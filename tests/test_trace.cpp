@@ -116,3 +116,83 @@ TEST(Trace, StartTwiceAndBadPathsAreErrors) {
 
 }  // namespace
 }  // namespace samebits
+
+namespace samebits {
+namespace {
+
+trace::Entry entry(std::int64_t i, std::int64_t step, const std::string& op, double scale,
+                   const std::string& hash) {
+  trace::Entry e;
+  e.index = i;
+  e.step = step;
+  e.layer = "l";
+  e.op = op;
+  e.dtype = "float32";
+  e.shape = {4};
+  e.hash = hash;
+  e.min = -scale;
+  e.max = scale;
+  e.mean = 0.25 * scale;
+  e.l2 = 2 * scale;
+  e.samples = {scale, -scale, 0.5 * scale, 0.1};
+  return e;
+}
+
+TEST(TraceDiff, IdenticalTracesReportNoDifference) {
+  trace::TraceFile a;
+  for (int i = 0; i < 10; ++i) a.entries.push_back(entry(i, i / 3, "op", 1.0 + i, "h" + std::to_string(i)));
+  const auto r = trace::diff(a, a);
+  EXPECT_EQ(r.first_diff, -1);
+  EXPECT_EQ(r.structure_mismatch, -1);
+  EXPECT_EQ(r.compared, 10);
+  EXPECT_NE(trace::format_diff(r).find("no difference"), std::string::npos);
+  EXPECT_NE(trace::diff_svg(r).find("</svg>"), std::string::npos);
+}
+
+TEST(TraceDiff, FindsFirstDifferenceAndGrowth) {
+  trace::TraceFile a, b;
+  for (int i = 0; i < 12; ++i) {
+    a.entries.push_back(entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0, "h" + std::to_string(i)));
+    // From entry 5 on, B drifts by a growing relative amount.
+    const double drift = i < 5 ? 0.0 : 1e-7 * std::pow(10.0, i - 5);
+    b.entries.push_back(entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0 + drift,
+                              i < 5 ? "h" + std::to_string(i) : "x" + std::to_string(i)));
+  }
+  const auto r = trace::diff(a, b);
+  EXPECT_EQ(r.first_diff, 5);
+  EXPECT_EQ(r.first_a.op, "aggregate");
+  ASSERT_EQ(r.steps.size(), 3u);
+  EXPECT_EQ(r.steps[0].differing, 0);
+  EXPECT_EQ(r.steps[1].differing, 3);
+  EXPECT_EQ(r.steps[2].differing, 4);
+  EXPECT_NEAR(r.entries[5].distance, 1e-7, 1e-9);
+  EXPECT_GT(r.steps[2].max_distance, r.steps[1].max_distance);
+  const auto text = trace::format_diff(r);
+  EXPECT_NE(text.find("first difference: entry 5, step 1"), std::string::npos) << text;
+  const auto svg = trace::diff_svg(r);
+  EXPECT_NE(svg.find("first difference: entry 5"), std::string::npos);
+}
+
+TEST(TraceDiff, ReportsStructuralMismatch) {
+  trace::TraceFile a, b;
+  for (int i = 0; i < 4; ++i) {
+    a.entries.push_back(entry(i, 0, "op", 1.0, "h"));
+    b.entries.push_back(entry(i, 0, i == 2 ? "other" : "op", 1.0, "h"));
+  }
+  const auto r = trace::diff(a, b);
+  EXPECT_EQ(r.structure_mismatch, 2);
+  EXPECT_EQ(r.compared, 2);
+  EXPECT_NE(trace::format_diff(r).find("STRUCTURE DIFFERS"), std::string::npos);
+}
+
+TEST(TraceDiff, DifferentBitsWithEqualStatisticsStillCount) {
+  trace::TraceFile a, b;
+  a.entries.push_back(entry(0, 0, "op", 1.0, "h1"));
+  b.entries.push_back(entry(0, 0, "op", 1.0, "h2"));
+  const auto r = trace::diff(a, b);
+  EXPECT_EQ(r.first_diff, 0);
+  EXPECT_GT(r.entries[0].distance, 0.0);
+}
+
+}  // namespace
+}  // namespace samebits

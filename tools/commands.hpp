@@ -7,6 +7,9 @@ namespace samebits::cli {
 void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level coverage matrix
 void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits
 void add_doctor_command(CLI::App& app);  // cmd_doctor.cpp: the environment report
+void add_diff_command(CLI::App& app);    // cmd_diff.cpp: where two traces diverge
+void add_variability_command(CLI::App& app);  // cmd_variability.cpp: run-to-run variability
+void add_calibrate_command(CLI::App& app);    // cmd_calibrate.cpp: tolerances from spread
 void add_experiment_command(CLI::App& app);  // cmd_experiment.cpp: GraphSAGE reproducibility
 void add_bench_graphsage_command(CLI::App& app);  // cmd_bench_graphsage.cpp: inference timing
 

@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   samebits::cli::add_ops_command(app);
   samebits::cli::add_demo_command(app);
   samebits::cli::add_doctor_command(app);
+  samebits::cli::add_diff_command(app);
+  samebits::cli::add_variability_command(app);
+  samebits::cli::add_calibrate_command(app);
   samebits::cli::add_experiment_command(app);
   samebits::cli::add_bench_graphsage_command(app);
   try {

@@ -86,7 +86,8 @@ class Tensor {
 
   const TensorView& view() const { return view_; }
   operator TensorView() const { return view_; }  // NOLINT: tensors pass wherever views do
-  std::int64_t numel() const { return view_.numel(); }
+  // A default-constructed Tensor holds nothing: zero elements (its view would say one, as a 0-d view).
+  std::int64_t numel() const { return storage_ ? view_.numel() : 0; }
   DType dtype() const { return view_.dtype; }
   Device device() const { return view_.device; }
   int ndim() const { return view_.ndim; }

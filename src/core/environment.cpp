@@ -138,7 +138,7 @@ Environment environment() {
   e.build_type = SAMEBITS_BUILD_TYPE;
   e.cxx_compiler = SAMEBITS_CXX_COMPILER;
   e.cxx_flags = trim(fmt::format("{} {}", SAMEBITS_CXX_BUILD_FLAGS, SAMEBITS_CXX_FLAGS));
-  e.cuda_compiler = SAMEBITS_CUDA_COMPILER;
+  e.cuda_compiler = trim(SAMEBITS_CUDA_COMPILER);
 #if defined(SAMEBITS_HAS_CUDA)
   e.cuda_flags = SAMEBITS_CUDA_FLAGS;
 #endif

@@ -10,8 +10,8 @@
 
 namespace samebits::detail {
 
-void* allocate_bytes(std::size_t bytes, Device device) {
-  if (device.is_cuda()) return cuda_allocate(bytes, device.index);
+void* allocate_bytes(std::size_t bytes, Device device, Stream stream) {
+  if (device.is_cuda()) return cuda_allocate(bytes, device.index, stream);
   // 64-byte alignment for vector loads; at least one byte so the pointer is never null.
   const std::size_t rounded = ((bytes == 0 ? 1 : bytes) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
@@ -19,9 +19,9 @@ void* allocate_bytes(std::size_t bytes, Device device) {
   return p;
 }
 
-void free_bytes(void* p, Device device) {
+void free_bytes(void* p, Device device, Stream stream) {
   if (device.is_cuda())
-    cuda_free(p, device.index);
+    cuda_free(p, device.index, stream);
   else
     std::free(p);
 }

@@ -8,13 +8,17 @@
 
 namespace samebits::detail {
 
-void* allocate_bytes(std::size_t bytes, Device device);
-void free_bytes(void* p, Device device);
+// CUDA blocks are cached per stream: a block freed on a stream is reused only by allocations on
+// the same stream, which the stream's own ordering makes safe without synchronizing. Memory used
+// by work on a stream must stay allocated until that work is queued (as with any stream-ordered
+// allocator); Tensor storage is freed on the default stream.
+void* allocate_bytes(std::size_t bytes, Device device, Stream stream = {});
+void free_bytes(void* p, Device device, Stream stream = {});
 // Copies bytes between any two devices and waits for the copy to finish.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
                 std::size_t bytes);
-void* cuda_allocate(std::size_t bytes, int device);
-void cuda_free(void* p, int device);
+void* cuda_allocate(std::size_t bytes, int device, Stream stream = {});
+void cuda_free(void* p, int device, Stream stream = {});
 void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
                std::size_t bytes);
 void cuda_synchronize(Stream stream);

@@ -138,10 +138,10 @@ void warn_once(const std::string& op, const std::string& message) {
 
 WorkspaceBuffer::WorkspaceBuffer(std::size_t bytes, Device device, Stream stream)
     : bytes_(bytes), device_(device), stream_(stream) {
-  if (bytes_ > 0) data_ = allocate_bytes(bytes_, device_);
+  if (bytes_ > 0) data_ = allocate_bytes(bytes_, device_, stream_);
 }
 WorkspaceBuffer::~WorkspaceBuffer() {
-  if (data_ != nullptr) free_bytes(data_, device_);
+  if (data_ != nullptr) free_bytes(data_, device_, stream_);
 }
 
 }  // namespace samebits::detail

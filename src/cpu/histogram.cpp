@@ -22,6 +22,7 @@
 #include "cpu/register.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ops/histogram.hpp"
+#include "samebits/threads.hpp"
 
 namespace samebits::detail {
 
@@ -37,7 +38,8 @@ inline std::int64_t round_to_int64(double v) {
 }
 
 constexpr std::int64_t kChunk = 1 << 16;       // elements per task
-constexpr std::int64_t kPrivateBins = 1 << 16;  // up to this many bins: per-task counters
+constexpr std::int64_t kPrivateBins = 1 << 16;   // up to this many bins: per-thread counters,
+constexpr std::int64_t kPrivateTotal = 1 << 23;  // or up to this many counters over all threads
 
 std::int64_t tasks_for(std::int64_t n) { return (n + kChunk - 1) / kChunk; }
 
@@ -69,7 +71,8 @@ void check_indices(const TensorView& index, std::int64_t bins) {
 template <class Bin, class Val>
 std::vector<std::int64_t> integer_histogram(std::int64_t n, std::int64_t bins, Bin&& bin, Val&& val) {
   std::vector<std::int64_t> total(static_cast<std::size_t>(bins), 0);
-  if (bins <= kPrivateBins) {
+  // Per-thread counters while they stay small in total; integer atomics beyond.
+  if (bins <= kPrivateBins || bins * num_threads() <= kPrivateTotal) {
     std::mutex m;
     parallel_threads([&](int thread, int nthreads) {
       std::vector<std::int64_t> mine(static_cast<std::size_t>(bins), 0);

@@ -3,6 +3,7 @@
 //   cpu.copy   portable   copies x's elements to out as raw words; with nothing to round, the
 //                         result is the same bits at every level, so this one variant serves
 //                         not_guaranteed, run_to_run and portable
+#include <algorithm>
 #include <cstring>
 
 #include "core/registry.hpp"
@@ -45,8 +46,37 @@ template <class W> void run_words(const IndexArgs& a, bool gather) {
   else copy_kernel<W, std::int64_t>(a, gather);
 }
 
+// index_select on contiguous x and out, seen as [outer, D, inner] -> [outer, n, inner]: one
+// memcpy of `inner` elements per selected row.
+template <class I> void copy_rows(const IndexArgs& a) {
+  const std::size_t es = size_of(a.x.dtype);
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < a.dim; ++d) outer *= a.x.size(d);
+  for (int d = a.dim + 1; d < a.x.ndim; ++d) inner *= a.x.size(d);
+  const std::int64_t n = a.index.numel(), dsize = a.x.size(a.dim), rows = outer * n;
+  const std::int64_t istride = a.index.ndim == 0 ? 0 : a.index.strides[0];
+  const I* idx = static_cast<const I*>(a.index.data);
+  const char* x = static_cast<const char*>(a.x.data);
+  char* out = static_cast<char*>(a.out.data);
+  const auto row_bytes = static_cast<std::size_t>(inner) * es;
+  const std::int64_t per_task = std::max<std::int64_t>(1, (1 << 16) / std::max<std::int64_t>(1, inner));
+  parallel_for((rows + per_task - 1) / per_task, [&](std::int64_t t) {
+    const std::int64_t end = std::min(rows, (t + 1) * per_task);
+    for (std::int64_t r = t * per_task; r < end; ++r) {
+      const std::int64_t src = (r / n) * dsize + static_cast<std::int64_t>(idx[(r % n) * istride]);
+      std::memcpy(out + static_cast<std::size_t>(r) * row_bytes,
+                  x + static_cast<std::size_t>(src) * row_bytes, row_bytes);
+    }
+  });
+}
+
 void run(const IndexArgs& a, bool gather) {
   if (a.out.numel() == 0) return;
+  if (!gather && a.x.is_contiguous() && a.out.is_contiguous()) {
+    if (a.index.dtype == DType::i32) copy_rows<std::int32_t>(a);
+    else copy_rows<std::int64_t>(a);
+    return;
+  }
   if (size_of(a.x.dtype) == 4) run_words<std::uint32_t>(a, gather);
   else run_words<std::uint64_t>(a, gather);
 }

@@ -7,6 +7,7 @@
 //                                       parallel, the tile carry chain per line, then each tile
 //                                       rescanned from its carry (or a whole line per task when
 //                                       there are many lines); the bits depend on the data alone
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -82,8 +83,12 @@ T walk_tiles(const T* x, std::int64_t sx, T* out, std::int64_t so, std::int64_t 
 }
 
 // The same canonical scan of whole lines, for up to kBatch lines in lockstep (adjacent columns
-// of a scan along a non-last dim share cache lines). Every line gets exactly walk_tiles' ops.
-constexpr int kBatch = 16;
+// of a scan along a non-last dim share cache lines and pages). Every line gets exactly
+// walk_tiles' ops, so the batch size does not change the bits.
+constexpr int kBatch = 256;
+std::int64_t batch_size(std::int64_t lines) {
+  return std::clamp<std::int64_t>(lines / (4 * num_threads()), 16, kBatch);
+}
 template <class T>
 void walk_lines_batch(const T* xp, const std::int64_t* xoff, T* op, const std::int64_t* ooff,
                       int nb, std::int64_t sx, std::int64_t so, std::int64_t len) {
@@ -128,10 +133,11 @@ void cumsum_canonical(const CumsumArgs& a, const Workspace&) {
       // Many lines: each task walks whole lines (one pass over the data); strided lines in
       // batches of adjacent lines.
       if (L.sx != 1) {
-        parallel_for((nl + kBatch - 1) / kBatch, [&](std::int64_t t) {
-          const std::int64_t l0 = t * kBatch;
+        const std::int64_t bs = batch_size(nl);
+        parallel_for((nl + bs - 1) / bs, [&](std::int64_t t) {
+          const std::int64_t l0 = t * bs;
           walk_lines_batch<T>(xp, L.x_off.data() + l0, op, L.out_off.data() + l0,
-                              static_cast<int>(std::min<std::int64_t>(kBatch, nl - l0)), L.sx, L.so, L.len);
+                              static_cast<int>(std::min(bs, nl - l0)), L.sx, L.so, L.len);
         });
         return;
       }
@@ -180,9 +186,10 @@ void cumsum_atomic(const CumsumArgs& a, const Workspace&) {
     const std::int64_t chunk = std::max<std::int64_t>(4096, (L.len + 63) / 64);
     const std::int64_t chunks = (L.len + chunk - 1) / chunk;
     if (chunks == 1 && L.sx != 1) {  // one chunk per line: plain running sums, adjacent lines together
-      parallel_for((nl + kBatch - 1) / kBatch, [&](std::int64_t t) {
-        const std::int64_t l0 = t * kBatch;
-        const int nb = static_cast<int>(std::min<std::int64_t>(kBatch, nl - l0));
+      const std::int64_t bs = batch_size(nl);
+      parallel_for((nl + bs - 1) / bs, [&](std::int64_t t) {
+        const std::int64_t l0 = t * bs;
+        const int nb = static_cast<int>(std::min(bs, nl - l0));
         T s[kBatch];
         for (int w = 0; w < nb; ++w) s[w] = T(-0.0);
         for (std::int64_t i = 0; i < L.len; ++i)

@@ -3,6 +3,9 @@
 //   cpu.atomic         not_guaranteed  sources split among threads; each contribution is combined
 //                                      into its target with an atomic float add (CAS loop for
 //                                      prod/amax/amin), in whatever order the threads get there
+//   cpu.target_sweep   portable        index vectors: each thread owns a range of targets and scans
+//                                      all sources in ascending order, applying the ones it owns
+//                                      (no sort, no atomics; the default deterministic variant)
 //   cpu.sorted_pull    portable        stable counting sort of the index (every call), then each
 //                                      target pulls its sources in ascending order (index vectors)
 //   cpu.plan_pull      portable        the same pull over a plan built once (index_add with a plan)
@@ -255,6 +258,78 @@ void plan_pull(const ScatterArgs& a, const Workspace&) {
   });
 }
 
+// --- target sweep: each thread owns a range of targets and scans every source ---------------
+
+// For an index vector: part p owns targets [t0, t1) and walks all sources in ascending order,
+// applying the rows that land in its range. Each part reads the whole index but only its own
+// rows of src; no sort, no atomics, and a target's sources arrive in ascending order.
+template <Reduce R, class T, class I> void target_sweep(const ScatterArgs& a, const Geometry& g) {
+  if (g.L == 0 || g.outer == 0 || g.inner == 0) return;
+  check_indices<I>(a, g);
+  const T* src = static_cast<const T*>(a.src.data);
+  const I* idx = static_cast<const I*>(a.index.data);
+  T* out = static_cast<T*>(a.out.data);
+  const auto cf = contribution<T>(a);
+  const bool self = a.include_self;
+  const bool counting = !self || R == Reduce::mean;
+  std::vector<std::int64_t> count(counting ? static_cast<std::size_t>(g.M) : 0, 0);
+  const std::int64_t parts = std::clamp<std::int64_t>(g.M, 1, std::max(1, num_threads()));
+  parallel_for(parts, [&](std::int64_t part) {
+    const auto [t0, t1] = split_range(g.M, parts, part);
+    const auto width = static_cast<std::uint64_t>(t1 - t0);
+    if (!counting && g.unit_inner && g.inner == 1 && g.outer == 1) {
+      // One value per row: branch-free, rows of other parts go to a dummy slot (a random 50%
+      // branch per row would cost more than the row itself).
+      const T* sp = src + g.src_outer[0];
+      T* op = out + g.out_outer[0];
+      T dummy = T(0);
+      for (std::int64_t i = 0; i < g.L; ++i) {
+        const auto m = static_cast<std::int64_t>(idx[i * g.idx_d]);
+        T* target = static_cast<std::uint64_t>(m - t0) < width ? op + m * g.out_d : &dummy;
+        *target = step<R>(*target, cf(sp[i * g.src_d]));
+      }
+      return;
+    }
+    for (std::int64_t i = 0; i < g.L; ++i) {
+      const auto m = static_cast<std::int64_t>(idx[i * g.idx_d]);
+      if (static_cast<std::uint64_t>(m - t0) >= width) continue;
+      bool first = false;
+      if (counting) first = count[static_cast<std::size_t>(m)]++ == 0 && !self;
+      for (std::int64_t o = 0; o < g.outer; ++o) {
+        T* __restrict orow = out + g.out_outer[static_cast<std::size_t>(o)] + m * g.out_d;
+        const T* __restrict p = src + g.src_outer[static_cast<std::size_t>(o)] + i * g.src_d;
+        if (g.unit_inner) {
+          if (first) for (std::int64_t k = 0; k < g.inner; ++k) orow[k] = cf(p[k]);
+          else for (std::int64_t k = 0; k < g.inner; ++k) orow[k] = step<R>(orow[k], cf(p[k]));
+        } else {
+          for (std::int64_t k = 0; k < g.inner; ++k) {
+            T& target = orow[g.out_inner[static_cast<std::size_t>(k)]];
+            const T c = cf(p[g.src_inner[static_cast<std::size_t>(k)]]);
+            target = first ? c : step<R>(target, c);
+          }
+        }
+      }
+    }
+    if constexpr (R == Reduce::mean) {
+      for (std::int64_t m = t0; m < t1; ++m) {
+        const std::int64_t n = count[static_cast<std::size_t>(m)];
+        if (n == 0) continue;
+        const T div = static_cast<T>(n + (self ? 1 : 0));
+        for (std::int64_t o = 0; o < g.outer; ++o)
+          for (std::int64_t k = 0; k < g.inner; ++k) {
+            T& target = out[g.out_outer[static_cast<std::size_t>(o)] + m * g.out_d + g.out_inner[static_cast<std::size_t>(k)]];
+            target = target / div;
+          }
+      }
+    }
+  });
+}
+
+void target_sweep_variant(const ScatterArgs& a, const Workspace&) {
+  const Geometry g = geometry(a);
+  visit_scatter(a, [&]<Reduce R, class T, class I>() { target_sweep<R, T, I>(a, g); });
+}
+
 // --- sweep: each column walks its sources in ascending order ---------------------------------
 
 constexpr std::int64_t kColumnBlock = 16;  // columns per task (one cache line of float32)
@@ -400,14 +475,17 @@ void register_cpu_scatter(Registry& r) {
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
   const char* atomic_how = "contributions combined into targets with atomic float ops in thread order";
   const char* pull_how = "stable counting sort every call, then each target pulls its sources in order";
+  const char* target_how = "threads own target ranges; each scans all sources in order, applies its own";
   const char* sweep_how = "each column walks its sources in ascending order; columns in parallel";
   r.add(variant("index_add", "cpu.atomic", ng, atomic_how, atomic));
+  r.add(variant("index_add", "cpu.target_sweep", po, target_how, target_sweep_variant));
   r.add(variant("index_add", "cpu.sorted_pull", po, pull_how, sorted_pull));
   r.add(variant("index_add", "cpu.column_sweep", po, sweep_how, column_sweep));
   r.add(variant("index_add_plan", "cpu.plan_pull", po,
                 "each target pulls its sources in plan order (no sort, no atomics)", plan_pull));
   for (const char* op : {"scatter_add", "scatter_reduce"}) {
     r.add(variant(op, "cpu.atomic", ng, atomic_how, atomic));
+    r.add(variant(op, "cpu.target_sweep", po, target_how, target_sweep_variant, needs_index_vector));
     r.add(variant(op, "cpu.sorted_pull", po, pull_how, sorted_pull, needs_index_vector));
     r.add(variant(op, "cpu.column_sweep", po, sweep_how, column_sweep));
   }

@@ -69,22 +69,32 @@ template <class T> T identity_of(Reduce r) {
 // out = the finished value of a chain of `count` elements whose accumulator is acc.
 template <class T> T finish(Reduce r, T acc, std::int64_t count) {
   if (count == 0) return T(0);
-  if (r == Reduce::mean) return acc / static_cast<T>(count);
+  if (r == Reduce::mean) return canonical_nan(acc / static_cast<T>(count));
+  if (r == Reduce::sum) return canonical_nan(acc);
   return acc;
 }
 
-// acc[f] = step(acc[f], row[f]) for f < n, the canonical step of reduce r.
-template <class T> void fold(Reduce r, T* __restrict acc, const T* __restrict row, std::int64_t n) {
-  switch (r) {
-    case Reduce::amax:
-      for (std::int64_t f = 0; f < n; ++f) acc[f] = combine_max(acc[f], row[f]);
-      break;
-    case Reduce::amin:
-      for (std::int64_t f = 0; f < n; ++f) acc[f] = combine_min(acc[f], row[f]);
-      break;
-    default:
-      for (std::int64_t f = 0; f < n; ++f) acc[f] = acc[f] + row[f];
+// The canonical step of reduce R (sum and mean share the sum's step).
+template <Reduce R, class T> inline T step_of(T acc, T v) {
+  if constexpr (R == Reduce::amax) return combine_max(acc, v);
+  else if constexpr (R == Reduce::amin) return combine_min(acc, v);
+  else return acc + v;
+}
+
+// acc[f] = step(acc[f], row[f]) for f < n.
+template <Reduce R, class T> void fold(T* __restrict acc, const T* __restrict row, std::int64_t n) {
+  if (n == 1) {
+    acc[0] = step_of<R>(acc[0], row[0]);
+    return;
   }
+  for (std::int64_t f = 0; f < n; ++f) acc[f] = step_of<R>(acc[f], row[f]);
+}
+
+// Calls f.template operator()<R>() with the step's reduce as a constant.
+template <class F> void with_reduce(Reduce r, F&& f) {
+  if (r == Reduce::amax) return f.template operator()<Reduce::amax>();
+  if (r == Reduce::amin) return f.template operator()<Reduce::amin>();
+  return f.template operator()<Reduce::sum>();
 }
 
 // --- portable: one task per block of rows, sequential chains --------------------------------
@@ -99,7 +109,7 @@ void run_sequential(const SegmentArgs& a, const Workspace&) {
     const T* xd = static_cast<const T*>(x.data);
     T* od = static_cast<T*>(o.rows.data);
     if (segs > 0 && cols > 0) {
-      with_rows(a, [&](auto row_of) {
+      with_rows(a, [&](auto row_of) { with_reduce(a.reduce, [&]<Reduce R>() {
         // Tasks of whole rows; the split never changes a row's chain, so any split is fine.
         const std::int64_t rows_per_task = std::max<std::int64_t>(1, kWorkPerTask / (cols * 8));
         parallel_for((segs + rows_per_task - 1) / rows_per_task, [&](std::int64_t t) {
@@ -108,14 +118,14 @@ void run_sequential(const SegmentArgs& a, const Workspace&) {
           for (std::int64_t s = t * rows_per_task; s < end; ++s) {
             std::fill(acc.begin(), acc.end(), identity_of<T>(a.reduce));
             for (std::int64_t k = off[s]; k < off[s + 1]; ++k)
-              fold(a.reduce, acc.data(), xd + row_of(k) * x.ld, cols);
+              fold<R>(acc.data(), xd + row_of(k) * x.ld, cols);
             T* out_row = od + s * o.rows.ld;
             const std::int64_t count = off[s + 1] - off[s];
             for (std::int64_t f = 0; f < cols; ++f)
               out_row[f] = finish(a.reduce, acc[static_cast<std::size_t>(f)], count);
           }
         });
-      });
+      }); });
     }
     o.finish();
   });
@@ -147,7 +157,7 @@ void run_atomic(const SegmentArgs& a, const Workspace&) {
     const T* xd = static_cast<const T*>(x.data);
     std::vector<T> acc(static_cast<std::size_t>(segs * cols), identity_of<T>(a.reduce));
     if (segs > 0 && cols > 0 && edges > 0) {
-      with_rows(a, [&](auto row_of) {
+      with_rows(a, [&](auto row_of) { with_reduce(a.reduce, [&]<Reduce R>() {
         parallel_for((edges + kEdgeChunk - 1) / kEdgeChunk, [&](std::int64_t c) {
           const std::int64_t k0 = c * kEdgeChunk, k1 = std::min(edges, k0 + kEdgeChunk);
           // The row holding position k0: the last s with off[s] <= k0.
@@ -165,11 +175,11 @@ void run_atomic(const SegmentArgs& a, const Workspace&) {
               flush();
               while (k >= off[s + 1]) ++s;
             }
-            fold(a.reduce, part.data(), xd + row_of(k) * x.ld, cols);
+            fold<R>(part.data(), xd + row_of(k) * x.ld, cols);
           }
           flush();
         });
-      });
+      }); });
     }
     OutRows o(a.out);
     T* od = static_cast<T*>(o.rows.data);

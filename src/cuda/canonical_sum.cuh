@@ -8,8 +8,9 @@
 //   thread t, slot r, element k   holds lane kVec * (t + 32 r) + k
 // A row j of the chunk (elements 256 j .. 256 j + 255) is then 32 * kSlots coalesced 16-byte
 // loads, and the halving tree maps onto slots (s >= 32 kVec), shuffles (kVec <= s < 32 kVec) and
-// the elements of one load (s < kVec). The mapping decides only where lanes live, never the order
-// of any addition, so the bits are those of the CPU.
+// the elements of one load (s < kVec). StridedLanes holds the same 256 lanes as lane t + 32 q for
+// element loads. A mapping decides only where lanes live, never the order of any addition, so
+// the bits are those of the CPU.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -80,6 +81,29 @@ template <class T> struct Lanes {
 #pragma unroll
       for (int k = 0; k < s; ++k) acc[0][k] = acc[0][k] + acc[0][k + s];
     return acc[0][0];
+  }
+};
+
+// The element-load layout, for chunks that are partial, unaligned or strided: thread t holds
+// lanes t + 32 q (q < 8), so that the 32 loads of one instruction are neighbouring elements.
+template <class T> struct StridedLanes {
+  static constexpr int kPerThread = kLanes / 32;
+  T acc[kPerThread];
+
+  __device__ void init() {
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) acc[q] = T(-0.0);
+  }
+  // The same halving tree as Lanes::tree; the sum ends in lane 0 of the warp.
+  __device__ T tree() {
+#pragma unroll
+    for (int sq = kPerThread / 2; sq >= 1; sq /= 2)  // s = 32 sq: lanes of this thread
+#pragma unroll
+      for (int q = 0; q < sq; ++q) acc[q] = acc[q] + acc[q + sq];
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2)  // s = off: lanes of other threads
+      acc[0] = acc[0] + __shfl_down_sync(0xffffffffu, acc[0], off);
+    return acc[0];
   }
 };
 

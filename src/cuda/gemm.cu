@@ -44,8 +44,12 @@ using i64 = std::int64_t;
 // --- the tiled kernel (portable, and split-K when gridDim.z > 1 with atomic adds) ---------------
 
 // Tile shapes: BM x BN outputs per block of (BM/TM) x (BN/TN) threads, k in steps of BK.
+// Wide: large outputs (register-blocked 8x8 per thread). Narrow: thin outputs with short k.
+// Deep: few output tiles and long k (weight gradients): more blocks, and 64-deep k steps so each
+// thread has several global loads in flight per barrier.
 struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; };
 struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; };
+struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 64, TM = 1, TN = 1; };
 template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / Cfg::TN);
 
 // Block (x, y, z) computes rows [x*BM, +BM) x columns [y*BN, +BN) over k in [z*k_chunk, +k_chunk).
@@ -124,15 +128,23 @@ __global__ void gemm_scale(T* c, i64 crs, i64 ccs, i64 m, i64 n, Epilogue<T> epi
   }
 }
 
-// Test hook: 0 picks the tile shape from the output size, 1 forces wide tiles, 2 narrow ones.
+enum class Tiles { wide = 1, narrow = 2, deep = 3 };
+
+// Test hook: 0 picks the tile shape from the problem size; 1, 2, 3 force wide, narrow, deep.
 std::atomic<int> g_tile_override{0};
 
-// Wide tiles when there are enough of them to occupy a large GPU (a fixed count, so the choice
-// is a function of the shape alone); narrow ones for the thin matrices of graph networks.
-bool use_wide(i64 m, i64 n) {
+template <class Cfg> i64 tile_count(i64 m, i64 n) {
+  return ((m + Cfg::BM - 1) / Cfg::BM) * ((n + Cfg::BN - 1) / Cfg::BN);
+}
+
+// A function of the shape alone (fixed counts, not the GPU's): wide tiles when there are enough
+// of them to occupy a large GPU; deep ones when few narrow tiles would each walk a long k.
+Tiles choose_tiles(i64 m, i64 n, i64 k) {
   const int o = g_tile_override.load();
-  if (o != 0) return o == 1;
-  return ((m + 127) / 128) * ((n + 127) / 128) >= 128;
+  if (o >= 1 && o <= 3) return static_cast<Tiles>(o);
+  if (tile_count<WideTiles>(m, n) >= 128) return Tiles::wide;
+  if (tile_count<NarrowTiles>(m, n) < 132 && k >= 1024) return Tiles::deep;
+  return Tiles::narrow;
 }
 
 struct DeviceGuard {
@@ -173,33 +185,37 @@ void launch_tiles(const GemmArgs& g, Epilogue<T> epi, i64 splits, i64 k_chunk, b
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_tiles");
 }
 
-// Grid limits: m tiles on x (2^31 - 1), n tiles on y (65535).
+// Grid limits: m tiles on x (2^31 - 1), n tiles on y (65535); the smallest tiles decide.
 std::string tiles_why_not(const GemmArgs& g) {
-  if ((g.n() + NarrowTiles::BN - 1) / NarrowTiles::BN > 65535)
+  if ((g.n() + DeepTiles::BN - 1) / DeepTiles::BN > 65535)
     return "n = " + std::to_string(g.n()) + " needs more than 65535 column tiles";
-  if ((g.m() + NarrowTiles::BM - 1) / NarrowTiles::BM > INT_MAX)
+  if ((g.m() + DeepTiles::BM - 1) / DeepTiles::BM > INT_MAX)
     return "m = " + std::to_string(g.m()) + " needs more than 2^31 - 1 row tiles";
   return {};
+}
+
+template <class T, class Cfg>
+void run_tiles_cfg(const GemmArgs& g, Epilogue<T> epi, cudaStream_t s, bool split_k) {
+  i64 splits = 1, chunk = g.k();
+  if (split_k) {
+    // Enough blocks for a large GPU, and pieces of k of at least a few tiles.
+    const i64 tiles = tile_count<Cfg>(g.m(), g.n());
+    splits = std::clamp<i64>(std::max<i64>((256 + tiles - 1) / tiles, (g.k() + 4095) / 4096), 1, 64);
+    chunk = ((g.k() + splits - 1) / splits + Cfg::BK - 1) / Cfg::BK * Cfg::BK;
+    splits = (g.k() + chunk - 1) / chunk;
+    launch_scale<T>(g, Epilogue<T>{T(0), epi.beta}, s);  // c = beta * c
+  }
+  launch_tiles<T, Cfg>(g, epi, splits, chunk, split_k, s);
 }
 
 template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool split_k) {
   const Epilogue<T> epi = epilogue_of<T>(g);
   if (g.k() == 0 || epi.alpha == T(0)) return launch_scale<T>(g, epi, s);
-  const bool wide = use_wide(g.m(), g.n());
-  const int bk = wide ? WideTiles::BK : NarrowTiles::BK;
-  i64 splits = 1, chunk = g.k();
-  if (split_k) {
-    // Enough blocks for a large GPU, and pieces of k of at least a few tiles.
-    const i64 tiles = wide ? ((g.m() + 127) / 128) * ((g.n() + 127) / 128)
-                           : ((g.m() + NarrowTiles::BM - 1) / NarrowTiles::BM) *
-                                 ((g.n() + NarrowTiles::BN - 1) / NarrowTiles::BN);
-    splits = std::clamp<i64>(std::max<i64>((256 + tiles - 1) / tiles, (g.k() + 4095) / 4096), 1, 64);
-    chunk = ((g.k() + splits - 1) / splits + bk - 1) / bk * bk;
-    splits = (g.k() + chunk - 1) / chunk;
-    launch_scale<T>(g, Epilogue<T>{T(0), epi.beta}, s);  // c = beta * c
+  switch (choose_tiles(g.m(), g.n(), g.k())) {
+    case Tiles::wide: return run_tiles_cfg<T, WideTiles>(g, epi, s, split_k);
+    case Tiles::narrow: return run_tiles_cfg<T, NarrowTiles>(g, epi, s, split_k);
+    case Tiles::deep: return run_tiles_cfg<T, DeepTiles>(g, epi, s, split_k);
   }
-  if (wide) launch_tiles<T, WideTiles>(g, epi, splits, chunk, split_k, s);
-  else launch_tiles<T, NarrowTiles>(g, epi, splits, chunk, split_k, s);
 }
 
 void run_tiled(const GemmArgs& g, const Workspace& ws, bool split_k) {

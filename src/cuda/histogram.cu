@@ -55,6 +55,28 @@ Launch launch_for(i64 n) {
   return l;
 }
 
+// Grid-stride loop over [0, n) that issues U loads (load(i)) before using them (use(i, v)), so
+// that each thread keeps several loads in flight; every i is visited exactly once.
+template <int U, class Load, class Use>
+__device__ __forceinline__ void for_each_unrolled(i64 n, Load&& load, Use&& use) {
+  const i64 step = static_cast<i64>(gridDim.x) * blockDim.x;
+  for (i64 i0 = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i0 < n; i0 += step * U) {
+    decltype(load(i0)) v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (i0 + u * step < n) v[u] = load(i0 + u * step);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (i0 + u * step < n) use(i0 + u * step, v[u]);
+  }
+}
+
+template <class W> struct IdxVal {
+  i64 b;
+  W w;
+};
+constexpr int kUnroll = 4;
+
 struct CheckResult {
   u64 first_bad;  // smallest position of an index outside [0, bins)
   u64 max_bits;   // bits of max |w| over finite weights (non-negative doubles order as integers)
@@ -68,16 +90,16 @@ __global__ void check_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i6
   u64 bad = ULLONG_MAX;
   double m = 0;
   unsigned sp = 0;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const auto v = static_cast<i64>(idx[i * si]);
-    if ((v < 0 || v >= bins) && static_cast<u64>(i) < bad) bad = static_cast<u64>(i);
-    if (w != nullptr) {
-      const double d = static_cast<double>(w[i * sw]);
-      if (isfinite(d)) m = fmax(m, fabs(d));
-      else sp = 1;
-    }
-  }
+  for_each_unrolled<kUnroll>(
+      n,
+      [&](i64 i) {
+        return IdxVal<double>{static_cast<i64>(idx[i * si]), w != nullptr ? static_cast<double>(w[i * sw]) : 0.0};
+      },
+      [&](i64 i, const IdxVal<double>& e) {
+        if ((e.b < 0 || e.b >= bins) && static_cast<u64>(i) < bad) bad = static_cast<u64>(i);
+        if (isfinite(e.w)) m = fmax(m, fabs(e.w));
+        else sp = 1;
+      });
   for (int o = 16; o > 0; o >>= 1) {
     bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, o));
     m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -100,24 +122,27 @@ __global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n,
     for (i64 b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0;
     __syncthreads();
   }
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const auto b = static_cast<i64>(idx[i * si]);
-    i64 q = 1;
-    if constexpr (Weighted) {
-      const double d = static_cast<double>(w[i * sw]);
-      if (isfinite(d)) {
-        q = __double2ll_rn(scale_pow2(d, s));
-      } else {
-        atomicOr(&mask[b], isnan(d) ? 4u : (d > 0 ? 1u : 2u));
-        q = 0;
-      }
-    }
-    if (q != 0) {
-      if (smem) atomicAdd(&sh[b], static_cast<u64>(q));
-      else atomicAdd(&acc[b], static_cast<u64>(q));
-    }
-  }
+  for_each_unrolled<kUnroll>(
+      n,
+      [&](i64 i) {
+        return IdxVal<T>{static_cast<i64>(idx[i * si]), Weighted ? w[i * sw] : T(0)};
+      },
+      [&](i64, const IdxVal<T>& e) {
+        i64 q = 1;
+        if constexpr (Weighted) {
+          const double d = static_cast<double>(e.w);
+          if (isfinite(d)) {
+            q = __double2ll_rn(scale_pow2(d, s));
+          } else {
+            atomicOr(&mask[e.b], isnan(d) ? 4u : (d > 0 ? 1u : 2u));
+            q = 0;
+          }
+        }
+        if (q != 0) {
+          if (smem) atomicAdd(&sh[e.b], static_cast<u64>(q));
+          else atomicAdd(&acc[e.b], static_cast<u64>(q));
+        }
+      });
   if (smem) {
     __syncthreads();
     for (i64 b = threadIdx.x; b < bins; b += blockDim.x)
@@ -134,12 +159,12 @@ __global__ void float_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 
     for (i64 b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = T(0);
     __syncthreads();
   }
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const auto b = static_cast<i64>(idx[i * si]);
-    if (smem) atomicAdd(&sh[b], w[i * sw]);
-    else atomicAdd(&acc[b], w[i * sw]);
-  }
+  for_each_unrolled<kUnroll>(
+      n, [&](i64 i) { return IdxVal<T>{static_cast<i64>(idx[i * si]), w[i * sw]}; },
+      [&](i64, const IdxVal<T>& e) {
+        if (smem) atomicAdd(&sh[e.b], e.w);
+        else atomicAdd(&acc[e.b], e.w);
+      });
   if (smem) {
     __syncthreads();
     for (i64 b = threadIdx.x; b < bins; b += blockDim.x) atomicAdd(&acc[b], sh[b]);
@@ -269,14 +294,15 @@ __global__ void histc_kernel(const T* x, i64 n, T lo, T hi, i64 bins, int replic
     __syncthreads();
   }
   unsigned* mine = shc + static_cast<i64>((threadIdx.x >> 5) % replicas) * bins;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const i64 b = histc_bin<T>(x[i], lo, hi, bins);
-    if (b >= 0) {
-      if (smem) atomicAdd(&mine[b], 1u);
-      else atomicAdd(&acc[b], 1ull);
-    }
-  }
+  for_each_unrolled<2 * kUnroll>(
+      n, [&](i64 i) { return x[i]; },
+      [&](i64, T v) {
+        const i64 b = histc_bin<T>(v, lo, hi, bins);
+        if (b >= 0) {
+          if (smem) atomicAdd(&mine[b], 1u);
+          else atomicAdd(&acc[b], 1ull);
+        }
+      });
   if (smem) {
     __syncthreads();
     for (i64 b = threadIdx.x; b < bins; b += blockDim.x) {
@@ -303,7 +329,15 @@ void histc_cuda(const HistcArgs& a, const Workspace& ws) {
   const i64 n = x.numel(), bins = a.out.numel();
   auto* acc = static_cast<u64*>(ws.data);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * 8, stream));
-  const Launch l = launch_for(n);
+  Launch l = launch_for(n);
+  // Each block flushes its bins: keep at least ~8 values per bin per block, and 2 blocks per SM.
+  {
+    int d = 0, sms = 1;
+    SAMEBITS_CUDA_CHECK(cudaGetDevice(&d));
+    SAMEBITS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
+    const i64 cap = std::max<i64>({i64{2} * sms, n / (8 * bins), (n >> 31) + 1});
+    l.grid = static_cast<unsigned>(std::min<i64>(l.grid, cap));
+  }
   const i64 fit = kSmemBytes / 4 / bins;  // replicas that fit in shared memory
   const bool smem = fit >= 1;
   const int replicas = static_cast<int>(std::max<i64>(1, std::min<i64>({fit, 8, l.block / 32})));

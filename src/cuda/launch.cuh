@@ -9,7 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "cuda/check.cuh"
 #include "samebits/tensor.hpp"
@@ -74,10 +77,21 @@ inline int sm_count() {
 }
 
 // Blocks of `kernel` that fit on the whole device at once: the grid of a persistent kernel.
+// Cached per (device, kernel, block, smem): the occupancy query costs microseconds per call.
 template <class Kernel> std::int64_t resident_blocks(Kernel kernel, int block, std::size_t smem = 0) {
+  int dev = 0;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev));
+  using Key = std::tuple<int, const void*, int, std::size_t>;
+  static std::mutex mutex;
+  static std::map<Key, std::int64_t> cache;
+  const Key key{dev, reinterpret_cast<const void*>(kernel), block, smem};
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   int per_sm = 0;
   SAMEBITS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, smem));
-  return static_cast<std::int64_t>(std::max(per_sm, 1)) * sm_count();
+  const std::int64_t n = static_cast<std::int64_t>(std::max(per_sm, 1)) * sm_count();
+  cache.emplace(key, n);
+  return n;
 }
 
 // Makes `device` current for its lifetime (ops run on the device of their tensors).

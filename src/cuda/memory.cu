@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <tuple>
 #include <string>
 #include <mutex>
 #include <vector>
@@ -24,7 +25,8 @@ std::size_t size_class(std::size_t bytes) {
 
 struct Cache {
   std::mutex m;
-  std::map<std::pair<int, std::size_t>, std::vector<void*>> free_blocks;
+  // (device, size class, stream) -> blocks freed on that stream
+  std::map<std::tuple<int, std::size_t, void*>, std::vector<void*>> free_blocks;
   std::map<void*, std::size_t> sizes;
 };
 
@@ -56,7 +58,7 @@ int cuda_device_count() {
   return n;
 }
 
-void* cuda_allocate(std::size_t bytes, int device) {
+void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
   if (device < 0 || device >= cuda_device_count())
     throw BackendUnavailable("CUDA device " + std::to_string(device) + " is not present (" +
                              std::to_string(cuda_device_count()) + " device(s) found)");
@@ -64,7 +66,7 @@ void* cuda_allocate(std::size_t bytes, int device) {
   auto& k = cache();
   {
     std::lock_guard lock(k.m);
-    auto& list = k.free_blocks[{device, c}];
+    auto& list = k.free_blocks[{device, c, stream.handle}];
     if (!list.empty()) {
       void* p = list.back();
       list.pop_back();
@@ -90,15 +92,15 @@ void* cuda_allocate(std::size_t bytes, int device) {
   return p;
 }
 
-void cuda_free(void* p, int device) {
+void cuda_free(void* p, int device, Stream stream) {
   if (p == nullptr) return;
   auto& k = cache();
   std::lock_guard lock(k.m);
   auto it = k.sizes.find(p);
   if (it == k.sizes.end()) return;
-  // Blocks are reused by later allocations on any stream: wait for work that may still use it.
-  cudaDeviceSynchronize();
-  k.free_blocks[{device, it->second}].push_back(p);
+  // No synchronization: the block is handed out again only to allocations on the same stream,
+  // whose work is queued after whatever still uses it.
+  k.free_blocks[{device, it->second, stream.handle}].push_back(p);
 }
 
 void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {

@@ -12,7 +12,7 @@
 // the one before the same way until C == 1, the last level writing the outputs. Two level-1
 // kernels:
 //   rows     one warp per chunk (S == 1 or nothing better): 16-byte loads when the chunk is full
-//            and aligned, element loads otherwise. All levels above the first use it.
+//            and aligned, coalesced element loads otherwise. All levels above the first use it.
 //   columns  S != 1 (reducing a non-innermost dim): a block takes 32 neighbouring outputs and
 //            16 threads per output, each thread holding 16 lanes, so a warp reads 32 neighbouring
 //            outputs' elements at once.
@@ -39,6 +39,7 @@ using canonical::kChunk;
 using canonical::kLanes;
 using canonical::kSteps;
 using canonical::Lanes;
+using canonical::StridedLanes;
 
 // What level 1 (or a later level) reads: M rows of L elements; row o starts at rest.offset(o),
 // its element i is at + i * S. b is dot's second operand (same layout) or null.
@@ -86,9 +87,10 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
     const std::int64_t start = c * kChunk;
     const std::int64_t len = min(kChunk, in.L - start);
     const std::int64_t base = in.rest.offset(o) + start * in.S;
-    Lanes<T> lanes;
-    lanes.init();
+    T sum;
     if (in.vec && len == kChunk) {
+      Lanes<T> lanes;
+      lanes.init();
       // Batches of 16 independent 16-byte loads per thread are written before their adds, so
       // the compiler may keep up to 8 KiB per warp in flight; how many it keeps is its choice
       // (it trades them for occupancy), and many resident warps cover the rest of the latency.
@@ -116,29 +118,31 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
               lanes.add(r, xa[j][r]);
           }
       }
+      sum = lanes.tree();
     } else {
-      const T* pa = in.a + base;
-      const T* pb = kDot ? in.b + base : nullptr;
+      StridedLanes<T> lanes;
+      lanes.init();
+      const std::int64_t S = in.S;
+      const T* pa = in.a + base + lane * S;
+      const T* pb = kDot ? in.b + base + lane * S : nullptr;
 #pragma unroll 1
       for (int j = 0; j < kSteps && j * kLanes < len; ++j)  // short rows: skip empty steps
 #pragma unroll
-        for (int r = 0; r < kSlots; ++r)
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            const int i = j * kLanes + kVec * (lane + 32 * r) + k;
-            if (i < len) {
-              T x = pa[i * in.S];
-              if constexpr (kDot) {
-                if constexpr (sizeof(T) == 4)
-                  x = __fmul_rn(x, pb[i * in.S]);
-                else
-                  x = __dmul_rn(x, pb[i * in.S]);
-              }
-              lanes.acc[r][k] = lanes.acc[r][k] + x;
+        for (int q = 0; q < StridedLanes<T>::kPerThread; ++q) {
+          const int i = j * kLanes + 32 * q;  // element lane + i of the chunk
+          if (lane + i < len) {
+            T x = pa[i * S];
+            if constexpr (kDot) {
+              if constexpr (sizeof(T) == 4)
+                x = __fmul_rn(x, pb[i * S]);
+              else
+                x = __dmul_rn(x, pb[i * S]);
             }
+            lanes.acc[q] = lanes.acc[q] + x;
           }
+        }
+      sum = lanes.tree();
     }
-    const T sum = lanes.tree();
     if constexpr (kAtomic) {
       if (o != carry_row) {
         if (lane == 0 && carry_row >= 0) atomicAdd(d.partial + carry_row, carry);

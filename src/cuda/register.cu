@@ -15,6 +15,7 @@ void register_cuda_ops(Registry& r) {
   register_cuda_histogram(r);
   register_cuda_gemm(r);
   register_cuda_reduce(r);
+  register_cuda_scatter(r);
 }
 
 }  // namespace samebits::detail

@@ -1,8 +1,8 @@
 // CUDA variants of cumsum.
 //
-//   cuda.lookback_unordered  not_guaranteed  one block per 2048-element tile; a tile's carry is
-//                                            found by a decoupled look-back that reduces the
-//                                            predecessors' totals with a warp tree as it finds
+//   cuda.lookback_unordered  not_guaranteed  a block per unit of 2048-element tiles; a unit's
+//                                            carry is found by a decoupled look-back that reduces
+//                                            the predecessors' totals with a warp tree as it finds
 //                                            them, so the grouping (and the bits) follow timing
 //   cuda.canonical_lookback  portable        the canonical order of ops/scan.hpp: a thread per
 //                                            8-element segment, a warp per group, a block per
@@ -10,12 +10,17 @@
 //                                            carry C_j and re-adds the published tile totals
 //                                            T_j .. T_{k-1} left to right, which is exactly the
 //                                            chain C_k = C_{k-1} + T_{k-1} whatever the timing
+// Why not cub::DeviceScan: CCCL 3.0 (CUDA 13.0) documents its float scans as not deterministic
+// (the look-back combines predecessor aggregates as it finds them, like cuda.lookback_unordered),
+// and its tile shape is a tuning choice, so no CUB scan can give the canonical order.
 // Lines with inner > 1 (scans along a non-last dim) run as three passes, a thread per
 // (line, 256-element group): group totals, the carry chain per line, the rescan; both variants
 // use them (deterministic). Non-contiguous tensors are copied to contiguous ones first.
-// Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 runs the look-back kernel on a small
-// persistent grid and the three passes with 64-thread blocks on a capped grid; the canonical
-// order, and so the bits of the portable variant, do not change.
+// A block scans a unit of 8 consecutive canonical tiles (the look-back then steps 8 tiles at a
+// time); the carry chain runs through the unit tile by tile, so the unit size is not part of the
+// order. Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 runs the look-back kernel with
+// one-tile units on a small persistent grid and the three passes with 64-thread blocks on a
+// capped grid; the canonical order, and so the bits of the portable variant, do not change.
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
@@ -33,6 +38,10 @@ namespace {
 
 using i64 = long long;
 constexpr int kThreads = kScanTile / kScanSegment;  // 256: one thread per segment
+// Canonical tiles per block-unit: 8 (float) or 4 (double) by default, so that a look-back step
+// covers that many tiles and the chain of posted carries keeps ahead of the memory system; the
+// unit's data stays in registers (64 per thread) between the two passes. 1 under the test hook.
+template <class T> constexpr int kUnitTiles = 32 / static_cast<int>(sizeof(T));
 constexpr unsigned kFull = 0xffffffffu;
 static_assert(kScanGroup == 32 && kScanTileGroups * 32 == kThreads, "a warp per group");
 
@@ -41,12 +50,15 @@ bool alt_launch() {
   return e != nullptr && *e != '\0' && *e != '0';
 }
 
-// Per-tile look-back state, zeroed before each launch.
+// Look-back state, zeroed before each launch. A block scans a *unit* of up to K consecutive
+// canonical tiles of one line (K is a launch choice: the canonical order is per tile, and the
+// tile carries chain C_{k+1} = C_k + T_k through the unit exactly as across units).
 template <class T> struct TileStatus {
-  int* flag;                      // 0: nothing yet, 1: total posted, 2: carry-after posted
-  T* total;                       // T_k
-  T* after;                       // C_{k+1} = C_k + T_k
-  unsigned long long* next_tile;  // tiles are claimed in order, so predecessors always run
+  int* flag;                      // per unit: 0 nothing yet, 1 totals posted, 2 carry-after posted
+  T* total;                       // per canonical tile: T_k
+  T* unit_total;                  // per unit: its tiles' totals chained (the unordered look-back)
+  T* after;                       // per unit: the carry after its last tile
+  unsigned long long* next_unit;  // units are claimed in order, so predecessors always run
 };
 
 __device__ __forceinline__ int load_flag(int* f) {
@@ -56,13 +68,14 @@ __device__ __forceinline__ void store_flag(int* f, int v) {
   cuda::atomic_ref<int, cuda::thread_scope_device>(*f).store(v, cuda::memory_order_release);
 }
 
-// Carry before tile g (line starts at tile `first`), canonical: the nearest predecessor b with a
-// posted carry-after, then + T_{b+1} + ... + T_{g-1} left to right. Same value in every lane.
+// Carry before unit G (the line's units start at `first`; its canonical tiles at `tile0`; K tiles
+// per unit), canonical: the nearest predecessor unit b with a posted carry-after, then + T_t for
+// every canonical tile t after b's, left to right. Same value in every lane.
 template <class T>
-__device__ T lookback_canonical(const TileStatus<T>& st, i64 g, i64 first, int lane) {
-  i64 top = g - 1, base = first - 1;
+__device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 tile0, int K, int lane) {
+  i64 top = G - 1, base = first - 1;
   T C = T(-0.0);
-  for (;;) {  // windows of 32 predecessors, nearest first; lane 0 is the nearest
+  for (;;) {  // windows of 32 predecessor units, nearest first; lane 0 is the nearest
     const i64 p = top - lane;
     int fl = 2;  // before the line: the virtual carry -0.0
     T c = T(-0.0);
@@ -79,27 +92,29 @@ __device__ T lookback_canonical(const TileStatus<T>& st, i64 g, i64 first, int l
     }
     top -= 32;
   }
-  for (i64 w = base + 1; w < g; w += 32) {
-    const i64 p = w + lane;
+  // Tiles of units base+1 .. G-1 (all full units), local tile indices [t_begin, t_end).
+  const i64 t_begin = (base + 1 - first) * K, t_end = (G - first) * K;
+  for (i64 w = t_begin; w < t_end; w += 32) {
+    const i64 t = w + lane;
     T t_mine = T(-0.0);
-    if (p < g) {
-      (void)load_flag(&st.flag[p]);  // >= 1 already: orders the read of the total after it
-      t_mine = st.total[p];
+    if (t < t_end) {
+      (void)load_flag(&st.flag[first + t / K]);  // >= 1 already: orders the read after it
+      t_mine = st.total[tile0 + t];
     }
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
-      const T t = __shfl_sync(kFull, t_mine, i);
-      if (w + i < g) C = C + t;
+      const T v = __shfl_sync(kFull, t_mine, i);
+      if (w + i < t_end) C = C + v;
     }
   }
   return C;
 }
 
-// Carry before tile g, the usual way: each window's totals reduced by a warp tree and added as
-// found, stopping at the first posted carry-after; where that lies depends on timing.
+// Carry before unit G, the usual way: each window's unit totals reduced by a warp tree and added
+// as found, stopping at the first posted carry-after; where that lies depends on timing.
 template <class T>
-__device__ T lookback_unordered(const TileStatus<T>& st, i64 g, i64 first, int lane) {
-  i64 top = g - 1;
+__device__ T lookback_unordered(const TileStatus<T>& st, i64 G, i64 first, int lane) {
+  i64 top = G - 1;
   T sum = T(-0.0);
   for (;;) {
     const i64 p = top - lane;
@@ -108,7 +123,7 @@ __device__ T lookback_unordered(const TileStatus<T>& st, i64 g, i64 first, int l
     if (p >= first) {
       do { fl = load_flag(&st.flag[p]); } while (fl == 0);
       if (fl == 2) c = st.after[p];
-      else a = st.total[p];
+      else a = st.unit_total[p];
     }
     const unsigned m = __ballot_sync(kFull, fl == 2);
     const int q = m != 0 ? __ffs(m) - 1 : 32;
@@ -166,64 +181,103 @@ __device__ __forceinline__ void store_segment(T* p, i64 i0, i64 len, const T (&v
   }
 }
 
-// Contiguous lines [nlines, len]: a block scans one 2048-element tile at a time, claimed in
-// order. x and out may be the same memory.
+// Contiguous lines [nlines, len]: a block scans one unit of up to K <= kUnitTiles<T> canonical
+// tiles at a time, units claimed in order. The unit's values are loaded once into registers;
+// pass 1 forms each tile's group chains and totals, warp 0 finds the unit's carry, pass 2 writes
+// the outputs. x and out may be the same memory (everything is read before anything is written).
 template <class T, bool Canonical>
 __global__ void __launch_bounds__(kThreads)
-scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, i64 total_tiles, TileStatus<T> st) {
-  __shared__ T s_group[kScanTileGroups];
-  __shared__ T s_carry;
-  __shared__ i64 s_tile;
+scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 units_per_line,
+                  i64 total_units, TileStatus<T> st) {
+  constexpr int kMax = kUnitTiles<T>;
+  __shared__ T s_group[kMax][kScanTileGroups];
+  __shared__ T s_carry[kMax];
+  __shared__ i64 s_unit;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const T z = T(-0.0);
   for (;;) {
-    if (tid == 0) s_tile = static_cast<i64>(atomicAdd(st.next_tile, 1ull));
+    if (tid == 0) s_unit = static_cast<i64>(atomicAdd(st.next_unit, 1ull));
     __syncthreads();
-    const i64 g = s_tile;
-    if (g >= total_tiles) return;
-    const i64 line = g / tiles_per_line, k = g % tiles_per_line;
-    const i64 i0 = k * kScanTile + static_cast<i64>(tid) * kScanSegment;
-    T v[kScanSegment];
-    load_segment(x + line * len, i0, len, v);
-    T r[kScanSegment];
-    T acc = z;
+    const i64 G = s_unit;
+    if (G >= total_units) return;
+    const i64 line = G / units_per_line, u = G % units_per_line;
+    const i64 k0 = u * K;  // first canonical tile of the unit, within the line
+    const int nk = static_cast<int>(min(tiles_per_line - k0, static_cast<i64>(K)));
+    const T* xl = x + line * len;
+    T* ol = out + line * len;
+    const i64 seg0 = k0 * kScanTile + static_cast<i64>(tid) * kScanSegment;  // tile q: + q * kScanTile
+    T v[kMax][kScanSegment];
 #pragma unroll
-    for (int j = 0; j < kScanSegment; ++j) r[j] = acc = acc + v[j];
-    // e: chain of the totals of the segments before this one in the group (the warp).
-    T e = z, gacc = z;
+    for (int q = 0; q < kMax; ++q)
+      if (q < nk) load_segment(xl, seg0 + q * kScanTile, len, v[q]);
+    T e_of[kMax];  // this thread's segment prefix in its group, per tile
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const T t = __shfl_sync(kFull, acc, i);
-      if (i == lane) e = gacc;
-      gacc = gacc + t;
+    for (int q = 0; q < kMax; ++q) {
+      e_of[q] = z;
+      if (q < nk) {
+        T acc = z;
+#pragma unroll
+        for (int j = 0; j < kScanSegment; ++j) acc = acc + v[q][j];
+        // e: chain of the totals of the segments before this one in the group (the warp).
+        T e = z, gacc = z;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const T t = __shfl_sync(kFull, acc, i);
+          if (i == lane) e = gacc;
+          gacc = gacc + t;
+        }
+        e_of[q] = e;
+        if (lane == 0) s_group[q][warp] = gacc;
+      }
     }
-    if (lane == 0) s_group[warp] = gacc;
     __syncthreads();
-    T f = z;
-    for (int w = 0; w < warp; ++w) f = f + s_group[w];
     if (warp == 0) {
-      T F = z;
+      const i64 first = line * units_per_line, tile0 = line * tiles_per_line;
+      if (lane == 0) {  // the unit's tile totals (posted with flag 1, or with flag 2 at u == 0)
+        T U = z;
+        for (int q = 0; q < nk; ++q) {
+          T F = z;
 #pragma unroll
-      for (int w = 0; w < kScanTileGroups; ++w) F = F + s_group[w];
-      T C = z;
-      if (lane == 0) st.total[g] = F;  // posted with flag 1, or with flag 2 for a line's first tile
-      if (k > 0) {
-        if (lane == 0) store_flag(&st.flag[g], 1);
-        C = Canonical ? lookback_canonical(st, g, g - k, lane) : lookback_unordered(st, g, g - k, lane);
+          for (int w = 0; w < kScanTileGroups; ++w) F = F + s_group[q][w];
+          st.total[tile0 + k0 + q] = F;
+          s_carry[q] = F;  // the totals for now; carries below
+          U = U + F;
+        }
+        st.unit_total[G] = U;
       }
-      if (lane == 0) {
-        st.after[g] = C + F;
-        store_flag(&st.flag[g], 2);
-        s_carry = C;
+      T C = z;
+      if (u > 0) {
+        if (lane == 0) store_flag(&st.flag[G], 1);
+        C = Canonical ? lookback_canonical(st, G, first, tile0, K, lane)
+                      : lookback_unordered(st, G, first, lane);
+      }
+      if (lane == 0) {  // chain the carries through the unit: C_{k+1} = C_k + T_k
+        for (int q = 0; q < nk; ++q) {
+          const T F = s_carry[q];
+          s_carry[q] = C;
+          C = C + F;
+        }
+        st.after[G] = C;
+        store_flag(&st.flag[G], 2);
       }
     }
     __syncthreads();
-    const T P = (s_carry + f) + e;
-    T o[kScanSegment];
 #pragma unroll
-    for (int j = 0; j < kScanSegment; ++j) o[j] = P + r[j];
-    store_segment(out + line * len, i0, len, o);
-    __syncthreads();  // the shared values are reused by the next tile
+    for (int q = 0; q < kMax; ++q) {
+      if (q < nk) {
+        T f = z;
+        for (int w = 0; w < warp; ++w) f = f + s_group[q][w];
+        const T P = (s_carry[q] + f) + e_of[q];
+        T acc = z;
+#pragma unroll
+        for (int j = 0; j < kScanSegment; ++j) {
+          acc = acc + v[q][j];
+          v[q][j] = P + acc;
+        }
+        store_segment(ol, seg0 + q * kScanTile, len, v[q]);
+      }
+    }
+    __syncthreads();  // the shared values are reused by the next unit
   }
 }
 
@@ -239,9 +293,13 @@ __global__ void group_totals_kernel(const T* x, T* gp, i64 outer, i64 len, i64 i
     const i64 b = gi * kScanGroupElems, e = min(len, b + kScanGroupElems);
     T ge = T(-0.0);
     for (i64 i0 = b; i0 < e; i0 += kScanSegment) {
+      T v[kScanSegment];  // all loads of the segment issued before the adds
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j) v[j] = i0 + j < e ? xl[(i0 + j) * inner] : T(-0.0);
       T r = T(-0.0);
-      const i64 i1 = min(e, i0 + kScanSegment);
-      for (i64 i = i0; i < i1; ++i) r = r + xl[i * inner];
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j)
+        if (i0 + j < e) r = r + v[j];
       ge = ge + r;
     }
     gp[t] = ge;
@@ -282,12 +340,16 @@ __global__ void group_scan_kernel(const T* x, T* out, const T* gp, i64 outer, i6
     T e = T(-0.0);
     for (i64 i0 = b; i0 < e_end; i0 += kScanSegment) {
       const T P = Pg + e;
+      T v[kScanSegment];  // the segment is read before any of it is written (x may be out)
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j) v[j] = i0 + j < e_end ? x[off + (i0 + j) * inner] : T(-0.0);
       T r = T(-0.0);
-      const i64 i1 = min(e_end, i0 + kScanSegment);
-      for (i64 i = i0; i < i1; ++i) {
-        r = r + x[off + i * inner];
-        out[off + i * inner] = P + r;
-      }
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j)
+        if (i0 + j < e_end) {
+          r = r + v[j];
+          out[off + (i0 + j) * inner] = P + r;
+        }
       e = e + r;
     }
   }
@@ -310,9 +372,9 @@ std::size_t scan_workspace(const CumsumArgs& a) {
   const Dims d = dims_of(a.x, a.dim);
   const std::size_t es = size_of(a.x.dtype);
   if (a.x.numel() == 0) return 0;
-  if (d.inner == 1) {
+  if (d.inner == 1) {  // sized for one tile per unit, the most units any launch uses
     const auto tiles = static_cast<std::size_t>(d.outer * ((d.len + kScanTile - 1) / kScanTile));
-    return align_up(tiles * sizeof(int)) + 2 * align_up(tiles * es) + align_up(sizeof(unsigned long long));
+    return align_up(tiles * sizeof(int)) + 3 * align_up(tiles * es) + align_up(sizeof(unsigned long long));
   }
   const i64 ngroups = (d.len + kScanGroupElems - 1) / kScanGroupElems;
   return align_up(static_cast<std::size_t>(d.outer * ngroups * d.inner) * es);
@@ -328,18 +390,22 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
   const bool alt = alt_launch();
   if (d.inner == 1) {
     const i64 tiles_per_line = (d.len + kScanTile - 1) / kScanTile;
-    const i64 total = d.outer * tiles_per_line;
-    const auto nt = static_cast<std::size_t>(total);
+    const auto nt = static_cast<std::size_t>(d.outer * tiles_per_line);
+    const int K = alt ? 1 : kUnitTiles<T>;
+    const i64 units_per_line = (tiles_per_line + K - 1) / K;
+    const i64 units = d.outer * units_per_line;
     TileStatus<T> st{};
+    const std::size_t a_flag = align_up(nt * sizeof(int)), a_val = align_up(nt * sizeof(T));
     st.flag = reinterpret_cast<int*>(w);
-    st.total = reinterpret_cast<T*>(w + align_up(nt * sizeof(int)));
-    st.after = reinterpret_cast<T*>(w + align_up(nt * sizeof(int)) + align_up(nt * sizeof(T)));
-    st.next_tile = reinterpret_cast<unsigned long long*>(w + align_up(nt * sizeof(int)) + 2 * align_up(nt * sizeof(T)));
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(st.flag, 0, nt * sizeof(int), stream));
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(st.next_tile, 0, sizeof(unsigned long long), stream));
-    const i64 grid = alt ? std::min<i64>(total, 37) : std::min<i64>(total, i64{1} << 30);
+    st.total = reinterpret_cast<T*>(w + a_flag);
+    st.unit_total = reinterpret_cast<T*>(w + a_flag + a_val);
+    st.after = reinterpret_cast<T*>(w + a_flag + 2 * a_val);
+    st.next_unit = reinterpret_cast<unsigned long long*>(w + a_flag + 3 * a_val);
+    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(st.flag, 0, static_cast<std::size_t>(units) * sizeof(int), stream));
+    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(st.next_unit, 0, sizeof(unsigned long long), stream));
+    const i64 grid = alt ? std::min<i64>(units, 37) : std::min<i64>(units, i64{1} << 30);
     scan_lines_kernel<T, Canonical><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
-        xp, op, d.len, tiles_per_line, total, st);
+        xp, op, d.len, tiles_per_line, K, units_per_line, units, st);
     SAMEBITS_CUDA_CHECK_LAUNCH("scan_lines_kernel");
     return;
   }

@@ -30,7 +30,7 @@ namespace {
 
 using u64 = unsigned long long;
 constexpr u64 kNone = ~0ull;
-constexpr int kUnroll = 8;          // pull: loads in flight per lane before they are folded
+constexpr int kUnroll = 16;  // pull: loads in flight per lane before they are folded
 constexpr int kDefaultBlock = 256;
 constexpr std::int64_t kPushChunk = 16;  // atomic push: edges per group
 constexpr int kMaxGrid = 1 << 30;
@@ -114,25 +114,26 @@ __global__ void pull_kernel(PullParams<T, I> p) {
       T acc[V];
 #pragma unroll
       for (int c = 0; c < V; ++c) acc[c] = start_value<OP, T>();
-      std::int64_t k = b;
-      for (; k + kUnroll <= e; k += kUnroll) {
-        // All loads of the batch are issued before any add; the adds keep the order of k.
+      // Batches of kUnroll positions: all loads are issued before any step, and the steps keep
+      // the order of k. Positions past the end are filled with the step's neutral value (+0 for
+      // sum, -inf/+inf for amax/amin), which leaves every accumulator bit unchanged: a sum that
+      // starts at +0 is never -0, and x + +0 == x for every other x (NaN is canonicalized below).
+      for (std::int64_t k = b; k < e; k += kUnroll) {
         Pack<T, V> v[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const std::int64_t r = p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u;
-          v[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + r * p.ldx + f);
+          if (k + u < e) {
+            const std::int64_t r = p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u;
+            v[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + r * p.ldx + f);
+          } else {
+#pragma unroll
+            for (int c = 0; c < V; ++c) v[u].v[c] = start_value<OP, T>();
+          }
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
           for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v[u].v[c]);
-      }
-      for (; k < e; ++k) {
-        const std::int64_t r = p.idx ? static_cast<std::int64_t>(p.idx[k]) : k;
-        const Pack<T, V> v = *reinterpret_cast<const Pack<T, V>*>(p.x + r * p.ldx + f);
-#pragma unroll
-        for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v.v[c]);
       }
       Pack<T, V> o;
       const std::int64_t count = e - b;
@@ -140,7 +141,8 @@ __global__ void pull_kernel(PullParams<T, I> p) {
       for (int c = 0; c < V; ++c) {
         T r = acc[c];
         if (count == 0) r = T(0);
-        else if (OP == kSum && p.mean) r = r / static_cast<T>(count);
+        else if (OP == kSum && p.mean) r = canonical_nan(r / static_cast<T>(count));
+        else if (OP == kSum) r = canonical_nan(r);
         o.v[c] = r;
       }
       *reinterpret_cast<Pack<T, V>*>(p.out + s * p.ldo + f) = o;

@@ -2,6 +2,7 @@
 // both backends compute on, and the canonical combine steps (shared by the CPU and CUDA code so
 // that the two cannot drift apart).
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <optional>
 
@@ -56,6 +57,24 @@ inline std::optional<Rows> as_rows(const TensorView& t) {
 // The canonical combine steps (see include/samebits/ops/segment.hpp).
 template <class T> SAMEBITS_HD T combine_max(T acc, T v) { return (v > acc || v != v) ? v : acc; }
 template <class T> SAMEBITS_HD T combine_min(T acc, T v) { return (v < acc || v != v) ? v : acc; }
+
+// NaN results of arithmetic carry different bits on different hardware (x86 keeps an operand's
+// payload or makes 0xFFC00000; NVIDIA GPUs make 0x7FFFFFFF), so sum and mean write every NaN
+// as the one quiet NaN below. amax/amin only select elements, so they keep the input's NaN.
+SAMEBITS_HD float canonical_nan(float v) {
+#if defined(__CUDA_ARCH__)
+  return v != v ? __int_as_float(0x7fc00000) : v;
+#else
+  return v != v ? std::bit_cast<float>(0x7fc00000u) : v;
+#endif
+}
+SAMEBITS_HD double canonical_nan(double v) {
+#if defined(__CUDA_ARCH__)
+  return v != v ? __longlong_as_double(0x7ff8000000000000LL) : v;
+#else
+  return v != v ? std::bit_cast<double>(std::uint64_t{0x7ff8000000000000ULL}) : v;
+#endif
+}
 
 // Host-side validation (CPU tensors): throws IndexOutOfRange naming the op and the first bad
 // position. `rows` is the number of rows of x (the bound of every index).

@@ -170,7 +170,7 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       Tensor cpu = c0.clone();
       gemm(cs.ta, cs.tb, cs.alpha, a, b, cs.beta, cpu, {.level = Determinism::portable});
       Tensor ga = a.to(kGpu), gb = b.to(kGpu);
-      for (int tiles : {0, 1, 2}) {
+      for (int tiles : {0, 1, 2, 3}) {
         TileOverride o(tiles);
         Tensor gc = c0.to(kGpu);
         gemm(cs.ta, cs.tb, cs.alpha, ga, gb, cs.beta, gc, {.level = Determinism::portable});
@@ -190,7 +190,7 @@ TEST(GemmGpu, PortableStridedOperandsEqualCpu) {
   gemm(kN, kT, 1.0, a.host, b.host, 0.0, cpu, {.level = Determinism::portable});
   Tensor big = Tensor::full({90, 100}, std::nan(""), DType::f32, kGpu);
   TensorView c = big.view().slice(1, 10, 80);  // an output with a leading dimension
-  for (int tiles : {1, 2}) {
+  for (int tiles : {1, 2, 3}) {
     TileOverride o(tiles);
     gemm(kN, kT, 1.0, a.view, b.view, 0.0, c, {.level = Determinism::portable});
     EXPECT_TRUE(bitwise_equal(Tensor::copy_of(c, Device::cpu()), cpu));

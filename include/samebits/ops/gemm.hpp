@@ -6,13 +6,13 @@
 //
 //   acc = +0.0
 //   for p = 0, 1, ..., k-1:  acc = acc + (A[i,p] * B[p,j])   // product rounded, then sum rounded
-//   if alpha == 0:  t = (nothing: a and b are not read for this call)
-//   elif alpha == 1: t = acc                                  // 1 * acc, exactly
-//   else:            t = alpha * acc                          // rounded
-//   if beta == 0:    c = t             (c's old value is never read: NaN or inf there is ignored)
-//   elif beta == 1:  c = t + c         (rounded)
-//   else:            c = t + (beta * c) (beta * c rounded, then the sum rounded)
-//   with alpha == 0: c = +0.0 when beta == 0, c unchanged when beta == 1, else c = beta * c.
+//   if alpha == 0:  c = +0.0 if beta == 0; c if beta == 1; beta * c otherwise
+//                   (a and b are not read at all)
+//   else:           t = acc if alpha == 1; alpha * acc otherwise (rounded)
+//                   c = t if beta == 0 (c's old value is never read: NaN or inf there is ignored)
+//                       t + c if beta == 1 (rounded)
+//                       t + (beta * c) otherwise (beta * c rounded, then the sum rounded)
+//   (alpha and beta are compared after rounding to T.)
 //
 // A = op(a) and B = op(b). No fused multiply-add anywhere. Because acc starts at +0.0 it is
 // never -0.0, so adding a +0.0 product (padding) leaves it bitwise unchanged; a dot product whose
@@ -21,17 +21,27 @@
 // promise (a GPU returns its canonical NaN). The alpha == 1 and beta == 1 shortcuts give the same
 // bits as the general formula for every non-NaN value.
 //
-// Variants and what selection picks (first implementable variant at or above the level):
-//   CPU   not_guaranteed  cpu.split_k_atomic   k split in pieces; partials added with atomic
-//                                              float adds in completion order
-//         portable        cpu.packed_tiles     packed, cache-blocked, output tiles in parallel;
-//                                              serves run_to_run and portable as well
-//   CUDA  not_guaranteed  cuda.split_k_atomic  k split across blocks; partials added with atomicAdd
-//         run_to_run      cuda.cublas          cuBLAS with one handle and one workspace per
-//                                              (device, stream), atomics off, no TF32; operands
-//                                              need a unit stride in one dimension
-//         portable        cuda.tiled / cuda.tiled_small  shared-memory tiles; the canonical order
-//   At run_to_run the CUDA backend picks cuda.cublas when the operands allow it, else cuda.tiled.
+// Variants and what selection picks (the first implementable variant at or above the level;
+// a portable variant serves every level):
+//   CPU   not_guaranteed  cpu.split_k_atomic   k cut into pieces run as separate tasks; alpha *
+//                                              partials added with atomic float adds in
+//                                              completion order
+//         run_to_run,     cpu.packed_tiles     packed, cache-blocked, output tiles in parallel
+//         portable                             (same bits for any thread count)
+//   CUDA  not_guaranteed  cuda.split_k_atomic  k split across blocks (grid z); partials added with
+//                                              atomicAdd onto beta * c
+//         run_to_run      cuda.cublas          cuBLAS, one handle and one fixed workspace per
+//                                              (device, stream), atomics off, no TF32; needs a unit
+//                                              stride in one dimension of a, b and c, otherwise
+//                                              run_to_run selects cuda.tiled
+//         portable        cuda.tiled           shared-memory tiles: 128x128 outputs per block when
+//                                              there are at least 128 such tiles; else 16x16 with
+//                                              64-deep k steps when k >= 1024 and there are fewer
+//                                              than 132 tiles of 32x16; else 32x16. The canonical
+//                                              order, so the same bits as cpu.packed_tiles
+// The canonical order walks k sequentially per element, so a portable product with a small
+// output and a very long k (say [128 x 1M] @ [1M x 128]) has little parallelism on a GPU; use
+// run_to_run (cuBLAS) there when CPU-GPU equality is not needed.
 //
 // Preconditions: a, b and c are 2-D; op(a): [m, k], op(b): [k, n], c: [m, n]; all three the same
 // dtype (float32 or float64) and device. Any strides (leading dimensions) are accepted for a and

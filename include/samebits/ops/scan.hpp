@@ -13,9 +13,10 @@
 // and a tile's total the chain of its 8 group totals. Then
 //   out[i] = ((C_k + f_g) + e_s) + r_j        (each + rounded once, no fused operations).
 // Both backends compute exactly these operations (CUDA: a thread per segment, a warp per group,
-// a block per tile, tile carries by a decoupled look-back that re-adds the published tile totals
-// left to right; strided lines: a thread per group), so results are bitwise equal between CPU and
-// GPU and independent of thread count, block count and launch shape.
+// a block per run of consecutive tiles, tile carries by a decoupled look-back that re-adds the
+// published tile totals left to right; strided lines: a thread per group), so results are
+// bitwise equal between CPU and GPU and independent of thread count, block count and launch
+// shape.
 // Accuracy: out[i] is a sum of the inputs x[0..i] whose longest rounding chain has at most
 // k + 8 + 32 + 8 + 3 additions (k = i / 2048), so |out[i] - exact| <= (k + 51) u sum|x[0..i]|
 // (u = 2^-24 for float32, 2^-53 for float64); a plain sequential scan has i + 1.

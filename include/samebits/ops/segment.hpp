@@ -10,7 +10,8 @@
 //   amin: acc = v_k if (v_k < acc or v_k is NaN), else acc
 // where v_k = src[k, f] (segment_reduce) or x[indices[k], f] (aggregate). A NaN anywhere in a
 // segment makes amax/amin NaN (the last NaN of the chain, payload included); between +0.0 and
-// -0.0 the first one met is kept. Empty segments (and nodes without in-neighbours) give +0.0 for
+// -0.0 the first one met is kept. A sum or mean that is NaN is written as the quiet NaN
+// 0x7FC00000 (float32) / 0x7FF8000000000000 (float64), whatever NaN the hardware produced. Empty segments (and nodes without in-neighbours) give +0.0 for
 // every reduction. Rows are computed in parallel; the order within a row never depends on the
 // thread count, block size or device. The not_guaranteed variants add edges (or partial sums)
 // into the output with atomic operations in whatever order threads finish.
@@ -57,6 +58,8 @@ struct Csr {
   std::int64_t num_nodes() const { return offsets.numel() > 0 ? offsets.numel() - 1 : 0; }
   std::int64_t num_edges() const { return indices.numel(); }
   CsrGraph view() const { return {offsets.view(), indices.view(), num_sources}; }
+  // The same graph on another device (still validated).
+  Csr to(Device d) const { return {offsets.to(d), indices.to(d), num_sources}; }
 };
 
 // Builds the in-neighbour CSR of a graph given as an edge list (edge e goes src[e] -> dst[e]):

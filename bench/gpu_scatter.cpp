@@ -1,0 +1,80 @@
+// GPU benchmarks of index_add, scatter_add and scatter_reduce: every CUDA variant on the anchor
+// shapes of docs/anchors.md plus large shapes, including the plan reused across calls and the
+// sort done on every call (fresh indices each call: the index is not cached between calls).
+#include <fmt/format.h>
+
+#include "gpu_common.hpp"
+
+namespace samebits::bench {
+
+namespace {
+
+struct Shape3 {
+  std::int64_t e, n, f;
+  const char* name;
+};
+
+const Shape3 kAnchors[] = {{10'000'000, 1'000'000, 1, "E=10M N=1M F=1"},
+                           {2'000'000, 100'000, 64, "E=2M N=100k F=64"},
+                           {2'000'000, 1000, 64, "E=2M N=1000 F=64"},
+                           {1'000'000, 2708, 128, "E=1M N=2708 F=128"},
+                           {1'000'000, 1000, 1, "E=1M N=1000 F=1"}};
+const Shape3 kLarge[] = {{100'000'000, 10'000'000, 1, "E=100M N=10M F=1"},
+                         {8'000'000, 1'000'000, 64, "E=8M N=1M F=64"}};
+
+double bytes_of(const Shape3& s) {
+  return static_cast<double>(s.e) * s.f * 4 + s.e * 8.0 + 2.0 * s.n * s.f * 4;
+}
+
+TensorView expanded(const Tensor& vec, std::int64_t e, std::int64_t f) {
+  TensorView v = vec.view();
+  v.ndim = 2;
+  v.shape = {e, f, 0, 0};
+  v.strides = {1, 0, 0, 0};
+  return v;
+}
+
+void bench_shape(Report& r, const Shape3& s) {
+  Tensor src = gpu_normal({s.e, s.f});
+  Tensor index = gpu_index(s.e, s.n);
+  Tensor out = gpu_normal({s.n, s.f}, DType::f32, 3);
+  const double bytes = bytes_of(s);
+  const int reps = r.quick ? 10 : 50;
+  auto add = [&](const char* op, const std::string& variant, Determinism level, double ms, const char* note) {
+    r.add({"scatter", op, s.name, variant, std::string(to_string(level)), ms, bytes, note});
+  };
+  for (const auto& v : list_variants("index_add")) {
+    if (v.backend != DeviceType::cuda) continue;
+    const Options o{.level = v.level, .variant = v.name};
+    add("index_add", v.name, v.level, time_ms([&] { index_add(out, index, src, 1.0, o); }, reps),
+        v.level == Determinism::not_guaranteed ? "" : "sort every call");
+  }
+  const IndexPlan plan = make_index_plan(index, s.n);
+  add("index_add", "cuda.plan_pull (plan reused)", Determinism::portable,
+      time_ms([&] { index_add(out, plan, src); }, reps), "plan built once");
+  add("index_add", "make_index_plan (alone)", Determinism::portable,
+      time_ms([&] { (void)make_index_plan(index, s.n); }, reps), "building the plan");
+  const TensorView xi = expanded(index, s.e, s.f);
+  for (const auto& v : list_variants("scatter_add")) {
+    if (v.backend != DeviceType::cuda) continue;
+    const Options o{.level = v.level, .variant = v.name};
+    add("scatter_add", v.name, v.level, time_ms([&] { scatter_add(out, 0, xi, src, o); }, reps),
+        "index expanded over features");
+  }
+  for (const auto& v : list_variants("scatter_reduce")) {
+    if (v.backend != DeviceType::cuda) continue;
+    const Options o{.level = v.level, .variant = v.name};
+    add("scatter_reduce mean", v.name, v.level,
+        time_ms([&] { scatter_reduce(out, 0, xi, src, Reduce::mean, false, o); }, reps), "include_self=false");
+  }
+}
+
+}  // namespace
+
+void bench_scatter(Report& r) {
+  for (const auto& s : kAnchors) bench_shape(r, s);
+  if (!r.quick)
+    for (const auto& s : kLarge) bench_shape(r, s);
+}
+
+}  // namespace samebits::bench

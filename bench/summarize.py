@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Summarizes one device run: samebits' GPU benchmark (gpu_bench.json) next to PyTorch's figures
+measured in the same call (torch_baseline.json): per-op ratios, geometric means over the anchor
+shapes, and the share of the copy ceiling. Prints Markdown.
+
+usage: bench/summarize.py RUN_DIR
+"""
+import json, math, os, re, sys
+
+run = sys.argv[1] if len(sys.argv) > 1 else "."
+ours = json.load(open(os.path.join(run, "gpu_bench.json")))
+torch = None
+if os.path.exists(os.path.join(run, "torch_baseline.json")):
+    torch = json.load(open(os.path.join(run, "torch_baseline.json")))
+
+def num(s):
+    m = re.match(r"([\d.]+)([kM]?)", s)
+    return int(float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6}[m.group(2)])
+
+def shape_key(shape):
+    m = re.search(r"E=([\d.]+[kM]?) N=([\d.]+[kM]?) F=(\d+)", shape)
+    return (num(m.group(1)), num(m.group(2)), int(m.group(3))) if m else None
+
+def gmean(xs):
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+anchors = [(10_000_000, 1_000_000, 1), (2_000_000, 100_000, 64), (2_000_000, 1000, 64),
+           (1_000_000, 2708, 128)]
+rows = ours["rows"]
+print(f"GPU: {ours['gpu']} ({ours['sms']} SMs); copy ceiling {ours['copy_ceiling_tbps']:.2f} TB/s\n")
+
+print("| op | shape | atomic ms | sort every call (run_to_run/portable) | plan reused | torch default | torch deterministic | ours det / torch det |")
+print("|---|---|---|---|---|---|---|---|")
+ratios = {"sort": [], "plan": [], "vs_torch_det": []}
+for op, tkey in (("index_add", "index_add"), ("scatter_add", "scatter_add")):
+    for a in anchors:
+        sel = [r for r in rows if r["op"] == op and shape_key(r["shape"]) == a]
+        get = lambda v: next((r["ms"] for r in sel if r["variant"].startswith(v)), None)
+        at, so, pl = get("cuda.atomic"), get("cuda.sort_pull"), get("cuda.plan_pull")
+        if at is None or so is None:
+            continue
+        td = tdd = None
+        if torch:
+            t = torch["price"].get(f"E={a[0]} N={a[1]} F={a[2]}", {})
+            td, tdd = t.get(f"{tkey} det=False"), t.get(f"{tkey} det=True")
+        ratios["sort"].append(so / at)
+        if pl: ratios["plan"].append(pl / at)
+        if isinstance(tdd, (int, float)): ratios["vs_torch_det"].append(so / tdd)
+        f = lambda x: f"{x:.3f}" if isinstance(x, (int, float)) else "-"
+        print(f"| {op} | E={a[0]} N={a[1]} F={a[2]} | {at:.3f} | {so:.3f} ({so/at:.2f}x) | "
+              f"{f(pl)}{f' ({pl/at:.2f}x)' if pl else ''} | {f(td)} | {f(tdd)} | "
+              f"{f(so / tdd) if isinstance(tdd, (int, float)) else '-'} |")
+print()
+print(f"Geometric means over the anchor shapes: sort every call / atomic = {gmean(ratios['sort']):.2f}x; "
+      f"plan reused / atomic = {gmean(ratios['plan']):.2f}x; "
+      f"sort every call / PyTorch deterministic = {gmean(ratios['vs_torch_det']):.2f}x\n")
+
+print("Portable variants against our atomic variant, geometric mean per op over every shape measured:\n")
+print("| op | portable / atomic (geomean) | shapes |")
+print("|---|---|---|")
+by_op = {}
+for r in rows:
+    if r["level"] == "portable" and r["ratio_to_atomic"] > 0 and "[" not in r["variant"] and "alone" not in r["variant"]:
+        by_op.setdefault(r["op"], []).append(r["ratio_to_atomic"])
+for op, xs in by_op.items():
+    print(f"| {op} | {gmean(xs):.2f}x | {len(xs)} |")
+print(f"\nAll portable rows: geometric mean {gmean([x for xs in by_op.values() for x in xs]):.2f}x the atomic variant.\n")
+
+if torch:
+    print("PyTorch in the same call: " + json.dumps({k: torch[k] for k in ("env", "copy_TBps", "sum_TBps") if k in torch}))
+    for k, v in torch.get("inference_ms", {}).items():
+        print(f"- inference {k}: {v:.3f} ms")
+    for k, v in torch.get("graphsage_1000", {}).items():
+        print(f"- training {k}: {v}")

@@ -1,0 +1,86 @@
+// Run-to-run variability of an op (`samebits variability`): the op runs N times on the same
+// inputs and the outputs are compared with the metrics of Shanmugavelu et al.,
+// arXiv:2408.05148:
+//   - distinct outputs: number of distinct output bit patterns (content hashes) over the N runs;
+//   - elements that vary: positions i where some run differs from the reference (bitwise);
+//   - elementwise relative variability: |x_r[i] - ref[i]| / max(|ref[i]|, guard), mean over all
+//     compared runs and elements, and max;
+//   - scalar variability: the same for the float64 sum of the whole output (summed in a fixed
+//     order, so the sum itself adds no variability).
+// The reference is the first run, or (reference = deterministic) one run of the op at the
+// portable level, as in the paper; the compared runs are then all N.
+//
+// The ops are a table (variability_ops()): each entry makes fixed random inputs from a seed and
+// a shape and runs the op into a fixed output. Calibration (tolerance.hpp) uses the same table.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "samebits/determinism.hpp"
+#include "samebits/tensor.hpp"
+
+namespace samebits {
+
+// Shape options; 0 (or empty) means the op's default.
+struct OpShape {
+  std::int64_t n = 0;         // elements, sources or edges
+  std::int64_t rows = 0;      // output rows / targets / segments / nodes
+  std::int64_t features = 0;  // per-row features (-1: none, 1-d tensors)
+  int dim = 0;                // sum_dim: the reduced dimension
+  std::string reduce;         // scatter_reduce / segment_reduce / aggregate: sum, mean, amax, amin
+};
+
+// An op on fixed inputs; run() overwrites `output` completely (resetting what it accumulates into).
+struct PreparedOp {
+  std::string op;
+  std::string description;  // inputs and output, e.g. "src float32[1000000] -> out float32[1000]"
+  Tensor output;
+  std::function<void(const Options&)> run;
+};
+
+struct OpEntry {
+  std::string name;
+  std::string help;      // what it computes and which shape options it reads
+  OpShape defaults;
+  std::function<PreparedOp(const OpShape& shape, Device device, std::uint64_t seed)> prepare;
+};
+
+// Every op `samebits variability` and `samebits calibrate` know, in a fixed order.
+const std::vector<OpEntry>& variability_ops();
+// The shape with the op's defaults filled in where `shape` says 0.
+OpShape with_defaults(const OpEntry& entry, const OpShape& shape);
+// Looks up an op and prepares it; throws InvalidArgument listing the known ops.
+PreparedOp prepare_op(const std::string& op, const OpShape& shape, Device device,
+                      std::uint64_t seed);
+
+struct VariabilityOptions {
+  int runs = 100;
+  Determinism level = Determinism::not_guaranteed;
+  Device device = Device::cpu();
+  std::uint64_t seed = 1;
+  bool reference_deterministic = false;  // compare with a portable run instead of run 1
+  double guard = 0;  // denominator floor; 0: the smallest normal number of the output dtype
+};
+
+struct VariabilityReport {
+  std::string op, description, device, level, variant;
+  int runs = 0;
+  std::string reference;     // "first run" or "portable run"
+  int distinct = 0;          // distinct outputs among the N runs
+  std::int64_t elements = 0;
+  std::int64_t varying = 0;  // elements that differ from the reference in at least one run
+  double mean_rel = 0, max_rel = 0, max_abs = 0;
+  double scalar_mean_rel = 0, scalar_max_rel = 0;
+  double guard = 0;
+  double median_ms = 0;      // one run, including a device synchronization
+};
+
+VariabilityReport measure_variability(const std::string& op, const OpShape& shape,
+                                      const VariabilityOptions& options);
+std::string format_report(const VariabilityReport& r);
+// One JSON object with the report and the environment (environment_json()).
+std::string to_json(const VariabilityReport& r);
+
+}  // namespace samebits

@@ -1,0 +1,198 @@
+// CUDA index plan: index validation and key building, a stable CUB radix sort of (index,
+// position) pairs, CSR offsets from the sorted keys, and make_index_plan on the GPU. A stable
+// sort has one result, so the plan holds the same integers as the CPU's counting sort.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <bit>
+#include <cstdlib>
+#include <limits>
+
+#include "core/memory.hpp"
+#include "core/registry.hpp"
+#include "cuda/check.cuh"
+#include "cuda/index_plan.cuh"
+#include "cuda/register.hpp"
+#include "ops/scatter.hpp"
+
+namespace samebits::detail {
+
+namespace {
+
+constexpr int kBlock = 256;
+
+int grid_for(std::int64_t n, int block = kBlock) {
+  const std::int64_t g = (n + block - 1) / block;
+  return static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(g, 1), 65535 * 16));
+}
+
+template <class I>
+__global__ void vector_keys_kernel(const I* idx, std::int64_t stride, std::int64_t n, std::int64_t m,
+                                   const int* values32, std::int64_t vstride, int* keys, int* vals,
+                                   unsigned long long* bad) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const auto v = static_cast<std::int64_t>(idx[i * stride]);
+    if (v < 0 || v >= m) atomicMin(bad, static_cast<unsigned long long>(i));
+    keys[i] = (v < 0 || v >= m) ? 0 : static_cast<int>(v);
+    vals[i] = values32 != nullptr ? values32[i * vstride] : static_cast<int>(i);
+  }
+}
+
+// offsets[k] = first position s with keys[s] >= k, for k in [0, num_keys]; thread s (0..n)
+// writes the offsets of the keys in (keys[s-1], keys[s]] (with keys[-1] = -1, keys[n] = num_keys).
+__global__ void offsets_kernel(const int* keys, std::int64_t n, std::int64_t num_keys, int* offsets) {
+  for (std::int64_t s = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; s <= n;
+       s += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t lo = s == 0 ? -1 : keys[s - 1];
+    const std::int64_t hi = s == n ? num_keys : keys[s];
+    for (std::int64_t k = lo + 1; k <= hi; ++k) offsets[k] = static_cast<int>(s);
+  }
+}
+
+__global__ void widen_kernel(const int* in, std::int64_t n, std::int64_t* out) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[i] = in[i];
+}
+
+int key_bits(std::int64_t num_keys) {
+  return std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(num_keys - 1, 1)))));
+}
+
+std::size_t cub_temp_bytes(std::int64_t n, std::int64_t num_keys) {
+  std::size_t bytes = 0;
+  SAMEBITS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int*>(nullptr),
+                                                      static_cast<int*>(nullptr), static_cast<const int*>(nullptr),
+                                                      static_cast<int*>(nullptr), static_cast<int>(n), 0,
+                                                      key_bits(num_keys)));
+  return bytes;
+}
+
+std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+void plan_variant(const PlanArgs& a, const Workspace& ws) {
+  const std::int64_t n = a.index.numel(), m = a.num_targets;
+  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
+  IndexPlan& p = *a.result;
+  p.num_sources = n;
+  p.num_targets = m;
+  p.device = a.index.device;
+  p.order = Tensor::empty({n}, DType::i64, a.index.device);
+  p.offsets = Tensor::empty({m + 1}, DType::i64, a.index.device);
+  DeviceScratch scratch(sort_scratch_bytes(n, m) + 256, a.index.device);
+  auto* bad = scratch.take<unsigned long long>(1);
+  const SortBuffers b = sort_buffers(scratch, n, m);
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
+  build_vector_keys(a.index, m, nullptr, 0, b, bad, stream);
+  if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
+    throw IndexOutOfRange(index_error_message("make_index_plan", i, read_index_value(a.index, i * a.index.strides[0]), m));
+  sort_pairs_and_offsets(b, stream);
+  widen_kernel<<<grid_for(n), kBlock, 0, stream>>>(b.vals_out, n, p.order.data<std::int64_t>());
+  SAMEBITS_CUDA_CHECK_LAUNCH("widen order");
+  widen_kernel<<<grid_for(m + 1), kBlock, 0, stream>>>(b.offsets, m + 1, p.offsets.data<std::int64_t>());
+  SAMEBITS_CUDA_CHECK_LAUNCH("widen offsets");
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::string plan_why_not(const PlanArgs& a) {
+  if (a.index.numel() >= std::numeric_limits<int>::max() || a.num_targets >= std::numeric_limits<int>::max())
+    return "more than 2^31 - 1 sources or targets";
+  return "";
+}
+
+}  // namespace
+
+DeviceScratch::DeviceScratch(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
+  if (bytes_ > 0) data_ = allocate_bytes(bytes_, device_);
+}
+DeviceScratch::~DeviceScratch() {
+  if (data_ != nullptr) free_bytes(data_, device_);
+}
+void* DeviceScratch::take_bytes(std::size_t bytes) {
+  const std::size_t b = align256(std::max<std::size_t>(bytes, 1));
+  if (used_ + b > bytes_) throw Error("scatter: internal error: scratch buffer too small");
+  void* p = static_cast<char*>(data_) + used_;
+  used_ += b;
+  return p;
+}
+
+std::size_t sort_scratch_bytes(std::int64_t n, std::int64_t num_keys) {
+  const std::size_t pairs = align256(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * 4);
+  return 4 * pairs + align256(static_cast<std::size_t>(num_keys + 1) * 4) +
+         align256(std::max<std::size_t>(cub_temp_bytes(n, num_keys), 1));
+}
+
+SortBuffers sort_buffers(DeviceScratch& scratch, std::int64_t n, std::int64_t num_keys) {
+  SortBuffers b;
+  b.n = n;
+  b.num_keys = num_keys;
+  b.keys_in = scratch.take<int>(n);
+  b.vals_in = scratch.take<int>(n);
+  b.keys_out = scratch.take<int>(n);
+  b.vals_out = scratch.take<int>(n);
+  b.offsets = scratch.take<int>(num_keys + 1);
+  b.temp_bytes = std::max<std::size_t>(cub_temp_bytes(n, num_keys), 1);
+  b.temp = scratch.take_bytes(b.temp_bytes);
+  return b;
+}
+
+void build_vector_keys(const TensorView& index, std::int64_t m, const void* values32, std::int64_t vstride,
+                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
+  const std::int64_t n = index.numel();
+  if (n == 0) return;
+  const auto* v = static_cast<const int*>(values32);
+  if (index.dtype == DType::i32)
+    vector_keys_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int32_t*>(index.data),
+                                                             index.strides[0], n, m, v, vstride, b.keys_in,
+                                                             b.vals_in, bad);
+  else
+    vector_keys_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int64_t*>(index.data),
+                                                             index.strides[0], n, m, v, vstride, b.keys_in,
+                                                             b.vals_in, bad);
+  SAMEBITS_CUDA_CHECK_LAUNCH("vector_keys_kernel");
+}
+
+void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
+  if (b.n > 0) {
+    std::size_t temp = b.temp_bytes;
+    SAMEBITS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(b.temp, temp, static_cast<const int*>(b.keys_in),
+                                                        b.keys_out, static_cast<const int*>(b.vals_in),
+                                                        b.vals_out, static_cast<int>(b.n), 0,
+                                                        key_bits(b.num_keys), stream));
+  }
+  offsets_kernel<<<grid_for(b.n + 1), kBlock, 0, stream>>>(b.keys_out, b.n, b.num_keys, b.offsets);
+  SAMEBITS_CUDA_CHECK_LAUNCH("offsets_kernel");
+}
+
+std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream) {
+  unsigned long long h = 0;
+  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, bad, sizeof h, cudaMemcpyDeviceToHost, stream));
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return h == ~0ull ? -1 : static_cast<std::int64_t>(h);
+}
+
+std::int64_t read_index_value(const TensorView& index, std::int64_t offset) {
+  if (index.dtype == DType::i32) {
+    std::int32_t v = 0;
+    SAMEBITS_CUDA_CHECK(cudaMemcpy(&v, static_cast<const std::int32_t*>(index.data) + offset, sizeof v,
+                                   cudaMemcpyDeviceToHost));
+    return v;
+  }
+  std::int64_t v = 0;
+  SAMEBITS_CUDA_CHECK(cudaMemcpy(&v, static_cast<const std::int64_t*>(index.data) + offset, sizeof v,
+                                 cudaMemcpyDeviceToHost));
+  return v;
+}
+
+bool alternative_scatter_config() {
+  const char* e = std::getenv("SAMEBITS_CUDA_SCATTER_CONFIG");
+  return e != nullptr && e[0] == '1';
+}
+
+void register_cuda_index_plan(Registry& r) {
+  r.add(Variant<PlanArgs>{{"make_index_plan", "cuda.radix_sort", DeviceType::cuda, Determinism::portable,
+                           "stable CUB radix sort of (index, position) pairs + CSR offsets: one possible result"},
+                          plan_why_not, nullptr, plan_variant});
+}
+
+}  // namespace samebits::detail

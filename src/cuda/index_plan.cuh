@@ -1,0 +1,71 @@
+// The GPU side of the index plan, shared by make_index_plan and the CUDA scatter variants: key
+// building with index validation, a stable CUB radix sort of (key, value) pairs, CSR offsets from
+// sorted keys, and the device scratch buffer they work in.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "samebits/tensor.hpp"
+
+namespace samebits::detail {
+
+// Scratch device memory for one op call (caching allocator), freed at scope exit.
+class DeviceScratch {
+ public:
+  DeviceScratch(std::size_t bytes, Device device);
+  ~DeviceScratch();
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  // Carves `bytes` (aligned to 256) off the buffer.
+  template <class T> T* take(std::int64_t count) {
+    return static_cast<T*>(take_bytes(static_cast<std::size_t>(count) * sizeof(T)));
+  }
+  void* take_bytes(std::size_t bytes);
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0, used_ = 0;
+  Device device_;
+};
+
+// Sorting n (key, value) pairs with keys in [0, num_keys): buffers and CUB's temporary storage.
+struct SortBuffers {
+  int* keys_in = nullptr;
+  int* vals_in = nullptr;
+  int* keys_out = nullptr;
+  int* vals_out = nullptr;
+  int* offsets = nullptr;  // [num_keys + 1]
+  void* temp = nullptr;
+  std::size_t temp_bytes = 0;
+  std::int64_t n = 0, num_keys = 0;
+};
+// Bytes of scratch that sort_buffers takes (call it to size a DeviceScratch).
+std::size_t sort_scratch_bytes(std::int64_t n, std::int64_t num_keys);
+SortBuffers sort_buffers(DeviceScratch& scratch, std::int64_t n, std::int64_t num_keys);
+
+// keys_in[i] = index[i] (1-D view, int32/int64, any stride), vals_in[i] = values32[i * vstride]
+// when values32 is set (32-bit payloads, e.g. float bits), else i. A value outside [0, m) lowers
+// *bad to its position (bad starts at all ones).
+void build_vector_keys(const TensorView& index, std::int64_t m, const void* values32,
+                       std::int64_t vstride, const SortBuffers& b, unsigned long long* bad,
+                       cudaStream_t stream);
+
+// Stable sort of the pairs by key, then offsets[k] = first sorted position with key >= k.
+void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
+
+// Reads *bad (waits for the stream); -1 when every index was in range.
+std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream);
+// Reads one element (at element offset `offset`) of an integer tensor on the GPU.
+std::int64_t read_index_value(const TensorView& index, std::int64_t offset);
+
+// Launch configuration: block size of the scatter kernels. SAMEBITS_CUDA_SCATTER_CONFIG=1 picks
+// an alternative (smaller blocks, other kernel thresholds) that must give the same bits; tests
+// use it to check that launch configuration cannot change portable results.
+bool alternative_scatter_config();
+
+class Registry;
+void register_cuda_index_plan(Registry& r);
+
+}  // namespace samebits::detail

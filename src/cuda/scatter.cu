@@ -1,0 +1,571 @@
+// CUDA variants of index_add, index_add with a plan, scatter_add and scatter_reduce.
+//
+//   cuda.atomic     not_guaranteed  indices checked, then every contribution is combined into
+//                                   its target with atomicAdd (atomicCAS loops for prod, amax,
+//                                   amin) in whatever order the hardware schedules
+//   cuda.sort_pull  portable        fresh indices every call: (index, position) pairs sorted by a
+//                                   stable CUB radix sort, CSR offsets from the sorted keys, then
+//                                   each target pulls its sources in ascending order
+//   cuda.plan_pull  portable        the same pull over a plan built once (index_add with a plan)
+//
+// The pull is the canonical order of include/samebits/ops/scatter.hpp (sequential per target,
+// ascending source position) whatever the launch shape: for rows of F >= 32 features one warp
+// per (target, 32 features), lanes across features; for narrower rows one thread per (target,
+// feature). For float rows of one value, the sort carries the values themselves instead of
+// positions, so the pull reads them contiguously. Scatters whose index differs across columns
+// sort keys (column, target) and pull one thread per output element. The CPU computes the same
+// order; tests hold the two to bitwise equality.
+#include <math_constants.h>
+
+#include <limits>
+#include <type_traits>
+
+#include "core/registry.hpp"
+#include "cuda/check.cuh"
+#include "cuda/index_plan.cuh"
+#include "cuda/register.hpp"
+#include "ops/scatter.hpp"
+
+namespace samebits::detail {
+
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+enum : int { kSum = 0, kMean = 1, kAmax = 2, kAmin = 3, kProd = 4 };
+static_assert(static_cast<int>(Reduce::sum) == kSum && static_cast<int>(Reduce::mean) == kMean &&
+              static_cast<int>(Reduce::amax) == kAmax && static_cast<int>(Reduce::amin) == kAmin &&
+              static_cast<int>(Reduce::prod) == kProd);
+
+int block_size() { return alternative_scatter_config() ? 128 : 256; }
+unsigned grid_for(std::int64_t threads, int block) {
+  return static_cast<unsigned>(std::max<std::int64_t>(1, (threads + block - 1) / block));
+}
+
+// --- combination steps (same as the CPU's) ---------------------------------------------------
+
+template <class T> __device__ __forceinline__ T step(int r, T acc, T c) {
+  switch (r) {
+    case kProd: return acc * c;
+    case kAmax: return (c > acc || c != c) ? c : acc;
+    case kAmin: return (c < acc || c != c) ? c : acc;
+    default: return acc + c;
+  }
+}
+
+template <class T> __device__ __forceinline__ T identity(int r) {
+  switch (r) {
+    case kProd: return T(1);
+    case kAmax: return -CUDART_INF_F;  // converts exactly to -inf for double too
+    case kAmin: return CUDART_INF_F;
+    default: return T(0);
+  }
+}
+
+__device__ __forceinline__ unsigned to_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned long long to_bits(double v) { return static_cast<unsigned long long>(__double_as_longlong(v)); }
+__device__ __forceinline__ float from_bits(unsigned b, float) { return __uint_as_float(b); }
+__device__ __forceinline__ double from_bits(unsigned long long b, double) { return __longlong_as_double(static_cast<long long>(b)); }
+
+template <class T> __device__ void atomic_step(int r, T* addr, T c) {
+  if (r == kSum || r == kMean) {
+    atomicAdd(addr, c);
+    return;
+  }
+  using U = decltype(to_bits(T()));
+  U* a = reinterpret_cast<U*>(addr);
+  U old = *a, assumed;
+  do {
+    assumed = old;
+    old = atomicCAS(a, assumed, to_bits(step(r, from_bits(assumed, T()), c)));
+  } while (assumed != old);
+}
+
+__device__ __forceinline__ std::int64_t load_index(const void* p, bool is64, std::int64_t i) {
+  return is64 ? static_cast<const std::int64_t*>(p)[i] : static_cast<const std::int32_t*>(p)[i];
+}
+
+// --- shapes -----------------------------------------------------------------------------------
+
+// Any scatter as positions e (row-major over the index shape I) with per-tensor strides.
+struct Geo4 {
+  int nd = 1, d = 0;
+  std::int64_t size[4] = {1, 1, 1, 1};      // I
+  std::int64_t out_size[4] = {1, 1, 1, 1};  // I with size[d] = M
+  std::int64_t src_st[4] = {}, idx_st[4] = {}, out_st[4] = {};
+  std::int64_t M = 0, L = 0, inner = 1, numel = 0, out_numel = 0;
+};
+
+Geo4 geo4(const ScatterArgs& a) {
+  Geo4 g;
+  g.nd = a.src.ndim;
+  g.d = a.dim;
+  g.numel = a.src.numel();
+  g.M = a.out.size(a.dim);
+  g.L = a.src.size(a.dim);
+  for (int j = 0; j < g.nd; ++j) {
+    g.size[j] = a.src.size(j);
+    g.out_size[j] = a.out.size(j);
+    g.src_st[j] = a.src.stride(j);
+    g.out_st[j] = a.out.stride(j);
+    g.idx_st[j] = a.plan ? 0 : a.index.stride(j);
+    if (j > a.dim) g.inner *= g.size[j];
+  }
+  g.out_numel = a.out.numel();
+  return g;
+}
+
+// Offset (in elements, with strides st) of row-major position e over `size`.
+__device__ __forceinline__ std::int64_t offset_of(std::int64_t e, const std::int64_t* size, const std::int64_t* st,
+                                                  int nd, std::int64_t* coords = nullptr) {
+  std::int64_t off = 0;
+  for (int j = nd - 1; j >= 0; --j) {
+    const std::int64_t c = e % size[j];
+    e /= size[j];
+    off += c * st[j];
+    if (coords != nullptr) coords[j] = c;
+  }
+  return off;
+}
+
+// Rows: an index vector along dim 0 and src/out rows of F contiguous features (unit stride).
+struct Rows {
+  bool ok = false;
+  std::int64_t L = 0, M = 0, F = 1, src_row = 0, out_row = 0;
+};
+
+bool unit_rows(const TensorView& v, std::int64_t& f) {
+  std::int64_t st = 1;
+  for (int j = v.ndim - 1; j >= 1; --j) {
+    if (v.size(j) != 1 && v.stride(j) != st) return false;
+    st *= v.size(j);
+  }
+  f = st;
+  return true;
+}
+
+Rows rows_of(const ScatterArgs& a) {
+  Rows r;
+  if (a.dim != 0) return r;
+  if (a.plan == nullptr)
+    for (int j = 1; j < a.index.ndim; ++j)
+      if (a.index.size(j) != 1 && a.index.stride(j) != 0) return r;
+  std::int64_t fs = 0, fo = 0;
+  if (!unit_rows(a.src, fs) || !unit_rows(a.out, fo)) return r;
+  r.ok = true;
+  r.L = a.src.size(0);
+  r.M = a.out.size(0);
+  r.F = fs;
+  r.src_row = a.src.stride(0);
+  r.out_row = a.out.stride(0);
+  return r;
+}
+
+// The index vector of a rows scatter, as a 1-D view.
+TensorView index_vector(const ScatterArgs& a) {
+  TensorView v = a.index;
+  v.ndim = 1;
+  v.shape = {a.index.size(0)};
+  v.strides = {a.index.stride(0)};
+  return v;
+}
+
+// --- validation -------------------------------------------------------------------------------
+
+__global__ void check_kernel(Geo4 g, const void* idx, bool is64, unsigned long long* bad) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < g.numel;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t m = load_index(idx, is64, offset_of(e, g.size, g.idx_st, g.nd));
+    if (m < 0 || m >= g.M) atomicMin(bad, static_cast<unsigned long long>(e));
+  }
+}
+
+// Geometry of the index alone when it is a vector: 1-D, L positions.
+Geo4 vector_geo(const ScatterArgs& a, const Geo4& g) {
+  Geo4 v;
+  v.nd = 1;
+  v.size[0] = g.size[g.d];
+  v.idx_st[0] = g.idx_st[g.d];
+  v.numel = v.size[0];
+  v.M = g.M;
+  return v;
+}
+
+std::int64_t host_offset(std::int64_t e, const Geo4& g) {
+  std::int64_t off = 0;
+  for (int j = g.nd - 1; j >= 0; --j) {
+    off += (e % g.size[j]) * g.idx_st[j];
+    e /= g.size[j];
+  }
+  return off;
+}
+
+// Checks every index value (of `check`'s positions) before anything is written.
+void check_indices(const ScatterArgs& a, const Geo4& check, cudaStream_t stream, unsigned long long* bad) {
+  if (check.numel == 0) return;
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
+  const int block = block_size();
+  const unsigned grid = std::min<unsigned>(grid_for(check.numel, block), 132u * 32u);
+  check_kernel<<<grid, block, 0, stream>>>(check, a.index.data, a.index.dtype == DType::i64, bad);
+  SAMEBITS_CUDA_CHECK_LAUNCH("check_kernel");
+  if (const std::int64_t e = first_bad_position(bad, stream); e >= 0)
+    throw IndexOutOfRange(index_error_message(a.op, e, read_index_value(a.index, host_offset(e, check)), check.M));
+}
+
+// --- atomic (not_guaranteed) ------------------------------------------------------------------
+
+// mode 0: write the identity into every target that receives a contribution (include_self =
+// false); mode 1: combine the contributions atomically (and count them for mean).
+template <class T>
+__global__ void atomic_rows_kernel(const T* src, const void* idx, bool is64, std::int64_t istride, T* out,
+                                   std::int64_t L, std::int64_t F, std::int64_t src_row, std::int64_t out_row,
+                                   int r, int mode, T alpha, bool scaled, int* count) {
+  const std::int64_t total = L * F;
+  for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; g < total;
+       g += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t i, f;
+    if (total < (std::int64_t{1} << 32)) {
+      i = static_cast<unsigned>(g) / static_cast<unsigned>(F);
+      f = static_cast<unsigned>(g) - static_cast<unsigned>(i) * static_cast<unsigned>(F);
+    } else {
+      i = g / F;
+      f = g - i * F;
+    }
+    const std::int64_t m = load_index(idx, is64, i * istride);
+    T* target = out + m * out_row + f;
+    if (mode == 0) {
+      *target = identity<T>(r);
+    } else {
+      const T v = src[i * src_row + f];
+      atomic_step(r, target, scaled ? alpha * v : v);
+      if (count != nullptr && f == 0) atomicAdd(count + m, 1);
+    }
+  }
+}
+
+template <class T>
+__global__ void atomic_general_kernel(Geo4 g, const T* src, const void* idx, bool is64, T* out, int r, int mode,
+                                      T alpha, bool scaled, int* count) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < g.numel;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t c[4];
+    const std::int64_t so = offset_of(e, g.size, g.src_st, g.nd, c);
+    std::int64_t io = 0;
+    for (int j = 0; j < g.nd; ++j) io += c[j] * g.idx_st[j];
+    c[g.d] = load_index(idx, is64, io);
+    std::int64_t oo = 0, lin = 0;
+    for (int j = 0; j < g.nd; ++j) {
+      oo += c[j] * g.out_st[j];
+      lin = lin * g.out_size[j] + c[j];
+    }
+    if (mode == 0) {
+      out[oo] = identity<T>(r);
+    } else {
+      const T v = src[so];
+      atomic_step(r, out + oo, scaled ? alpha * v : v);
+      if (count != nullptr) atomicAdd(count + lin, 1);
+    }
+  }
+}
+
+// mean: divides every target that received n > 0 contributions by n (+1 with include_self).
+// per_row: count is per target row (rows path, F features share it), else per element.
+template <class T>
+__global__ void mean_kernel(Geo4 g, T* out, const int* count, bool per_row, std::int64_t F, bool self) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < g.out_numel;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const int n = count[per_row ? e / F : e];
+    if (n == 0) continue;
+    T& t = out[offset_of(e, g.out_size, g.out_st, g.nd)];
+    t = t / static_cast<T>(n + (self ? 1 : 0));
+  }
+}
+
+template <class T> void run_atomic(const ScatterArgs& a, cudaStream_t stream) {
+  const Geo4 g = geo4(a);
+  if (g.numel == 0) return;
+  const Rows rw = rows_of(a);
+  const bool vec = rw.ok;
+  const int r = static_cast<int>(a.reduce);
+  const bool mean = a.reduce == Reduce::mean;
+  const std::int64_t count_n = mean ? (vec ? g.M : g.out_numel) : 0;
+  DeviceScratch scratch(256 + static_cast<std::size_t>(count_n) * 4 + 256, a.out.device);
+  auto* bad = scratch.take<unsigned long long>(1);
+  int* count = mean ? scratch.take<int>(count_n) : nullptr;
+  check_indices(a, vec ? vector_geo(a, g) : g, stream, bad);
+  if (count != nullptr) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(count, 0, static_cast<std::size_t>(count_n) * 4, stream));
+  const T* src = static_cast<const T*>(a.src.data);
+  T* out = static_cast<T*>(a.out.data);
+  const T alpha = static_cast<T>(a.alpha);
+  const bool scaled = a.alpha != 1.0;
+  const int block = block_size();
+  const bool is64 = a.index.dtype == DType::i64;
+  for (int mode = a.include_self ? 1 : 0; mode <= 1; ++mode) {
+    if (vec) {
+      const unsigned grid = std::min<unsigned>(grid_for(rw.L * rw.F, block), 1u << 20);
+      atomic_rows_kernel<T><<<grid, block, 0, stream>>>(src, a.index.data, is64, a.index.stride(0), out, rw.L, rw.F,
+                                                        rw.src_row, rw.out_row, r, mode, alpha, scaled, count);
+    } else {
+      const unsigned grid = std::min<unsigned>(grid_for(g.numel, block), 1u << 20);
+      atomic_general_kernel<T><<<grid, block, 0, stream>>>(g, src, a.index.data, is64, out, r, mode, alpha, scaled,
+                                                           count);
+    }
+    SAMEBITS_CUDA_CHECK_LAUNCH("atomic scatter");
+  }
+  if (mean) {
+    const unsigned grid = std::min<unsigned>(grid_for(g.out_numel, block), 1u << 20);
+    mean_kernel<T><<<grid, block, 0, stream>>>(g, out, count, vec, vec ? rw.F : 1, a.include_self);
+    SAMEBITS_CUDA_CHECK_LAUNCH("mean_kernel");
+  }
+}
+
+// --- pull over sorted sources (portable) ------------------------------------------------------
+
+template <class T> struct Pull {
+  const T* src = nullptr;
+  T* out = nullptr;
+  const void* order = nullptr;
+  const void* offsets = nullptr;
+  bool ord64 = false;
+  const T* direct = nullptr;  // one value per row, already in sorted order (no gather)
+  std::int64_t M = 0, F = 1, src_row = 0, out_row = 0;
+  T alpha = T(1);
+  bool scaled = false, self = true;
+};
+
+// One thread per (target, feature), sequential over the target's sources.
+template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
+  const std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= p.M * p.F) return;
+  const std::int64_t t = p.F == 1 ? g : g / p.F, f = g - t * p.F;
+  const std::int64_t b = load_index(p.offsets, p.ord64, t), e = load_index(p.offsets, p.ord64, t + 1);
+  if (b == e) return;
+  T* o = p.out + t * p.out_row + f;
+  auto val = [&](std::int64_t s) {
+    const T v = p.direct != nullptr ? p.direct[s] : p.src[load_index(p.order, p.ord64, s) * p.src_row + f];
+    return p.scaled ? p.alpha * v : v;
+  };
+  std::int64_t s = b;
+  T acc = p.self ? *o : val(s++);
+  for (; s + 4 <= e; s += 4) {  // loads first, then the adds in order
+    const T v0 = val(s), v1 = val(s + 1), v2 = val(s + 2), v3 = val(s + 3);
+    acc = step(R, acc, v0);
+    acc = step(R, acc, v1);
+    acc = step(R, acc, v2);
+    acc = step(R, acc, v3);
+  }
+  for (; s < e; ++s) acc = step(R, acc, val(s));
+  if (R == kMean) acc = acc / static_cast<T>(e - b + (p.self ? 1 : 0));
+  *o = acc;
+}
+
+// One warp per (target, 32 features); lanes across features, sequential over the sources.
+// A batch of up to 32 source rows is loaded by the lanes together and broadcast by shuffles.
+template <class T, int R> __global__ void pull_warp_kernel(Pull<T> p, std::int64_t chunks) {
+  const std::int64_t warp = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  if (warp >= p.M * chunks) return;  // the same for every lane of the warp
+  const std::int64_t t = warp / chunks, f = (warp - t * chunks) * 32 + lane;
+  const bool act = f < p.F;
+  const std::int64_t b = load_index(p.offsets, p.ord64, t), e = load_index(p.offsets, p.ord64, t + 1);
+  if (b == e) return;
+  T* o = p.out + t * p.out_row + (act ? f : 0);
+  auto val = [&](std::int64_t row) {
+    const T v = act ? p.src[row * p.src_row + f] : T(0);
+    return p.scaled ? p.alpha * v : v;
+  };
+  std::int64_t s = b;
+  T acc;
+  if (p.self) acc = act ? *o : T(0);
+  else acc = val(load_index(p.order, p.ord64, s++));
+  while (s < e) {
+    const int cnt = static_cast<int>(min(std::int64_t{32}, e - s));
+    const long long mine = lane < cnt ? load_index(p.order, p.ord64, s + lane) : 0;
+    int j = 0;
+    for (; j + 4 <= cnt; j += 4) {
+      const T v0 = val(__shfl_sync(kFull, mine, j)), v1 = val(__shfl_sync(kFull, mine, j + 1));
+      const T v2 = val(__shfl_sync(kFull, mine, j + 2)), v3 = val(__shfl_sync(kFull, mine, j + 3));
+      acc = step(R, acc, v0);
+      acc = step(R, acc, v1);
+      acc = step(R, acc, v2);
+      acc = step(R, acc, v3);
+    }
+    for (; j < cnt; ++j) acc = step(R, acc, val(__shfl_sync(kFull, mine, j)));
+    s += cnt;
+  }
+  if (R == kMean) acc = acc / static_cast<T>(e - b + (p.self ? 1 : 0));
+  if (act) *o = acc;
+}
+
+template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stream) {
+  const int block = block_size();
+  // Narrow rows: a thread per (target, feature); wide rows: a warp per 32 features. The
+  // alternative configuration moves the threshold; the bits are the same either way.
+  const std::int64_t warp_from = alternative_scatter_config() ? 64 : 32;
+  if (p.F < warp_from) {
+    pull_thread_kernel<T, R><<<grid_for(p.M * p.F, block), block, 0, stream>>>(p);
+  } else {
+    const std::int64_t chunks = (p.F + 31) / 32;
+    pull_warp_kernel<T, R><<<grid_for(p.M * chunks * 32, block), block, 0, stream>>>(p, chunks);
+  }
+  SAMEBITS_CUDA_CHECK_LAUNCH("pull kernel");
+}
+
+template <class T> void launch_pull(const Pull<T>& p, Reduce r, cudaStream_t stream) {
+  if (p.M == 0 || p.F == 0) return;
+  switch (r) {
+    case Reduce::sum: return launch_pull_r<T, kSum>(p, stream);
+    case Reduce::mean: return launch_pull_r<T, kMean>(p, stream);
+    case Reduce::amax: return launch_pull_r<T, kAmax>(p, stream);
+    case Reduce::amin: return launch_pull_r<T, kAmin>(p, stream);
+    case Reduce::prod: return launch_pull_r<T, kProd>(p, stream);
+  }
+}
+
+template <class T> Pull<T> rows_pull(const ScatterArgs& a, const Rows& rw) {
+  Pull<T> p;
+  p.src = static_cast<const T*>(a.src.data);
+  p.out = static_cast<T*>(a.out.data);
+  p.M = rw.M;
+  p.F = rw.F;
+  p.src_row = rw.src_row;
+  p.out_row = rw.out_row;
+  p.alpha = static_cast<T>(a.alpha);
+  p.scaled = a.alpha != 1.0;
+  p.self = a.include_self;
+  return p;
+}
+
+// General scatters: keys (column, target), one thread per output element.
+__global__ void general_keys_kernel(Geo4 g, const void* idx, bool is64, int* keys, int* vals,
+                                    unsigned long long* bad) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < g.numel;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t m = load_index(idx, is64, offset_of(e, g.size, g.idx_st, g.nd));
+    const bool ok = m >= 0 && m < g.M;
+    if (!ok) atomicMin(bad, static_cast<unsigned long long>(e));
+    const std::int64_t col = (e / (g.L * g.inner)) * g.inner + e % g.inner;
+    keys[e] = static_cast<int>(col * g.M + (ok ? m : 0));
+    vals[e] = static_cast<int>(e);
+  }
+}
+
+template <class T>
+__global__ void general_pull_kernel(Geo4 g, const T* src, T* out, const int* order, const int* offsets, int r,
+                                    bool self) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= g.out_numel) return;
+  const std::int64_t b = offsets[k], e = offsets[k + 1];
+  if (b == e) return;
+  // key k = column * M + target; the output element (o, target, kk) in row-major order.
+  const std::int64_t col = k / g.M, m = k - col * g.M;
+  const std::int64_t lin = ((col / g.inner) * g.M + m) * g.inner + col % g.inner;
+  T& target = out[offset_of(lin, g.out_size, g.out_st, g.nd)];
+  std::int64_t s = b;
+  T acc = self ? target : src[offset_of(order[s++], g.size, g.src_st, g.nd)];
+  for (; s < e; ++s) acc = step(r, acc, src[offset_of(order[s], g.size, g.src_st, g.nd)]);
+  if (r == kMean) acc = acc / static_cast<T>(e - b + (self ? 1 : 0));
+  target = acc;
+}
+
+template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream) {
+  const Geo4 g = geo4(a);
+  if (g.numel == 0) return;
+  const Rows rw = rows_of(a);
+  const bool is64 = a.index.dtype == DType::i64;
+  if (rw.ok) {
+    const bool direct = std::is_same_v<T, float> && rw.F == 1;
+    DeviceScratch scratch(sort_scratch_bytes(rw.L, rw.M) + 512, a.out.device);
+    auto* bad = scratch.take<unsigned long long>(1);
+    const SortBuffers sb = sort_buffers(scratch, rw.L, rw.M);
+    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
+    const TensorView vec = index_vector(a);
+    build_vector_keys(vec, rw.M, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
+    if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
+      throw IndexOutOfRange(index_error_message(a.op, i, read_index_value(vec, i * vec.strides[0]), rw.M));
+    sort_pairs_and_offsets(sb, stream);
+    Pull<T> p = rows_pull<T>(a, rw);
+    p.order = sb.vals_out;
+    p.offsets = sb.offsets;
+    if (direct) p.direct = reinterpret_cast<const T*>(sb.vals_out);
+    launch_pull(p, a.reduce, stream);
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // scratch is freed on return
+    return;
+  }
+  const std::int64_t keys = g.out_numel;  // (column, target) pairs
+  DeviceScratch scratch(sort_scratch_bytes(g.numel, keys) + 512, a.out.device);
+  auto* bad = scratch.take<unsigned long long>(1);
+  const SortBuffers sb = sort_buffers(scratch, g.numel, keys);
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
+  const int block = block_size();
+  general_keys_kernel<<<std::min<unsigned>(grid_for(g.numel, block), 1u << 20), block, 0, stream>>>(
+      g, a.index.data, is64, sb.keys_in, sb.vals_in, bad);
+  SAMEBITS_CUDA_CHECK_LAUNCH("general_keys_kernel");
+  if (const std::int64_t e = first_bad_position(bad, stream); e >= 0)
+    throw IndexOutOfRange(index_error_message(a.op, e, read_index_value(a.index, host_offset(e, g)), g.M));
+  sort_pairs_and_offsets(sb, stream);
+  general_pull_kernel<T><<<grid_for(keys, block), block, 0, stream>>>(
+      g, static_cast<const T*>(a.src.data), static_cast<T*>(a.out.data), sb.vals_out, sb.offsets,
+      static_cast<int>(a.reduce), a.include_self);
+  SAMEBITS_CUDA_CHECK_LAUNCH("general_pull_kernel");
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+template <class T> void run_plan_pull(const ScatterArgs& a, cudaStream_t stream) {
+  const Rows rw = rows_of(a);
+  if (!rw.ok) {
+    // Features not contiguous: pull into contiguous copies, then copy the result back.
+    Tensor src = Tensor::copy_of(a.src), out = Tensor::copy_of(a.out);
+    ScatterArgs c = a;
+    c.src = src.view();
+    c.out = out.view();
+    run_plan_pull<T>(c, stream);
+    copy(out.view(), a.out);
+    return;
+  }
+  if (rw.L == 0) return;
+  Pull<T> p = rows_pull<T>(a, rw);
+  p.order = a.plan->order.data<std::int64_t>();
+  p.offsets = a.plan->offsets.data<std::int64_t>();
+  p.ord64 = true;
+  launch_pull(p, a.reduce, stream);
+}
+
+template <void (*F32)(const ScatterArgs&, cudaStream_t), void (*F64)(const ScatterArgs&, cudaStream_t)>
+void by_dtype(const ScatterArgs& a, const Workspace& ws) {
+  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
+  if (a.src.dtype == DType::f32) F32(a, stream);
+  else F64(a, stream);
+}
+
+std::string sort_why_not(const ScatterArgs& a) {
+  const auto big = static_cast<std::int64_t>(std::numeric_limits<int>::max());
+  if (a.src.numel() >= big || a.out.numel() >= big)
+    return "more than 2^31 - 1 sources or output elements (32-bit sort keys)";
+  return "";
+}
+
+Variant<ScatterArgs> variant(const char* op, const char* name, Determinism level, const char* how,
+                             void (*run)(const ScatterArgs&, const Workspace&), bool sorts) {
+  Variant<ScatterArgs> v{{op, name, DeviceType::cuda, level, how}, nullptr, nullptr, run};
+  if (sorts) v.why_not = sort_why_not;
+  return v;
+}
+
+}  // namespace
+
+void register_cuda_scatter(Registry& r) {
+  register_cuda_index_plan(r);
+  const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
+  const char* atomic_how = "atomicAdd / atomicCAS into targets in hardware schedule order";
+  const char* sort_how = "stable CUB radix sort of (index, position) every call, then ordered pull per target";
+  auto atomic = by_dtype<run_atomic<float>, run_atomic<double>>;
+  auto sorted = by_dtype<run_sort_pull<float>, run_sort_pull<double>>;
+  for (const char* op : {"index_add", "scatter_add", "scatter_reduce"}) {
+    r.add(variant(op, "cuda.atomic", ng, atomic_how, atomic, false));
+    r.add(variant(op, "cuda.sort_pull", po, sort_how, sorted, true));
+  }
+  r.add(variant("index_add_plan", "cuda.plan_pull", po, "ordered pull per target over a reused GPU plan",
+                by_dtype<run_plan_pull<float>, run_plan_pull<double>>, false));
+}
+
+}  // namespace samebits::detail

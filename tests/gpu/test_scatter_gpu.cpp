@@ -1,0 +1,241 @@
+// index_add, scatter_add, scatter_reduce and the index plan on CUDA: against the CPU float64
+// reference; portable variants bitwise equal to the CPU's portable results on many shapes and
+// two launch configurations; run_to_run bitwise over 100 repeats; the atomic variant's
+// nondeterminism; out-of-range indices reported with nothing written.
+#include <cstdlib>
+#include <numeric>
+#include <set>
+
+#include "testing.hpp"
+
+namespace samebits {
+namespace {
+
+using testing::fresh_seed;
+constexpr Determinism kNg = Determinism::not_guaranteed;
+constexpr Determinism kR2r = Determinism::run_to_run;
+constexpr Determinism kPo = Determinism::portable;
+const Device kGpu = Device::cuda();
+
+// Switches the CUDA scatter kernels to their alternative launch configuration for its lifetime.
+class LaunchConfig {
+ public:
+  explicit LaunchConfig(bool alternative) { setenv("SAMEBITS_CUDA_SCATTER_CONFIG", alternative ? "1" : "0", 1); }
+  ~LaunchConfig() { unsetenv("SAMEBITS_CUDA_SCATTER_CONFIG"); }
+};
+
+TensorView expanded(const Tensor& vec, const Shape& shape) {
+  TensorView v = vec.view();
+  v.ndim = static_cast<int>(shape.size());
+  for (int j = 0; j < v.ndim; ++j) {
+    v.shape[static_cast<std::size_t>(j)] = shape[static_cast<std::size_t>(j)];
+    v.strides[static_cast<std::size_t>(j)] = j == 0 ? vec.view().strides[0] : 0;
+  }
+  return v;
+}
+
+double index_add_ref_error(const Tensor& gpu_out, const Tensor& out0, const Tensor& index, const Tensor& src) {
+  auto ref = testing::to_doubles(out0);
+  const auto s = testing::to_doubles(src), idx = testing::to_doubles(index);
+  const std::int64_t f = src.numel() / std::max<std::int64_t>(src.size(0), 1);
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    for (std::int64_t k = 0; k < f; ++k)
+      ref[static_cast<std::size_t>(static_cast<std::int64_t>(idx[i]) * f + k)] += s[i * static_cast<std::size_t>(f) + static_cast<std::size_t>(k)];
+  return testing::relative_error(gpu_out, ref);
+}
+
+struct AddShape {
+  std::int64_t e, n, f;
+};
+const AddShape kAddShapes[] = {{0, 4, 3},      {1, 1, 1},        {1000, 10, 1},   {100000, 30000, 1},
+                               {200000, 100, 1}, {5000, 300, 7},  {4000, 50, 31},  {4000, 50, 32},
+                               {4000, 50, 33},   {30000, 1000, 64}, {20000, 2708, 128}, {3000, 1, 100}};
+
+TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
+  SAMEBITS_REQUIRE_CUDA();
+  for (const auto& sh : kAddShapes)
+    for (DType dtype : {DType::f32, DType::f64}) {
+      const auto seed = fresh_seed();
+      SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " "
+                                        << to_string(dtype) << " seed " << seed);
+      Tensor src = testing::random_normal({sh.e, sh.f}, dtype, seed);
+      Tensor index = testing::random_index(sh.e, sh.n, sh.e % 2 ? DType::i32 : DType::i64, seed + 1);
+      Tensor out0 = testing::random_normal({sh.n, sh.f}, dtype, seed + 2);
+      for (double alpha : {1.0, 0.3}) {
+        Tensor cpu = out0.clone();
+        index_add(cpu, index, src, alpha, {.level = kPo});
+        Tensor gsrc = src.to(kGpu), gidx = index.to(kGpu);
+        const IndexPlan plan = make_index_plan(gidx, sh.n);
+        for (bool alt : {false, true}) {
+          LaunchConfig lc(alt);
+          for (auto level : {kNg, kR2r, kPo}) {
+            Tensor out = out0.to(kGpu);
+            index_add(out, gidx, gsrc, alpha, {.level = level});
+            if (alpha == 1.0) EXPECT_LT(index_add_ref_error(out, out0, index, src), dtype == DType::f32 ? 1e-5 : 1e-13);
+            if (level != kNg) EXPECT_TRUE(bitwise_equal(out, cpu)) << "level " << to_string(level) << " alt " << alt;
+          }
+          Tensor out = out0.to(kGpu);
+          index_add(out, plan, gsrc, alpha);
+          EXPECT_TRUE(bitwise_equal(out, cpu)) << "plan, alt " << alt;
+        }
+      }
+    }
+}
+
+TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
+  SAMEBITS_REQUIRE_CUDA();
+  for (std::int64_t n : {0, 1, 1000, 300000}) {
+    Tensor index = testing::random_index(n, 777, DType::i64, fresh_seed());
+    const IndexPlan c = make_index_plan(index, 777);
+    const IndexPlan g = make_index_plan(index.to(kGpu), 777);
+    EXPECT_TRUE(g.device == kGpu);
+    EXPECT_EQ(g.order.to_vector<std::int64_t>(), c.order.to_vector<std::int64_t>());
+    EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>());
+  }
+}
+
+struct ScatterCase {
+  Shape out, index, src;
+  int dim;
+  bool expand;  // index expanded from a vector along dim 0 (the rows path)
+};
+const ScatterCase kCases[] = {
+    {{50}, {400}, {400}, 0, false},
+    {{30, 8}, {500, 8}, {500, 8}, 0, true},
+    {{30, 40}, {500, 40}, {500, 40}, 0, true},
+    {{30, 8}, {500, 8}, {500, 8}, 0, false},
+    {{30, 8}, {500, 5}, {600, 9}, 0, false},
+    {{6, 40}, {6, 300}, {6, 300}, 1, false},
+    {{4, 7, 9}, {4, 50, 9}, {4, 50, 9}, 1, false},
+    {{3, 5, 6, 11}, {2, 4, 6, 30}, {3, 4, 6, 30}, 3, false},
+    {{3, 5, 6, 11}, {3, 5, 40, 11}, {3, 5, 40, 11}, 2, false},
+};
+
+TEST(ScatterGpu, ScatterReducePortableEqualsCpuEveryReduce) {
+  SAMEBITS_REQUIRE_CUDA();
+  for (const auto& c : kCases)
+    for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin, Reduce::prod})
+      for (bool self : {false, true}) {
+        const auto seed = fresh_seed();
+        SCOPED_TRACE(::testing::Message() << "dim " << c.dim << " " << to_string(r) << " self " << self << " seed " << seed);
+        auto make = [&](const Shape& s, std::uint64_t sd) {
+          return r == Reduce::prod ? testing::random_uniform(s, DType::f32, 0.9, 1.1, sd)
+                                   : testing::random_normal(s, DType::f32, sd);
+        };
+        Tensor src = make(c.src, seed), out0 = make(c.out, seed + 1);
+        const std::int64_t m = c.out[static_cast<std::size_t>(c.dim)];
+        Tensor vec = testing::random_index(c.index[0], m, DType::i64, seed + 2);
+        Tensor dense = testing::random_index(std::accumulate(c.index.begin(), c.index.end(), std::int64_t{1},
+                                                             std::multiplies<>()),
+                                             m, DType::i32, seed + 3);
+        dense = Tensor::copy_of(dense.view().reshape(c.index));
+        Tensor gvec = vec.to(kGpu), gdense = dense.to(kGpu);
+        const TensorView cidx = c.expand ? expanded(vec, c.index) : dense.view();
+        const TensorView gidx = c.expand ? expanded(gvec, c.index) : gdense.view();
+        Tensor cpu = out0.clone();
+        scatter_reduce(cpu, c.dim, cidx, src, r, self, {.level = kPo});
+        Tensor gsrc = src.to(kGpu);
+        Tensor keep_out, keep_src;
+        for (bool alt : {false, true}) {
+          LaunchConfig lc(alt);
+          for (auto level : {kNg, kPo})
+            for (bool strided : {false, true}) {
+              Tensor out = out0.to(kGpu);
+              TensorView o = strided ? testing::strided_copy(out, keep_out) : out.view();
+              TensorView s = strided ? testing::strided_copy(gsrc, keep_src) : gsrc.view();
+              scatter_reduce(o, c.dim, gidx, s, r, self, {.level = level});
+              if (level == kPo) EXPECT_TRUE(bitwise_equal(o, cpu)) << "alt " << alt << " strided " << strided;
+              else EXPECT_LT(testing::relative_error(o, testing::to_doubles(cpu)), 1e-5) << "strided " << strided;
+            }
+          if (r == Reduce::sum && self) {
+            Tensor out = out0.to(kGpu);
+            scatter_add(out, c.dim, gidx, gsrc, {.level = kPo});
+            EXPECT_TRUE(bitwise_equal(out, cpu));
+          }
+        }
+      }
+}
+
+TEST(ScatterGpu, RunToRunBitwiseOver100Repeats) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  struct S { std::int64_t e, n, f; };
+  for (const S sh : {S{200000, 1000, 1}, S{50000, 500, 64}, S{100000, 20000, 3}}) {
+    Tensor src = testing::random_normal({sh.e, sh.f}, DType::f32, seed, kGpu);
+    Tensor index = testing::random_index(sh.e, sh.n, DType::i64, seed + 1, kGpu);
+    const IndexPlan plan = make_index_plan(index, sh.n);
+    std::set<std::uint64_t> sorted, planned, reduced;
+    for (int r = 0; r < 100; ++r) {
+      Tensor out = Tensor::full({sh.n, sh.f}, 0.5, DType::f32, kGpu);
+      index_add(out, index, src, 1.0, {.level = kR2r});
+      sorted.insert(content_hash(out));
+      index_add(out, plan, src);
+      planned.insert(content_hash(out));
+      scatter_reduce(out, 0, expanded(index, {sh.e, sh.f}), src, Reduce::mean, r % 2 == 0, {.level = kR2r});
+      reduced.insert(content_hash(out) ^ static_cast<std::uint64_t>(r % 2));
+    }
+    EXPECT_EQ(sorted.size(), 1u) << "seed " << seed << " F=" << sh.f;
+    EXPECT_EQ(planned.size(), 1u) << "seed " << seed;
+    EXPECT_EQ(reduced.size(), 2u) << "seed " << seed;
+  }
+}
+
+TEST(ScatterGpu, AtomicVariantVariesRunToRun) {
+  SAMEBITS_REQUIRE_CUDA();
+  // Many adds into few targets: the order of atomicAdd changes from run to run.
+  Tensor src = testing::random_normal({1 << 20, 1}, DType::f32, fresh_seed(), kGpu);
+  Tensor index = testing::random_index(1 << 20, 8, DType::i64, fresh_seed(), kGpu);
+  std::set<std::uint64_t> hashes;
+  for (int r = 0; r < 500 && hashes.size() < 2; ++r) {
+    Tensor out = Tensor::zeros({8, 1}, DType::f32, kGpu);
+    index_add(out, index, src, 1.0, {.level = kNg});
+    hashes.insert(content_hash(out));
+  }
+  EXPECT_GE(hashes.size(), 2u);
+}
+
+TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
+  SAMEBITS_REQUIRE_CUDA();
+  for (std::int64_t bad : {-3, 10, 1 << 30}) {
+    Tensor src = testing::random_normal({5000, 4}, DType::f32, fresh_seed(), kGpu);
+    Tensor host_index = testing::random_index(5000, 10, DType::i64, fresh_seed());
+    host_index.data<std::int64_t>()[3210] = bad;
+    Tensor index = host_index.to(kGpu);
+    Tensor dense = Tensor::copy_of(expanded(host_index, {5000, 4})).to(kGpu);
+    for (auto level : {kNg, kPo}) {
+      Tensor out = testing::random_normal({10, 4}, DType::f32, 5, kGpu);
+      const auto before = content_hash(out);
+      try {
+        index_add(out, index, src, 1.0, {.level = level});
+        ADD_FAILURE() << "no error";
+      } catch (const IndexOutOfRange& e) {
+        EXPECT_NE(std::string(e.what()).find("position 3210"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(std::to_string(bad)), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(content_hash(out), before);
+      for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax}) {
+        EXPECT_THROW(scatter_reduce(out, 0, expanded(index, {5000, 4}), src, r, false, {.level = level}), IndexOutOfRange);
+        EXPECT_THROW(scatter_reduce(out, 0, dense, src, r, true, {.level = level}), IndexOutOfRange);
+        EXPECT_EQ(content_hash(out), before) << to_string(r);
+      }
+    }
+    EXPECT_THROW(make_index_plan(index, 10), IndexOutOfRange);
+  }
+}
+
+TEST(ScatterGpu, EmptyInputs) {
+  SAMEBITS_REQUIRE_CUDA();
+  for (auto level : {kNg, kPo}) {
+    Tensor out = Tensor::full({4, 3}, 1.0, DType::f32, kGpu);
+    index_add(out, Tensor::empty({0}, DType::i64, kGpu), Tensor::empty({0, 3}, DType::f32, kGpu), 1.0, {.level = level});
+    scatter_reduce(out, 0, Tensor::empty({0, 3}, DType::i64, kGpu), Tensor::empty({0, 3}, DType::f32, kGpu),
+                   Reduce::mean, false, {.level = level});
+    EXPECT_EQ(testing::to_doubles(out), std::vector<double>(12, 1.0));
+    const IndexPlan p = make_index_plan(Tensor::empty({0}, DType::i64, kGpu), 4);
+    index_add(out, p, Tensor::empty({0, 3}, DType::f32, kGpu));
+    EXPECT_EQ(p.offsets.to_vector<std::int64_t>(), std::vector<std::int64_t>(5, 0));
+  }
+}
+
+}  // namespace
+}  // namespace samebits

@@ -1,0 +1,70 @@
+// `samebits calibrate --op OP [shape options] --runs N --level L --device D --safety S --out FILE`:
+// runs an op N times on the same inputs and writes tolerances (max absolute and relative spread
+// times the safety factor) for its output to a JSON file that tests load with load_tolerances()
+// and check with expect_close() (include/samebits/tolerance_gtest.hpp).
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "samebits/samebits.hpp"
+#include "samebits/tolerance.hpp"
+#include "samebits/variability.hpp"
+
+namespace samebits::cli {
+
+namespace {
+
+struct CalibrateCli {
+  std::string op, level = "not_guaranteed", device = "cpu", out = "tolerances.json";
+  OpShape shape;
+  int runs = 20;
+  double safety = 4.0;
+  std::uint64_t seed = 1;
+};
+
+void run(const CalibrateCli& c) {
+  const Device device = parse_device(c.device);
+  const Determinism level = parse_determinism(c.level);
+  set_mode({level, false});  // so that the embedded environment states the level
+  PreparedOp p = prepare_op(c.op, c.shape, device, c.seed);
+  Calibrator cal(c.safety);
+  const std::string name = p.op + ".out";
+  for (int r = 0; r < c.runs; ++r) {
+    p.run({.level = level});
+    cal.add(name, p.output);
+  }
+  const std::string source =
+      fmt::format("{}: {} on {} at {}, seed {}", p.op, p.description, c.device, c.level, c.seed);
+  const Tolerances t = cal.tolerances(source);
+  save_tolerances(t, c.out);
+  const Tolerance& tol = t.at(name);
+  fmt::print("calibrated {} over {} runs ({})\n", name, c.runs, source);
+  fmt::print("  measured spread    max abs {:.3g}, max rel {:.3g}\n", tol.max_abs_diff,
+             tol.max_rel_diff);
+  fmt::print("  tolerance (x{})    abs {:.3g}, rel {:.3g}{}\n", c.safety, tol.abs, tol.rel,
+             tol.abs == 0 && tol.rel == 0 ? "  (no spread: results must match exactly)" : "");
+  fmt::print("written to {}\n", c.out);
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto c = std::make_shared<CalibrateCli>();
+  auto* cmd = app.add_subcommand(
+      "calibrate", "Measure an op's run-to-run spread and write tolerances for tests (JSON)");
+  cmd->add_option("--op", c->op, "Op to run (see samebits variability --list)")->required();
+  cmd->add_option("--n", c->shape.n, "Elements / sources / edges (0: the op's default)");
+  cmd->add_option("--rows", c->shape.rows, "Output rows / targets / segments / nodes");
+  cmd->add_option("--features", c->shape.features, "Features per row (-1: 1-d tensors)");
+  cmd->add_option("--dim", c->shape.dim, "sum_dim: reduced dimension");
+  cmd->add_option("--reduce", c->shape.reduce, "sum, mean, amax or amin");
+  cmd->add_option("--runs", c->runs, "Runs")->check(CLI::Range(2, 1000000));
+  cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable");
+  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N");
+  cmd->add_option("--seed", c->seed, "Seed of the inputs");
+  cmd->add_option("--safety", c->safety, "Safety factor applied to the measured spread")
+      ->check(CLI::Range(1.0, 1e6));
+  cmd->add_option("--out", c->out, "Tolerance file to write");
+  cmd->callback([c] { run(*c); });
+}
+
+}  // namespace samebits::cli

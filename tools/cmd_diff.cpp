@@ -1,0 +1,41 @@
+// `samebits diff A B [--plot FILE.svg]`: where two traces (written with --trace / trace::start)
+// first differ, how far apart they are there, and how the difference grows afterwards.
+// Exit status, as with diff(1): 0 when the traces agree, 1 when they differ.
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "commands.hpp"
+#include "samebits/errors.hpp"
+#include "samebits/trace.hpp"
+
+namespace samebits::cli {
+
+namespace {
+struct DiffOptions {
+  std::string a, b, plot;
+};
+}  // namespace
+
+void add_diff_command(CLI::App& app) {
+  auto o = std::make_shared<DiffOptions>();
+  auto* cmd = app.add_subcommand(
+      "diff", "Compare two traces: first differing op, distance there, growth afterwards "
+              "(exit status 1 when they differ)");
+  cmd->add_option("A", o->a, "First trace (JSON lines)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("B", o->b, "Second trace")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--plot", o->plot, "Also write an SVG chart of the distance per entry");
+  cmd->callback([o] {
+    const auto report = trace::diff(trace::read(o->a), trace::read(o->b));
+    fmt::print("A: {}\nB: {}\n{}", o->a, o->b, trace::format_diff(report));
+    if (!o->plot.empty()) {
+      std::ofstream out(o->plot);
+      if (!out) throw Error(fmt::format("diff: cannot write '{}'", o->plot));
+      out << trace::diff_svg(report);
+      fmt::print("chart written to {}\n", o->plot);
+    }
+    if (report.first_diff >= 0 || report.structure_mismatch >= 0) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace samebits::cli

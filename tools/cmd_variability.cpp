@@ -1,0 +1,96 @@
+// `samebits variability --op OP [shape options] --runs N --level L --device D [--json FILE]`:
+// runs an op N times on the same inputs and reports the run-to-run variability metrics of
+// arXiv:2408.05148 (see include/samebits/variability.hpp).
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "commands.hpp"
+#include "samebits/samebits.hpp"
+#include "samebits/variability.hpp"
+
+namespace samebits::cli {
+
+namespace {
+
+struct VariabilityCli {
+  std::string op, levels = "not_guaranteed", device = "cpu", reference = "first", json;
+  OpShape shape;
+  VariabilityOptions options;
+  bool list = false;
+};
+
+// "all" or a comma-separated list of levels.
+std::vector<Determinism> parse_levels(const std::string& s) {
+  if (s == "all")
+    return {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable};
+  std::vector<Determinism> out;
+  std::size_t b = 0;
+  while (b <= s.size()) {
+    const auto e = s.find(',', b);
+    out.push_back(parse_determinism(s.substr(b, e == std::string::npos ? e : e - b)));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+
+void run(const VariabilityCli& c) {
+  if (c.list || c.op.empty()) {
+    fmt::print("ops (defaults in brackets; features -1 means 1-d tensors):\n");
+    for (const auto& e : variability_ops())
+      fmt::print("  {:<15} {} [n={} rows={} features={}{}]\n", e.name, e.help, e.defaults.n,
+                 e.defaults.rows, e.defaults.features,
+                 e.defaults.reduce.empty() ? "" : " reduce=" + e.defaults.reduce);
+    return;
+  }
+  VariabilityOptions o = c.options;
+  o.device = parse_device(c.device);
+  o.reference_deterministic = c.reference == "portable";
+  std::string json = "[\n";
+  bool first = true;
+  for (Determinism level : parse_levels(c.levels)) {
+    o.level = level;
+    set_mode({level, false});  // so that the embedded environment states the level
+    const auto r = measure_variability(c.op, c.shape, o);
+    fmt::print("{}", format_report(r));
+    json += (first ? "" : ",\n") + to_json(r);
+    first = false;
+  }
+  if (!c.json.empty()) {
+    std::ofstream out(c.json);
+    if (!out) throw Error(fmt::format("variability: cannot write '{}'", c.json));
+    out << json << "\n]\n";
+    fmt::print("report written to {}\n", c.json);
+  }
+}
+
+}  // namespace
+
+void add_variability_command(CLI::App& app) {
+  auto c = std::make_shared<VariabilityCli>();
+  auto* cmd = app.add_subcommand(
+      "variability", "Run an op N times on the same inputs and measure how much the output varies");
+  cmd->add_option("--op", c->op, "Op to run (--list shows them)");
+  cmd->add_flag("--list", c->list, "List the ops and their default shapes");
+  cmd->add_option("--n", c->shape.n, "Elements / sources / edges (0: the op's default)");
+  cmd->add_option("--rows", c->shape.rows, "Output rows / targets / segments / nodes");
+  cmd->add_option("--features", c->shape.features, "Features per row (-1: 1-d tensors)");
+  cmd->add_option("--dim", c->shape.dim, "sum_dim: reduced dimension");
+  cmd->add_option("--reduce", c->shape.reduce, "sum, mean, amax or amin (scatter_reduce, "
+                                               "segment_reduce, aggregate)");
+  cmd->add_option("--runs", c->options.runs, "Runs")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--level", c->levels,
+                  "not_guaranteed, run_to_run, portable, a comma list, or all");
+  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N");
+  cmd->add_option("--seed", c->options.seed, "Seed of the inputs");
+  cmd->add_option("--reference", c->reference,
+                  "Compare with the first run, or with a portable run (as the paper does)")
+      ->check(CLI::IsMember({"first", "portable"}));
+  cmd->add_option("--guard", c->options.guard,
+                  "Floor of the relative-difference denominator (default: smallest normal)");
+  cmd->add_option("--json", c->json, "Also write the reports (with the environment) to FILE");
+  cmd->callback([c] { run(*c); });
+}
+
+}  // namespace samebits::cli
