@@ -57,6 +57,9 @@ if has experiment; then
   if $B/samebits --help 2>/dev/null | grep -q experiment; then
     $B/samebits experiment graphsage --device cuda --runs 1000 --epochs 10 \
       --json "$OUT/experiment_cuda.json" --report "$OUT/report.html" 2>&1 | tail -30 | tee -a "$log"
+    say "cross-device check: portable on the CPU and on CUDA"
+    $B/samebits experiment graphsage --device cpu,cuda --levels portable --runs 5 --epochs 10 \
+      2>&1 | tail -8 | tee -a "$log"
     $B/samebits bench graphsage 2>&1 | tail -30 | tee -a "$log"
   else
     echo "no experiment command in this build" | tee -a "$log"
