@@ -12,6 +12,21 @@ ours = json.load(open(os.path.join(run, "gpu_bench.json")))
 torch = None
 if os.path.exists(os.path.join(run, "torch_baseline.json")):
     torch = json.load(open(os.path.join(run, "torch_baseline.json")))
+elif os.path.exists(os.path.join(run, "torch.txt")):
+    # The reference script's printed lines carry the same figures.
+    import ast
+    torch = {"price": {}, "inference_ms": {}, "graphsage_1000": {}}
+    for line in open(os.path.join(run, "torch.txt")):
+        line = line.strip()
+        m = re.match(r"(E=\d+ N=\d+ F=\d+) (\{.*\})$", line)
+        if m:
+            torch["price"][m.group(1)] = ast.literal_eval(m.group(2))
+        m = re.match(r"((?:cora|synthetic) .*det=(?:True|False)) ([\d.]+)$", line)
+        if m:
+            torch["inference_ms"][m.group(1)] = float(m.group(2))
+        m = re.match(r"(\w+Sage det=(?:True|False)) (\{.*\})$", line)
+        if m:
+            torch["graphsage_1000"][m.group(1)] = ast.literal_eval(m.group(2))
 
 def num(s):
     m = re.match(r"([\d.]+)([kM]?)", s)
