@@ -276,10 +276,22 @@ TEST(GemmGpu, SplitKVariesRunToRun) {
   EXPECT_GE(hashes.size(), 2u) << "seed " << seed;
 }
 
+TEST(GemmGpu, SmallProductsUseTheTiledKernelAtRunToRun) {
+  SAMEBITS_REQUIRE_CUDA();
+  Tensor a = testing::random_normal({2708, 16}, DType::f32, fresh_seed(), kGpu);
+  Tensor b = testing::random_normal({16, 7}, DType::f32, fresh_seed(), kGpu);
+  Tensor c = Tensor::empty({2708, 7}, DType::f32, kGpu);
+  gemm(kN, kN, 1.0, a, b, 0.0, c, {.level = Determinism::run_to_run});
+  EXPECT_NE(last_explain().find("ran cuda.tiled_small"), std::string::npos) << last_explain();
+  Tensor c2 = Tensor::empty({2708, 7}, DType::f32, kGpu);
+  gemm(kN, kN, 1.0, a, b, 0.0, c2, {.level = Determinism::portable, .variant = "cuda.tiled"});
+  EXPECT_TRUE(bitwise_equal(c, c2));
+}
+
 TEST(GemmGpu, SelectionPerLevel) {
   SAMEBITS_REQUIRE_CUDA();
-  Tensor a = testing::random_normal({30, 40}, DType::f32, fresh_seed(), kGpu);
-  Tensor b = testing::random_normal({40, 20}, DType::f32, fresh_seed(), kGpu);
+  Tensor a = testing::random_normal({30, 100}, DType::f32, fresh_seed(), kGpu);
+  Tensor b = testing::random_normal({100, 20}, DType::f32, fresh_seed(), kGpu);
   Tensor c = Tensor::empty({30, 20}, DType::f32, kGpu);
   const std::pair<Determinism, const char*> expected[] = {
       {Determinism::not_guaranteed, "cuda.split_k_atomic"},
