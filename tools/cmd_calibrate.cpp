@@ -2,9 +2,13 @@
 // runs an op N times on the same inputs and writes tolerances (max absolute and relative spread
 // times the safety factor) for its output to a JSON file that tests load with load_tolerances()
 // and check with expect_close() (include/samebits/tolerance_gtest.hpp).
+// `samebits calibrate --experiment graphsage [--data DIR] [--epochs E] ...` does the same for the
+// GraphSAGE experiment: N trainings with one seed, tolerances for its parameters and outputs.
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "nn/cora.hpp"
+#include "nn/graphsage.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/tolerance.hpp"
 #include "samebits/variability.hpp"
@@ -14,6 +18,8 @@ namespace samebits::cli {
 namespace {
 
 struct CalibrateCli {
+  std::string experiment, data = "data/cora";
+  int epochs = 10;
   std::string op, level = "not_guaranteed", device = "cpu", out = "tolerances.json";
   OpShape shape;
   int runs = 20;
@@ -21,10 +27,47 @@ struct CalibrateCli {
   std::uint64_t seed = 1;
 };
 
+void print_tolerance(const Tolerances& t, const std::string& name, double safety) {
+  const Tolerance& tol = t.at(name);
+  fmt::print("  {:<22} measured max abs {:.3g}, max rel {:.3g}; tolerance (x{}) abs {:.3g}, rel {:.3g}{}\n",
+             name, tol.max_abs_diff, tol.max_rel_diff, safety, tol.abs, tol.rel,
+             tol.abs == 0 && tol.rel == 0 ? " (no spread: must match exactly)" : "");
+}
+
+// N trainings of the GraphSAGE experiment with one seed: tolerances for the trained parameters
+// and for the output log-probabilities.
+void run_experiment(const CalibrateCli& c, Device device, Determinism level) {
+  if (c.experiment != "graphsage")
+    throw InvalidArgument("unknown experiment '" + c.experiment + "': the one there is is graphsage");
+  const nn::Dataset data = nn::load_dataset(c.data);
+  nn::SageConfig cfg;
+  cfg.level = level;
+  cfg.device = device;
+  nn::GraphSage model(data, cfg);
+  Calibrator cal(c.safety);
+  for (int r = 0; r < c.runs; ++r) {
+    model.init(c.seed);
+    for (int e = 0; e < c.epochs; ++e) model.train_epoch();
+    model.infer();
+    cal.add("graphsage.parameters", model.parameters());
+    cal.add("graphsage.log_probs", model.log_probs());
+  }
+  const std::string source = fmt::format("graphsage on {}: {} epochs on {} at {}, seed {}", c.data,
+                                         c.epochs, c.device, c.level, c.seed);
+  const Tolerances t = cal.tolerances(source);
+  save_tolerances(t, c.out);
+  fmt::print("calibrated over {} trainings ({})\n", c.runs, source);
+  print_tolerance(t, "graphsage.parameters", c.safety);
+  print_tolerance(t, "graphsage.log_probs", c.safety);
+  fmt::print("written to {}\n", c.out);
+}
+
 void run(const CalibrateCli& c) {
   const Device device = parse_device(c.device);
   const Determinism level = parse_determinism(c.level);
   set_mode({level, false});  // so that the embedded environment states the level
+  if (!c.experiment.empty()) return run_experiment(c, device, level);
+  if (c.op.empty()) throw InvalidArgument("calibrate: give --op OP or --experiment graphsage");
   PreparedOp p = prepare_op(c.op, c.shape, device, c.seed);
   Calibrator cal(c.safety);
   const std::string name = p.op + ".out";
@@ -51,13 +94,19 @@ void add_calibrate_command(CLI::App& app) {
   auto c = std::make_shared<CalibrateCli>();
   auto* cmd = app.add_subcommand(
       "calibrate", "Measure an op's run-to-run spread and write tolerances for tests (JSON)");
-  cmd->add_option("--op", c->op, "Op to run (see samebits variability --list)")->required();
+  auto* op = cmd->add_option("--op", c->op, "Op to run (see samebits variability --list)");
+  auto* exp = cmd->add_option("--experiment", c->experiment,
+                              "Calibrate an experiment instead of an op: graphsage");
+  op->excludes(exp);
+  cmd->add_option("--data", c->data, "graphsage: data set directory")->capture_default_str();
+  cmd->add_option("--epochs", c->epochs, "graphsage: epochs per training")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--n", c->shape.n, "Elements / sources / edges (0: the op's default)");
   cmd->add_option("--rows", c->shape.rows, "Output rows / targets / segments / nodes");
   cmd->add_option("--features", c->shape.features, "Features per row (-1: 1-d tensors)");
   cmd->add_option("--dim", c->shape.dim, "sum_dim: reduced dimension");
   cmd->add_option("--reduce", c->shape.reduce, "sum, mean, amax or amin");
-  cmd->add_option("--runs", c->runs, "Runs")->check(CLI::Range(2, 1000000));
+  cmd->add_option("--runs", c->runs, "Runs (trainings for --experiment)")->check(CLI::Range(2, 1000000));
   cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable");
   cmd->add_option("--device", c->device, "cpu, cuda or cuda:N");
   cmd->add_option("--seed", c->seed, "Seed of the inputs");
