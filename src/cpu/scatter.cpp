@@ -334,6 +334,22 @@ void target_sweep_variant(const ScatterArgs& a, const Workspace&) {
 
 constexpr std::int64_t kColumnBlock = 16;  // columns per task (one cache line of float32)
 
+// mean: divides every target that received n > 0 contributions by n (+1 with include_self).
+// count holds one entry per (outer, target, inner) position.
+template <class T>
+void divide_by_counts(const Geometry& g, T* out, const std::vector<std::int64_t>& count, bool self) {
+  parallel_for(g.outer, [&](std::int64_t o) {
+    for (std::int64_t m = 0; m < g.M; ++m)
+      for (std::int64_t k = 0; k < g.inner; ++k) {
+        const std::int64_t n = count[static_cast<std::size_t>((o * g.M + m) * g.inner + k)];
+        if (n == 0) continue;
+        T& target = out[g.out_outer[static_cast<std::size_t>(o)] + m * g.out_d +
+                        g.out_inner[static_cast<std::size_t>(k)]];
+        target = target / static_cast<T>(n + (self ? 1 : 0));
+      }
+  });
+}
+
 template <Reduce R, class T, class I> void sweep(const ScatterArgs& a, const Geometry& g) {
   if (g.L == 0 || g.outer == 0 || g.inner == 0) return;
   check_indices<I>(a, g);
@@ -368,17 +384,7 @@ template <Reduce R, class T, class I> void sweep(const ScatterArgs& a, const Geo
       }
     }
   });
-  if constexpr (R == Reduce::mean) {
-    parallel_for(g.outer, [&](std::int64_t o) {
-      for (std::int64_t m = 0; m < g.M; ++m)
-        for (std::int64_t k = 0; k < g.inner; ++k) {
-          const std::int64_t n = count[static_cast<std::size_t>((o * g.M + m) * g.inner + k)];
-          if (n == 0) continue;
-          T& target = out[g.out_outer[static_cast<std::size_t>(o)] + m * g.out_d + g.out_inner[static_cast<std::size_t>(k)]];
-          target = target / static_cast<T>(n + (self ? 1 : 0));
-        }
-    });
-  }
+  if constexpr (R == Reduce::mean) divide_by_counts(g, out, count, self);
 }
 
 void column_sweep(const ScatterArgs& a, const Workspace&) {
@@ -436,17 +442,7 @@ template <Reduce R, class T, class I> void atomic_scatter(const ScatterArgs& a, 
     if constexpr (R == Reduce::mean)
       std::atomic_ref<std::int64_t>(count[static_cast<std::size_t>(e)]).fetch_add(1, std::memory_order_relaxed);
   });
-  if constexpr (R == Reduce::mean) {
-    parallel_for(g.outer, [&](std::int64_t o) {
-      for (std::int64_t m = 0; m < g.M; ++m)
-        for (std::int64_t k = 0; k < g.inner; ++k) {
-          const std::int64_t n = count[static_cast<std::size_t>((o * g.M + m) * g.inner + k)];
-          if (n == 0) continue;
-          T& target = out[g.out_outer[static_cast<std::size_t>(o)] + m * g.out_d + g.out_inner[static_cast<std::size_t>(k)]];
-          target = target / static_cast<T>(n + (self ? 1 : 0));
-        }
-    });
-  }
+  if constexpr (R == Reduce::mean) divide_by_counts(g, out, count, self);
 }
 
 void atomic(const ScatterArgs& a, const Workspace&) {
