@@ -8,50 +8,19 @@
 #include <random>
 #include <set>
 
+#include "segment_reference.hpp"
 #include "testing.hpp"
 
 namespace samebits {
 namespace {
 
 using testing::fresh_seed;
+using testing::random_offsets;
+using testing::segment_reference;
 
 constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kPo = Determinism::portable;
 constexpr Reduce kReduces[] = {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin};
-
-// Random CSR offsets for `segs` segments averaging `avg` positions; some segments empty.
-Tensor random_offsets(std::int64_t segs, std::int64_t avg, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<std::int64_t> len(0, 2 * avg);
-  std::vector<std::int64_t> off(static_cast<std::size_t>(segs + 1), 0);
-  for (std::int64_t s = 0; s < segs; ++s)
-    off[static_cast<std::size_t>(s + 1)] = off[static_cast<std::size_t>(s)] + (s % 7 == 3 ? 0 : len(gen));
-  return Tensor::from_vector(off, {segs + 1});
-}
-
-// float64 reference of out[s, f] = reduce over positions k of segment s of rows[row(k)][f].
-std::vector<double> reference(const std::vector<double>& x, std::int64_t cols,
-                              const std::vector<std::int64_t>& off,
-                              const std::vector<std::int64_t>* idx, Reduce r) {
-  const auto segs = static_cast<std::int64_t>(off.size()) - 1;
-  std::vector<double> out(static_cast<std::size_t>(segs * cols), 0.0);
-  for (std::int64_t s = 0; s < segs; ++s)
-    for (std::int64_t f = 0; f < cols; ++f) {
-      const auto b = off[static_cast<std::size_t>(s)], e = off[static_cast<std::size_t>(s + 1)];
-      if (b == e) continue;
-      long double acc = r == Reduce::amax ? -INFINITY : r == Reduce::amin ? INFINITY : 0.0L;
-      for (auto k = b; k < e; ++k) {
-        const auto row = idx ? (*idx)[static_cast<std::size_t>(k)] : k;
-        const double v = x[static_cast<std::size_t>(row * cols + f)];
-        if (r == Reduce::amax) acc = std::max<long double>(acc, v);
-        else if (r == Reduce::amin) acc = std::min<long double>(acc, v);
-        else acc += v;
-      }
-      if (r == Reduce::mean) acc /= static_cast<long double>(e - b);
-      out[static_cast<std::size_t>(s * cols + f)] = static_cast<double>(acc);
-    }
-  return out;
-}
 
 std::vector<std::int64_t> as_int64(const Tensor& t) {
   std::vector<std::int64_t> v;
@@ -69,14 +38,14 @@ TEST_P(SegmentReduceTest, MatchesFloat64Reference) {
   const auto [segs, avg, cols] = shape;
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Tensor off = random_offsets(segs, avg, seed);
+  Tensor off = random_offsets(segs, avg, seed, 7, 3);
   const auto offv = off.to_vector<std::int64_t>();
   Tensor x = testing::random_normal({offv.back(), cols}, dtype, seed + 1);
   const auto xv = testing::to_doubles(x);
   for (Reduce r : kReduces) {
     Tensor out = Tensor::full({segs, cols}, 42.0, dtype);
     segment_reduce(x, off, out, r, {.level = level});
-    const auto ref = reference(xv, cols, offv, nullptr, r);
+    const auto ref = segment_reference(xv, cols, offv, nullptr, r);
     if (r == Reduce::amax || r == Reduce::amin)
       EXPECT_EQ(testing::to_doubles(out), ref) << "reduce " << static_cast<int>(r);
     else
@@ -94,7 +63,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SegmentReduce, PortableFollowsTheDocumentedOrder) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Tensor off = random_offsets(50, 40, seed);
+  Tensor off = random_offsets(50, 40, seed, 7, 3);
   const auto o = off.to_vector<std::int64_t>();
   const std::int64_t cols = 5;
   Tensor x = testing::random_normal({o.back(), cols}, DType::f32, seed + 1);
@@ -122,7 +91,7 @@ TEST(SegmentReduce, PortableFollowsTheDocumentedOrder) {
 
 TEST(SegmentReduce, PortableBitwiseOverRepeatsAndThreadCounts) {
   const auto seed = fresh_seed();
-  Tensor off = random_offsets(2000, 30, seed);
+  Tensor off = random_offsets(2000, 30, seed, 7, 3);
   Tensor x = testing::random_normal({off.to_vector<std::int64_t>().back(), 24}, DType::f32, seed);
   for (Reduce r : kReduces) {
     std::set<std::uint64_t> hashes;
@@ -156,7 +125,7 @@ TEST(SegmentReduce, AtomicVariantVariesRunToRun) {
 TEST(SegmentReduce, StridedAndHigherDimInputs) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Tensor off = random_offsets(40, 6, seed);
+  Tensor off = random_offsets(40, 6, seed, 7, 3);
   const auto offv = off.to_vector<std::int64_t>();
   const std::int64_t e = offv.back();
   Tensor x = testing::random_normal({e, 3, 5}, DType::f64, seed);
@@ -169,7 +138,7 @@ TEST(SegmentReduce, StridedAndHigherDimInputs) {
     for (auto level : {kNg, kPo}) {
       segment_reduce(x, off, contiguous_out, r, {.level = level});
       segment_reduce(xs, off, outs, r, {.level = level});
-      EXPECT_LT(testing::relative_error(outs, reference(testing::to_doubles(x), 15, offv, nullptr, r)), 1e-13);
+      EXPECT_LT(testing::relative_error(outs, segment_reference(testing::to_doubles(x), 15, offv, nullptr, r)), 1e-13);
       if (level == kPo) EXPECT_TRUE(bitwise_equal(contiguous_out, Tensor::copy_of(outs)));
     }
   // Row-strided: the first 7 columns of a wider matrix (collapses to rows with a leading stride).
@@ -262,7 +231,7 @@ TEST(Aggregate, MatchesFloat64ReferenceBothIndexTypes) {
         for (auto level : {kNg, kPo}) {
           Tensor out = Tensor::full({n, cols}, 42.0, DType::f32);
           aggregate(csr.view(), x, out, r, {.level = level});
-          const auto ref = reference(xv, cols, offv, &idxv, r);
+          const auto ref = segment_reference(xv, cols, offv, &idxv, r);
           if (r == Reduce::amax || r == Reduce::amin) EXPECT_EQ(testing::to_doubles(out), ref);
           else EXPECT_LT(testing::relative_error(out, ref), 2e-6);
         }

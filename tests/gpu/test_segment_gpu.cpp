@@ -9,12 +9,15 @@
 
 #include "core/strided.hpp"
 #include "ops/segment.hpp"
+#include "segment_reference.hpp"
 #include "testing.hpp"
 
 namespace samebits {
 namespace {
 
 using testing::fresh_seed;
+using testing::random_offsets;
+using testing::segment_reference;
 
 constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kRr = Determinism::run_to_run;
@@ -29,38 +32,6 @@ struct LaunchGuard {
 };
 const detail::SegmentLaunch kLaunches[] = {{0, true}, {128, false}, {512, true}, {64, false}};
 
-Tensor random_offsets(std::int64_t segs, std::int64_t avg, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<std::int64_t> len(0, 2 * avg);
-  std::vector<std::int64_t> off(static_cast<std::size_t>(segs + 1), 0);
-  for (std::int64_t s = 0; s < segs; ++s)
-    off[static_cast<std::size_t>(s + 1)] = off[static_cast<std::size_t>(s)] + (s % 5 == 2 ? 0 : len(gen));
-  return Tensor::from_vector(off, {segs + 1});
-}
-
-std::vector<double> reference(const std::vector<double>& x, std::int64_t cols,
-                              const std::vector<std::int64_t>& off,
-                              const std::vector<std::int64_t>* idx, Reduce r) {
-  const auto segs = static_cast<std::int64_t>(off.size()) - 1;
-  std::vector<double> out(static_cast<std::size_t>(segs * cols), 0.0);
-  for (std::int64_t s = 0; s < segs; ++s)
-    for (std::int64_t f = 0; f < cols; ++f) {
-      const auto b = off[static_cast<std::size_t>(s)], e = off[static_cast<std::size_t>(s + 1)];
-      if (b == e) continue;
-      long double acc = r == Reduce::amax ? -INFINITY : r == Reduce::amin ? INFINITY : 0.0L;
-      for (auto k = b; k < e; ++k) {
-        const auto row = idx ? (*idx)[static_cast<std::size_t>(k)] : k;
-        const double v = x[static_cast<std::size_t>(row * cols + f)];
-        if (r == Reduce::amax) acc = std::max<long double>(acc, v);
-        else if (r == Reduce::amin) acc = std::min<long double>(acc, v);
-        else acc += v;
-      }
-      if (r == Reduce::mean) acc /= static_cast<long double>(e - b);
-      out[static_cast<std::size_t>(s * cols + f)] = static_cast<double>(acc);
-    }
-  return out;
-}
-
 TEST(SegmentGpu, MatchesFloat64Reference) {
   SAMEBITS_REQUIRE_CUDA();
   const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {
@@ -69,7 +40,7 @@ TEST(SegmentGpu, MatchesFloat64Reference) {
     for (DType dt : {DType::f32, DType::f64}) {
       const auto seed = fresh_seed();
       SCOPED_TRACE("seed " + std::to_string(seed) + " cols " + std::to_string(cols));
-      Tensor off = random_offsets(segs, avg, seed);
+      Tensor off = random_offsets(segs, avg, seed, 5, 2);
       const auto offv = off.to_vector<std::int64_t>();
       Tensor x = testing::random_normal({offv.back(), cols}, dt, seed + 1);
       const auto xv = testing::to_doubles(x);
@@ -78,7 +49,7 @@ TEST(SegmentGpu, MatchesFloat64Reference) {
         for (auto level : {kNg, kPo}) {
           Tensor out = Tensor::full({segs, cols}, 42.0, dt, kGpu);
           segment_reduce(xg, offg, out, r, {.level = level});
-          const auto ref = reference(xv, cols, offv, nullptr, r);
+          const auto ref = segment_reference(xv, cols, offv, nullptr, r);
           if (r == Reduce::amax || r == Reduce::amin) EXPECT_EQ(testing::to_doubles(out), ref);
           else EXPECT_LT(testing::relative_error(out, ref), dt == DType::f32 ? 2e-5 : 1e-13);
         }
@@ -104,7 +75,7 @@ TEST(SegmentGpu, AggregateMatchesFloat64Reference) {
         for (auto level : {kNg, kPo}) {
           Tensor out = Tensor::full({n, cols}, 42.0, DType::f32, kGpu);
           aggregate({offg, idxg}, xg, out, r, {.level = level});
-          const auto ref = reference(testing::to_doubles(x), cols, ref_off, &ref_idx, r);
+          const auto ref = segment_reference(testing::to_doubles(x), cols, ref_off, &ref_idx, r);
           if (r == Reduce::amax || r == Reduce::amin) EXPECT_EQ(testing::to_doubles(out), ref);
           else EXPECT_LT(testing::relative_error(out, ref), 2e-6);
         }
@@ -120,7 +91,7 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
     const auto seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + " cols " + std::to_string(sh.cols));
     for (DType dt : {DType::f32, DType::f64}) {
-      Tensor off = random_offsets(sh.segs, sh.avg, seed);
+      Tensor off = random_offsets(sh.segs, sh.avg, seed, 5, 2);
       const std::int64_t e = off.to_vector<std::int64_t>().back();
       Tensor x = testing::random_normal({e, sh.cols}, dt, seed + 1);
       // A second x with a NaN and signed zeros, to hold the NaN/zero rules to the CPU's bits.
@@ -167,7 +138,7 @@ TEST(SegmentGpu, StridedAndMisalignedInputs) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Tensor off = random_offsets(100, 10, seed);
+  Tensor off = random_offsets(100, 10, seed, 5, 2);
   const std::int64_t e = off.to_vector<std::int64_t>().back();
   Tensor wide = testing::random_normal({e, 70}, DType::f32, seed);
   Tensor offg = off.to(kGpu), wide_g = wide.to(kGpu);
