@@ -157,24 +157,31 @@ INSTANTIATE_TEST_SUITE_P(All, GemmReference,
                                             ::testing::Values(kN, kT)));
 
 TEST(Gemm, PortableFollowsTheDocumentedLoop) {
-  const Shape3 shapes[] = {{1, 1, 1}, {4, 3, 0}, {13, 29, 517}, {100, 17, 300}, {64, 300, 33}};
-  for (const auto& s : shapes)
-    for (Transpose ta : {kN, kT})
-      for (Transpose tb : {kN, kT})
-        for (auto [alpha, beta] :
-             {std::pair{1.0, 0.0}, std::pair{0.3, 0.0}, std::pair{1.0, 1.0}, std::pair{-0.7, 1.9},
-              std::pair{0.0, 2.5}, std::pair{0.0, 1.0}, std::pair{1.0, -1.0}}) {
-          const auto seed = fresh_seed();
-          SCOPED_TRACE(fmt::format("seed {} m={} n={} k={} alpha={} beta={}", seed, s.m, s.n, s.k, alpha, beta));
-          Tensor a = ta == kT ? testing::random_normal({s.k, s.m}, DType::f32, seed)
-                              : testing::random_normal({s.m, s.k}, DType::f32, seed);
-          Tensor b = tb == kT ? testing::random_normal({s.n, s.k}, DType::f32, seed + 1)
-                              : testing::random_normal({s.k, s.n}, DType::f32, seed + 1);
-          Tensor c = testing::random_normal({s.m, s.n}, DType::f32, seed + 2);
-          const auto expect = naive_canonical<float>(ta, tb, alpha, a, b, beta, c.to_vector<float>(), s.m, s.n, s.k);
-          gemm(ta, tb, alpha, a, b, beta, c, {.level = kPo});
-          EXPECT_TRUE(bitwise_equal(c, Tensor::from_vector(expect, {s.m, s.n})));
-        }
+  // Small outputs with a long k (16 x 7 x 2708 is the Cora output-layer weight gradient, 3 x 40
+  // runs the lanes along n, 33 x 20 leaves partial lane and row groups) take their own path.
+  const Shape3 shapes[] = {{1, 1, 1},     {4, 3, 0},    {13, 29, 517}, {100, 17, 300}, {64, 300, 33},
+                           {16, 7, 2708}, {3, 40, 600}, {33, 20, 300}, {1, 1, 5000}};
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const auto& s : shapes)
+      for (Transpose ta : {kN, kT})
+        for (Transpose tb : {kN, kT})
+          for (auto [alpha, beta] :
+               {std::pair{1.0, 0.0}, std::pair{0.3, 0.0}, std::pair{1.0, 1.0}, std::pair{-0.7, 1.9},
+                std::pair{0.0, 2.5}, std::pair{0.0, 1.0}, std::pair{1.0, -1.0}}) {
+            const auto seed = fresh_seed();
+            SCOPED_TRACE(fmt::format("seed {} {} m={} n={} k={} alpha={} beta={}", seed,
+                                     to_string(dtype), s.m, s.n, s.k, alpha, beta));
+            Tensor a = ta == kT ? testing::random_normal({s.k, s.m}, dtype, seed)
+                                : testing::random_normal({s.m, s.k}, dtype, seed);
+            Tensor b = tb == kT ? testing::random_normal({s.n, s.k}, dtype, seed + 1)
+                                : testing::random_normal({s.k, s.n}, dtype, seed + 1);
+            Tensor c = testing::random_normal({s.m, s.n}, dtype, seed + 2);
+            visit_float(dtype, [&]<class T>() {
+              const auto expect = naive_canonical<T>(ta, tb, alpha, a, b, beta, c.to_vector<T>(), s.m, s.n, s.k);
+              gemm(ta, tb, alpha, a, b, beta, c, {.level = kPo});
+              EXPECT_TRUE(bitwise_equal(c, Tensor::from_vector(expect, {s.m, s.n})));
+            });
+          }
 }
 
 TEST(Gemm, PortableFollowsTheDocumentedLoopOnCoraShapes) {
@@ -255,8 +262,11 @@ TEST(Gemm, PortableBitwiseOverRepeatsAndThreadCounts) {
     Tensor b = testing::random_normal({300, 16}, dtype, seed + 1);
     Tensor a2 = testing::random_normal({300, 200}, dtype, seed + 2);
     Tensor b2 = testing::random_normal({300, 270}, dtype, seed + 3);
+    Tensor a3 = testing::random_normal({2708, 16}, dtype, seed + 4);
+    Tensor b3 = testing::random_normal({2708, 7}, dtype, seed + 5);
     Tensor c = Tensor::empty({1000, 16}, dtype), c2 = Tensor::empty({200, 270}, dtype);
-    std::set<std::uint64_t> hashes, hashes2;
+    Tensor c3 = Tensor::empty({16, 7}, dtype);
+    std::set<std::uint64_t> hashes, hashes2, hashes3;
     for (int threads : {1, 2, 3, 8}) {
       testing::ThreadCount tc(threads);
       for (int r = 0; r < 20; ++r) {
@@ -264,10 +274,13 @@ TEST(Gemm, PortableBitwiseOverRepeatsAndThreadCounts) {
         hashes.insert(content_hash(c));
         gemm(kT, kN, 0.5, a2, b2, 0.0, c2, {.level = kPo});
         hashes2.insert(content_hash(c2));
+        gemm(kT, kN, 1.0, a3, b3, 0.0, c3, {.level = kPo});  // the small-output path
+        hashes3.insert(content_hash(c3));
       }
     }
     EXPECT_EQ(hashes.size(), 1u);
     EXPECT_EQ(hashes2.size(), 1u);
+    EXPECT_EQ(hashes3.size(), 1u);
   }
 }
 

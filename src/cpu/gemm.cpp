@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/registry.hpp"
@@ -279,12 +280,116 @@ template <class T> Epilogue<T> epilogue_of(const GemmArgs& g) {
   return {static_cast<T>(g.alpha), static_cast<T>(g.beta)};
 }
 
+// Small outputs with a long k (a weight gradient such as h^T @ dO: 16 x 7 outputs, k = 2708)
+// leave the tile kernel little to share between rows and waste most vector lanes on a narrow n.
+// This path vectorizes across the longer output side instead ("lanes", one 32-byte vector per
+// task) and broadcasts the other side ("rows", up to 8 per task), walking k ascending: each
+// element still gets one rounded product and one rounded add per k step from +0, so the bits are
+// those of the tile kernel (a * b == b * a in IEEE arithmetic, so the orientation does not matter).
+bool small_output(std::int64_t m, std::int64_t n, std::int64_t k) {
+  return m * n <= 1024 && k >= 256;
+}
+
+// One task: lanes [v0, v0 + L) x rows [r0, r0 + RN) of the output. Step p reads one vector of
+// X at x + p * xs and RN scalars of Y at y + p * ys + r * yr.
+struct SmallWalk {
+  std::int64_t xs, ys, yr;
+};
+template <class T, int RN>
+[[gnu::always_inline]] inline void small_body(const T* x, const T* y, SmallWalk w, std::int64_t k,
+                                              T* out) {
+  using V = typename VecOf<T>::type;
+  constexpr std::int64_t L = sizeof(V) / sizeof(T);
+  V acc[RN];
+  for (int r = 0; r < RN; ++r) acc[r] = V{};
+  for (std::int64_t p = 0; p < k; ++p) {
+    V xv;
+    std::memcpy(&xv, x + p * w.xs, sizeof(V));
+    const T* yp = y + p * w.ys;
+#pragma GCC unroll 8
+    for (int r = 0; r < RN; ++r) acc[r] = acc[r] + xv * yp[r * w.yr];
+  }
+  for (int r = 0; r < RN; ++r) std::memcpy(out + r * L, &acc[r], sizeof(V));
+}
+#define SAMEBITS_SMALL_CLONES(T, RN)                                                               \
+  [[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void small_##T##_##RN(              \
+      const T* x, const T* y, SmallWalk w, std::int64_t k, T* out) {                               \
+    small_body<T, RN>(x, y, w, k, out);                                                            \
+  }
+#define SAMEBITS_SMALL_KERNELS(T)                                                                  \
+  SAMEBITS_SMALL_CLONES(T, 1)                                                                      \
+  SAMEBITS_SMALL_CLONES(T, 2)                                                                      \
+  SAMEBITS_SMALL_CLONES(T, 3)                                                                      \
+  SAMEBITS_SMALL_CLONES(T, 4)                                                                      \
+  SAMEBITS_SMALL_CLONES(T, 5)                                                                      \
+  SAMEBITS_SMALL_CLONES(T, 6)                                                                      \
+  SAMEBITS_SMALL_CLONES(T, 7)                                                                      \
+  SAMEBITS_SMALL_CLONES(T, 8)                                                                      \
+  void small_kernel(int rn, const T* x, const T* y, SmallWalk w, std::int64_t k, T* out) {         \
+    using Kernel = void (*)(const T*, const T*, SmallWalk, std::int64_t, T*);                      \
+    static constexpr Kernel kernels[] = {small_##T##_1, small_##T##_2, small_##T##_3,              \
+                                         small_##T##_4, small_##T##_5, small_##T##_6,              \
+                                         small_##T##_7, small_##T##_8};                            \
+    kernels[rn - 1](x, y, w, k, out);                                                              \
+  }
+SAMEBITS_SMALL_KERNELS(float)
+SAMEBITS_SMALL_KERNELS(double)
+#undef SAMEBITS_SMALL_KERNELS
+#undef SAMEBITS_SMALL_CLONES
+
+template <class T> void gemm_small_output(const GemmArgs& g, const Epilogue<T>& epi) {
+  using V = typename VecOf<T>::type;
+  constexpr std::int64_t L = sizeof(V) / sizeof(T);
+  const std::int64_t m = g.m(), n = g.n(), k = g.k();
+  const Mat<T> A = g.mat_a<T>(), B = g.mat_b<T>();
+  // Lanes run along the longer side: X(v, p) and Y(p, r) read op(a) and op(b), or op(b)^T and
+  // op(a)^T, in place.
+  const bool lanes_on_n = n > m;
+  const std::int64_t nv = lanes_on_n ? n : m, nr = lanes_on_n ? m : n;
+  const Mat<T> X = lanes_on_n ? Mat<T>{B.data, B.cs, B.rs} : A;
+  const Mat<T> Y = lanes_on_n ? Mat<T>{A.data, A.cs, A.rs} : B;
+  const int rn = static_cast<int>(std::min<std::int64_t>(nr, 8));
+  const std::int64_t vt = (nv + L - 1) / L, rt = (nr + rn - 1) / rn;
+  T* c = static_cast<T*>(g.c.data);
+  const std::int64_t crs = g.c.strides[0], ccs = g.c.strides[1];
+  parallel_for(vt * rt, [&](std::int64_t task) {
+    const std::int64_t v0 = (task / rt) * L, r0 = (task % rt) * rn;
+    const std::int64_t vn = std::min(L, nv - v0), rcount = std::min<std::int64_t>(rn, nr - r0);
+    Scratch<T>& s = scratch<T>();
+    const auto need = [](std::vector<T>& buf, std::int64_t size) {
+      if (static_cast<std::int64_t>(buf.size()) < size) buf.resize(static_cast<std::size_t>(size));
+    };
+    need(s.acc, rn * L);
+    // Y is read in place; X too where a whole vector of lanes is contiguous, otherwise it is
+    // packed k-major with +0 in the lanes past the end.
+    const T* x = X.data + v0 * X.rs;
+    const T* y = Y.data + r0 * Y.cs;
+    SmallWalk w{X.cs, Y.rs, Y.cs};
+    if (X.rs != 1 || vn < L) {
+      need(s.ap, k * L);
+      for (std::int64_t p = 0; p < k; ++p)
+        for (std::int64_t l = 0; l < L; ++l)
+          s.ap[static_cast<std::size_t>(p * L + l)] = l < vn ? X(v0 + l, p) : T(0);
+      x = s.ap.data();
+      w.xs = L;
+    }
+    small_kernel(static_cast<int>(rcount), x, y, w, k, s.acc.data());
+    for (std::int64_t r = 0; r < rcount; ++r)
+      for (std::int64_t l = 0; l < vn; ++l) {
+        const std::int64_t i = lanes_on_n ? r0 + r : v0 + l, j = lanes_on_n ? v0 + l : r0 + r;
+        T* e = c + i * crs + j * ccs;
+        *e = epi(s.acc[static_cast<std::size_t>(r * L + l)], e);
+      }
+  });
+}
+
 void gemm_packed(const GemmArgs& g, const Workspace&) {
   visit_float(g.c.dtype, "gemm", [&]<class T>() {
     const std::int64_t m = g.m(), n = g.n(), k = g.k();
     if (m == 0 || n == 0) return;
     const Epilogue<T> epi = epilogue_of<T>(g);
     if (k == 0 || epi.alpha == T(0)) return scale_only<T>(g, epi);
+    if (small_output(m, n, k)) return gemm_small_output<T>(g, epi);
     const Tiling t = choose_tiling<T>(g, m, n, 1);
     T* c = static_cast<T*>(g.c.data);
     const std::int64_t crs = g.c.strides[0], ccs = g.c.strides[1];
