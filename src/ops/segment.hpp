@@ -81,11 +81,15 @@ SAMEBITS_HD double canonical_nan(double v) {
 void check_csr_values(const char* op, const TensorView& offsets, const TensorView& indices,
                       bool identity, std::int64_t num_positions, std::int64_t rows);
 
-// Test hook for the CUDA variants: block size (threads; 0 = default) and whether vector loads
-// are allowed. Launch configuration never changes results; tests use it to show that.
+// Test hook for the CUDA variants: block size (threads; 0 = default), whether vector loads are
+// allowed, whether rows of at most 32 columns take the staged warp-per-row kernel, and whether
+// the pull kernel may load row numbers ahead. Launch configuration never changes results; tests
+// use it to show that.
 struct SegmentLaunch {
   int block_threads = 0;
   bool allow_vector = true;
+  bool allow_staged = true;
+  bool allow_prefetch = true;
 };
 void set_cuda_segment_launch(SegmentLaunch l);
 SegmentLaunch cuda_segment_launch();

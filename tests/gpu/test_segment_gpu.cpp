@@ -30,7 +30,9 @@ struct LaunchGuard {
   explicit LaunchGuard(detail::SegmentLaunch l) { detail::set_cuda_segment_launch(l); }
   ~LaunchGuard() { detail::set_cuda_segment_launch({}); }
 };
-const detail::SegmentLaunch kLaunches[] = {{0, true}, {128, false}, {512, true}, {64, false}};
+const detail::SegmentLaunch kLaunches[] = {
+    {0, true, true, true},    {128, false, true, true},  {512, true, false, true},
+    {64, false, false, false}, {0, true, false, false}, {256, true, false, true}};
 
 TEST(SegmentGpu, MatchesFloat64Reference) {
   SAMEBITS_REQUIRE_CUDA();
@@ -87,7 +89,8 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
   SAMEBITS_REQUIRE_CUDA();
   struct Shape3 { std::int64_t segs, avg, cols; };
   for (Shape3 sh : {Shape3{5000, 5, 1}, {1000, 12, 2}, {700, 9, 4}, {500, 8, 16}, {300, 10, 33},
-                    {256, 16, 64}, {128, 20, 128}, {40, 30, 200}, {10, 50, 1433}, {3, 5000, 32}}) {
+                    {256, 16, 64}, {128, 20, 128}, {40, 30, 200}, {10, 50, 1433}, {3, 5000, 32},
+                    {2708, 4, 7}, {20, 400, 7}}) {
     const auto seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + " cols " + std::to_string(sh.cols));
     for (DType dt : {DType::f32, DType::f64}) {
