@@ -3,8 +3,8 @@
 # under compute-sanitizer, the CUDA benchmark program, the GraphSAGE experiment and inference
 # benchmark, and PyTorch's reference figures, writing everything under $OUT.
 #
-#   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch
-#                               (default: all)
+#   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch,
+#                               profile (default: all but profile)
 #
 # The Debian development packages samebits builds against travel as .deb files in .device/debs
 # (git-ignored; see docs/device.md) and are unpacked into .device/root; PyTorch's reference script
@@ -50,7 +50,7 @@ if has sanitize; then
 fi
 if has bench; then
   say "CUDA benchmark program"
-  $B/bench/samebits_bench_gpu --out "$OUT" 2>&1 | tail -80 | tee -a "$log"
+  $B/bench/samebits_bench_gpu --out "$OUT" ${BENCH_ONLY:+--only "$BENCH_ONLY"} 2>&1 | tail -80 | tee -a "$log"
 fi
 if has experiment; then
   say "GraphSAGE experiment and inference benchmark"
@@ -82,6 +82,15 @@ if has tools; then
   $B/samebits experiment graphsage --device cuda --runs 1 --epochs 10 --levels run_to_run \
       --trace /tmp/rr2.trace >/dev/null 2>&1
   $B/samebits diff /tmp/rr1.trace /tmp/rr2.trace 2>&1 | head -8 | tee -a "$log"
+fi
+if has profile; then
+  say "per-kernel GPU time of the Cora forward pass per level (ncu, CUDA graph nodes)"
+  for level in ${PROFILE_LEVELS:-not_guaranteed run_to_run}; do
+    ncu --csv --print-units base --metrics gpu__time_duration.sum \
+      $B/samebits bench graphsage --graphs cora --device cuda --levels "$level" --reps 3 \
+      >"$OUT/ncu_$level.csv" 2>"$OUT/ncu_$level.err"
+    python3 bench/kernel_times.py "$OUT/ncu_$level.csv" --title "$level" | tee -a "$log"
+  done
 fi
 if has torch; then
   say "PyTorch reference (same call, same GPU)"

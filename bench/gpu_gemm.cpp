@@ -38,6 +38,11 @@ void bench_gemm(Report& r) {
     for (const auto& v : list_variants("gemm")) {
       if (v.backend != DeviceType::cuda) continue;
       Options o{.level = v.level, .variant = v.name};
+      try {  // a variant that does not take this shape (cuda.tiled_small: large products) is left out
+        gemm(c.ta, c.tb, 1.0, a, b, 0.0, out, o);
+      } catch (const InvalidArgument&) {
+        continue;
+      }
       const int reps = c.large ? 10 : 50;
       const double ms = time_ms([&] { gemm(c.ta, c.tb, 1.0, a, b, 0.0, out, o); }, reps, 3);
       r.add({"gemm", "gemm", c.name, v.name, std::string(to_string(v.level)), ms, bytes,

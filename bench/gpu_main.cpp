@@ -80,12 +80,16 @@ int main(int argc, char** argv) {
   using namespace samebits::bench;
   std::string out_dir = ".";
   Report report;
+  std::string only;  // ",family,..." or empty for all
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
     else if (a == "--quick") report.quick = true;
+    else if (a == "--only" && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
     else {
-      std::cerr << "usage: samebits_bench_gpu [--out DIR] [--quick]\n";
+      std::cerr << "usage: samebits_bench_gpu [--out DIR] [--quick] [--only FAMILIES]\n"
+                   "  --only  comma-separated families to run (reduce, scan, histogram, gemm,\n"
+                   "          segment, indexing, scatter); default: all\n";
       return 2;
     }
   }
@@ -98,13 +102,16 @@ int main(int argc, char** argv) {
   report.ceiling_tbps = measure_copy_ceiling();
   fmt::print("GPU {} ({} SMs); copy ceiling {:.2f} TB/s\n", p.name, p.multiProcessorCount,
              report.ceiling_tbps);
-  bench_reduce(report);
-  bench_scan(report);
-  bench_histogram(report);
-  bench_gemm(report);
-  bench_segment(report);
-  bench_indexing(report);
-  bench_scatter(report);
+  const auto run = [&](const char* family, void (*bench)(Report&)) {
+    if (only.empty() || only.find("," + std::string(family) + ",") != std::string::npos) bench(report);
+  };
+  run("reduce", bench_reduce);
+  run("scan", bench_scan);
+  run("histogram", bench_histogram);
+  run("gemm", bench_gemm);
+  run("segment", bench_segment);
+  run("indexing", bench_indexing);
+  run("scatter", bench_scatter);
 
   // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.
   std::map<std::string, double> atomic_ms;
