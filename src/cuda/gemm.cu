@@ -8,7 +8,8 @@
 //                                        CUBLAS_DEFAULT_MATH (no TF32)
 //   cuda.tiled           portable        shared-memory tiles; each thread owns output elements and
 //                                        walks k ascending with __fmul_rn/__fadd_rn, so every tile
-//                                        shape gives the CPU's bits
+//                                        shape gives the CPU's bits (at most 1024 outputs with
+//                                        k >= 1024: a warp per output, the same chain)
 //
 // Why cuda.cublas is run_to_run under concurrent streams: cuBLAS gives the same bits for the same
 // call, handle configuration and GPU; what changes results between otherwise equal calls is the
@@ -45,11 +46,13 @@ using i64 = std::int64_t;
 
 // Tile shapes: BM x BN outputs per block of (BM/TM) x (BN/TN) threads, k in steps of BK.
 // Wide: large outputs (register-blocked 8x8 per thread). Narrow: thin outputs with short k.
-// Deep: few output tiles and long k (weight gradients): more blocks, and 64-deep k steps so each
-// thread has several global loads in flight per barrier.
-struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; };
-struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; };
-struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 64, TM = 1, TN = 1; };
+// Deep: few output tiles and long k (weight gradients): more blocks, and 128-deep k steps loaded
+// one step ahead so each thread has global loads in flight while it computes.
+// PF: the next k step's tiles are loaded into registers while this step is computed (the deep
+// tiles' long k walk would otherwise wait for global memory at every step).
+struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; static constexpr bool PF = false; };
+struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; static constexpr bool PF = false; };
+struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1; static constexpr bool PF = true; };
 template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / Cfg::TN);
 
 // Block (x, y, z) computes rows [x*BM, +BM) x columns [y*BN, +BN) over k in [z*k_chunk, +k_chunk).
@@ -76,20 +79,70 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
 
-  for (i64 k0 = kb; k0 < ke; k0 += BK) {
-    for (int idx = tid; idx < BM * BK; idx += NT) {
-      const int r = a_k_fast ? idx / BK : idx % BM;
-      const int kk = a_k_fast ? idx % BK : idx / BM;
+  // Element l of this thread's share of a k step's A and B tiles: position in the tile and value.
+  constexpr int LA = (BM * BK + NT - 1) / NT, LB = (BK * BN + NT - 1) / NT;
+  auto a_at = [&](int idx, int& r, int& kk) {
+    r = a_k_fast ? idx / BK : idx % BM;
+    kk = a_k_fast ? idx % BK : idx / BM;
+  };
+  auto b_at = [&](int idx, int& cc, int& kk) {
+    cc = b_n_fast ? idx % BN : idx / BK;
+    kk = b_n_fast ? idx / BN : idx % BK;
+  };
+  T pa[Cfg::PF ? LA : 1], pb[Cfg::PF ? LB : 1];
+  auto fetch = [&](i64 k0) {  // PF only: global -> registers
+#pragma unroll
+    for (int l = 0; l < LA; ++l) {
+      const int idx = tid + l * NT;
+      int r, kk;
+      a_at(idx, r, kk);
       const i64 gr = row0 + r, gk = k0 + kk;
-      As[kk][r] = (gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
+      pa[Cfg::PF ? l : 0] = (idx < BM * BK && gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
     }
-    for (int idx = tid; idx < BK * BN; idx += NT) {
-      const int cc = b_n_fast ? idx % BN : idx / BK;
-      const int kk = b_n_fast ? idx / BN : idx % BK;
+#pragma unroll
+    for (int l = 0; l < LB; ++l) {
+      const int idx = tid + l * NT;
+      int cc, kk;
+      b_at(idx, cc, kk);
       const i64 gk = k0 + kk, gc = col0 + cc;
-      Bs[kk][cc] = (gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
+      pb[Cfg::PF ? l : 0] = (idx < BK * BN && gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
     }
-    __syncthreads();
+  };
+  if constexpr (Cfg::PF) {
+    if (kb < ke) fetch(kb);
+  }
+
+  for (i64 k0 = kb; k0 < ke; k0 += BK) {
+    if constexpr (Cfg::PF) {
+#pragma unroll
+      for (int l = 0; l < LA; ++l) {
+        int r, kk;
+        a_at(tid + l * NT, r, kk);
+        if (tid + l * NT < BM * BK) As[kk][r] = pa[l];
+      }
+#pragma unroll
+      for (int l = 0; l < LB; ++l) {
+        int cc, kk;
+        b_at(tid + l * NT, cc, kk);
+        if (tid + l * NT < BK * BN) Bs[kk][cc] = pb[l];
+      }
+      __syncthreads();
+      if (k0 + BK < ke) fetch(k0 + BK);
+    } else {
+      for (int idx = tid; idx < BM * BK; idx += NT) {
+        int r, kk;
+        a_at(idx, r, kk);
+        const i64 gr = row0 + r, gk = k0 + kk;
+        As[kk][r] = (gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
+      }
+      for (int idx = tid; idx < BK * BN; idx += NT) {
+        int cc, kk;
+        b_at(idx, cc, kk);
+        const i64 gk = k0 + kk, gc = col0 + cc;
+        Bs[kk][cc] = (gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
+      }
+      __syncthreads();
+    }
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       T ra[TM], rb[TN];
@@ -115,6 +168,67 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
       if (atomic) atomicAdd(e, epi.alpha == T(1) ? acc[i][j] : rn_mul(epi.alpha, acc[i][j]));
       else *e = epi(acc[i][j], e);
     }
+}
+
+// Few outputs with a long k (a weight gradient such as h^T @ dO: 16 x 7 outputs, k = 2708): one
+// tile would be one block walking k alone. Here a warp per output element: lanes form the rounded
+// products of 128 consecutive k (the next 512 already loading), stage them in shared memory, and
+// lane 0 folds them in ascending k with rn_add: the same chain as the tiles and the CPU.
+constexpr int kWarpAhead = 4;                       // products per lane per step
+constexpr int kWarpStep = 32 * kWarpAhead;          // k per step
+constexpr int kWarpsPerBlock = 8;
+constexpr int kWarpDepth = 4;                      // steps in flight
+template <class T>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+gemm_warp_per_output(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k,
+                     Epilogue<T> epi) {
+  __shared__ T staged[kWarpsPerBlock][kWarpStep];
+  const int wb = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
+  const i64 w = static_cast<i64>(blockIdx.x) * kWarpsPerBlock + wb;
+  if (w >= m * n) return;  // the same for the whole warp
+  const i64 i = w / n, j = w % n;
+  const T* a = A.data + i * A.rs;
+  const T* b = B.data + j * B.cs;
+  // kWarpDepth steps of operands are in flight: the global loads of step q + kWarpDepth are
+  // issued before step q is multiplied and folded (products are formed only when staged, so no
+  // instruction waits on a load issued in the same step).
+  T va[kWarpDepth][kWarpAhead], vb[kWarpDepth][kWarpAhead];
+  auto load = [&](int d, i64 pc) {
+#pragma unroll
+    for (int g = 0; g < kWarpAhead; ++g) {
+      const i64 p = pc + g * 32 + lane;
+      va[d][g] = p < k ? a[p * A.cs] : T(0);
+      vb[d][g] = p < k ? b[p * B.rs] : T(0);
+    }
+  };
+#pragma unroll
+  for (int d = 0; d < kWarpDepth; ++d) load(d, d * kWarpStep);
+  T acc = T(0);
+  for (i64 p0 = 0; p0 < k; p0 += kWarpDepth * kWarpStep) {
+#pragma unroll
+    for (int d = 0; d < kWarpDepth; ++d) {
+      const i64 pc = p0 + d * kWarpStep;
+      if (pc >= k) break;  // the same for the whole warp
+#pragma unroll
+      for (int g = 0; g < kWarpAhead; ++g) staged[wb][g * 32 + lane] = rn_mul(va[d][g], vb[d][g]);
+      __syncwarp();
+      load(d, pc + kWarpDepth * kWarpStep);
+      if (lane == 0) {
+        const int cnt = k - pc < kWarpStep ? static_cast<int>(k - pc) : kWarpStep;
+        if (cnt == kWarpStep) {
+#pragma unroll
+          for (int t = 0; t < kWarpStep; ++t) acc = rn_add(acc, staged[wb][t]);
+        } else {
+          for (int t = 0; t < cnt; ++t) acc = rn_add(acc, staged[wb][t]);
+        }
+      }
+      __syncwarp();
+    }
+  }
+  if (lane == 0) {
+    T* e = c + i * crs + j * ccs;
+    *e = epi(acc, e);
+  }
 }
 
 // c = epi(+0, c) for every element: k == 0, alpha == 0, and the beta * c step of split-K.
@@ -211,6 +325,14 @@ void run_tiles_cfg(const GemmArgs& g, Epilogue<T> epi, cudaStream_t s, bool spli
 template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool split_k) {
   const Epilogue<T> epi = epilogue_of<T>(g);
   if (g.k() == 0 || epi.alpha == T(0)) return launch_scale<T>(g, epi, s);
+  if (!split_k && g_tile_override.load() == 0 && g.m() * g.n() <= 1024 && g.k() >= 1024) {
+    const i64 blocks = (g.m() * g.n() + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    gemm_warp_per_output<T><<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, s>>>(
+        g.mat_a<T>(), g.mat_b<T>(), static_cast<T*>(g.c.data), g.c.strides[0], g.c.strides[1],
+        g.m(), g.n(), g.k(), epi);
+    SAMEBITS_CUDA_CHECK_LAUNCH("gemm_warp_per_output");
+    return;
+  }
   switch (choose_tiles(g.m(), g.n(), g.k())) {
     case Tiles::wide: return run_tiles_cfg<T, WideTiles>(g, epi, s, split_k);
     case Tiles::narrow: return run_tiles_cfg<T, NarrowTiles>(g, epi, s, split_k);

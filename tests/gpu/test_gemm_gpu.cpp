@@ -156,7 +156,8 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       {kT, kT, {129, 257, 33}, 0.3, 0.0},    {kN, kT, {300, 200, 517}, -1.25, 0.5},
       {kT, kN, {65, 130, 1000}, 1.0, -1.0},  {kN, kN, {1000, 128, 128}, 1.0, 0.0},
       {kN, kN, {17, 3, 4097}, 0.0, 1.5},    {kN, kT, {3, 40, 600}, 1.0, 0.0},
-      {kT, kT, {33, 20, 300}, -0.5, 1.0},
+      {kT, kT, {33, 20, 300}, -0.5, 1.0},   {kT, kN, {5, 9, 3000}, 0.7, 0.3},
+      {kN, kT, {32, 32, 1500}, 1.0, 0.0},   {kN, kN, {1, 1, 1024}, -2.0, 0.0},
   };
   for (DType dtype : {DType::f32, DType::f64})
     for (const auto& cs : cases) {
