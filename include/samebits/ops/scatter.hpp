@@ -13,8 +13,11 @@
 // Each step rounds to the tensor's dtype (no fused multiply-add, no wider accumulator). A target
 // element that receives no contribution is left untouched (its bits are not rewritten). For
 // index_add, a contribution is src[i] when alpha == 1 and alpha * src[i] (rounded, alpha converted
-// to the dtype) otherwise; index_add always includes `out`. NaN propagates (the first NaN met in
-// that order wins for amax/amin).
+// to the dtype) otherwise; index_add always includes `out`. NaN propagates: for amax/amin the
+// result is the last NaN met in that order, its bits copied; for sum, mean and prod it is what the
+// hardware's arithmetic makes of the NaN (x86 keeps the payload, NVIDIA GPUs return one default
+// NaN), so a NaN result of these three is NaN on every backend but its payload bits may differ
+// between the CPU and CUDA. Every non-NaN result is bitwise equal across backends.
 //
 // Bad input: an index outside [0, size of the target dim) throws IndexOutOfRange naming the op and
 // the first bad position and value; shape, dtype or device mismatches throw InvalidArgument. In
