@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "gemm_reference.hpp"
 #include "testing.hpp"
 
 namespace samebits {
@@ -18,66 +19,9 @@ constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kPo = Determinism::portable;
 constexpr Transpose kN = Transpose::no, kT = Transpose::yes;
 
-// How an operand is stored: contiguous, a column slice of a wider (NaN-padded) buffer (leading
-// dimension > cols), every other column (no unit stride), or column-major (a transposed view).
-enum class Layout { contiguous, leading_dim, strided, column_major };
-
-struct Operand {
-  Tensor values;  // contiguous copy of the logical contents
-  Tensor keep;    // storage behind `view`
-  TensorView view;
-};
-
-Operand make_operand(std::int64_t rows, std::int64_t cols, DType dtype, std::uint64_t seed,
-                     Layout layout) {
-  Operand o;
-  o.values = testing::random_normal({rows, cols}, dtype, seed);
-  switch (layout) {
-    case Layout::contiguous:
-      o.keep = o.values;
-      o.view = o.values.view();
-      break;
-    case Layout::leading_dim:
-      o.keep = Tensor::full({rows, cols + 5}, std::nan(""), dtype);
-      o.view = o.keep.view().slice(1, 0, cols);
-      copy(o.values, o.view);
-      break;
-    case Layout::strided:
-      o.view = testing::strided_copy(o.values, o.keep);
-      break;
-    case Layout::column_major:
-      o.keep = Tensor::empty({cols, rows}, dtype);
-      o.view = o.keep.view().transpose(0, 1);
-      copy(o.values, o.view);
-      break;
-  }
-  return o;
-}
-
-// float64 reference of c = alpha * op(a) @ op(b) + beta * c (beta == 0: c ignored); `mag`, when
-// given, receives |alpha| * sum |a||b| + |beta c| per element, the scale of the rounding error.
-std::vector<double> reference(Transpose ta, Transpose tb, double alpha, const Tensor& a,
-                              const Tensor& b, double beta, const std::vector<double>& c0,
-                              std::int64_t m, std::int64_t n, std::int64_t k,
-                              std::vector<double>* mag = nullptr) {
-  if (mag) mag->assign(static_cast<std::size_t>(m * n), 0.0);
-  const auto av = testing::to_doubles(a), bv = testing::to_doubles(b);
-  std::vector<double> r(static_cast<std::size_t>(m * n));
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) {
-      long double s = 0, sa = 0;
-      for (std::int64_t p = 0; p < k; ++p) {
-        const double x = ta == kT ? av[static_cast<std::size_t>(p * m + i)] : av[static_cast<std::size_t>(i * k + p)];
-        const double y = tb == kT ? bv[static_cast<std::size_t>(j * k + p)] : bv[static_cast<std::size_t>(p * n + j)];
-        s += static_cast<long double>(x) * y;
-        sa += std::abs(static_cast<long double>(x) * y);
-      }
-      const auto e = static_cast<std::size_t>(i * n + j);
-      if (mag) (*mag)[e] = static_cast<double>(std::abs(alpha) * sa + (beta == 0 ? 0 : std::abs(beta * c0[e])));
-      r[e] = static_cast<double>(alpha * s + (beta == 0 ? 0.0L : beta * static_cast<long double>(c0[e])));
-    }
-  return r;
-}
+using testing::Layout;
+using testing::make_operand;
+using testing::Operand;
 
 // The canonical order of include/samebits/ops/gemm.hpp, written out naively.
 template <class T>
@@ -142,7 +86,7 @@ TEST_P(GemmReference, AllShapesAndLayouts) {
         if (beta == 0) fill(c, std::nan(""));  // must be ignored
         gemm(ta, tb, alpha, a.view, b.view, beta, c, {.level = level});
         std::vector<double> mag;
-        const auto ref = reference(ta, tb, alpha, a.values, b.values, beta, c0, s.m, s.n, s.k, &mag);
+        const auto ref = testing::gemm_reference(ta, tb, alpha, a.values, b.values, beta, c0, s.m, s.n, s.k, &mag);
         const auto got = testing::to_doubles(c);
         int bad = 0;
         for (std::size_t e = 0; e < ref.size(); ++e)
@@ -207,7 +151,7 @@ TEST(Gemm, PortableFollowsTheDocumentedLoopOnCoraShapes) {
     gemm(kN, kN, 1.0, h, w2, 0.0, o, {.level = kPo});
     Tensor dh = Tensor::empty({2708, 16}, dtype);
     gemm(kN, kT, 1.0, o, w2, 0.0, dh, {.level = kPo});
-    const auto ref = reference(kN, kT, 1.0, o, w2, 0.0, std::vector<double>(2708 * 16), 2708, 16, 7);
+    const auto ref = testing::gemm_reference(kN, kT, 1.0, o, w2, 0.0, std::vector<double>(2708 * 16), 2708, 16, 7);
     EXPECT_LT(testing::relative_error(dh, ref), 1e-6);
   }
 }

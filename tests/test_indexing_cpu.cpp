@@ -9,6 +9,7 @@ namespace samebits {
 namespace {
 
 using testing::fresh_seed;
+using testing::random_values;
 
 // Row-major multi-index of flat position i in `shape`.
 std::vector<std::int64_t> unravel(std::int64_t i, const Shape& shape) {
@@ -49,13 +50,6 @@ std::vector<double> ref_gather(const Tensor& x, int dim, const Tensor& index) {
     out.push_back(xv[static_cast<std::size_t>(ravel(c, x.sizes()))]);
   }
   return out;
-}
-
-Tensor random_values(const Shape& s, DType dt, std::uint64_t seed) {
-  if (is_floating(dt)) return testing::random_normal(s, dt, seed);
-  std::int64_t n = 1;
-  for (auto v : s) n *= v;
-  return Tensor::copy_of(testing::random_index(n, 1 << 30, dt, seed).view().reshape(s));
 }
 
 const std::vector<Shape> kShapes = {{7}, {5, 6}, {3, 4, 5}, {2, 3, 4, 5}, {1, 9, 1, 3}};

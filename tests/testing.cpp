@@ -46,6 +46,13 @@ Tensor random_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t 
   return device.is_cpu() ? t : t.to(device);
 }
 
+Tensor random_values(const Shape& shape, DType dtype, std::uint64_t seed) {
+  if (is_floating(dtype)) return random_normal(shape, dtype, seed);
+  std::int64_t n = 1;
+  for (auto v : shape) n *= v;
+  return Tensor::copy_of(random_index(n, 1 << 30, dtype, seed).view().reshape(shape));
+}
+
 std::vector<double> to_doubles(const TensorView& t) {
   Tensor c = Tensor::copy_of(t, Device::cpu());
   std::vector<double> v(static_cast<std::size_t>(c.numel()));

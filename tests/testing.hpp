@@ -21,6 +21,8 @@ Tensor random_uniform(const Shape& shape, DType dtype, double lo, double hi, std
 // Integers uniform in [0, hi), as int32 or int64.
 Tensor random_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t seed,
                     Device device = Device::cpu());
+// Values of any dtype on the CPU: normal for floats, uniform in [0, 2^30) for integers.
+Tensor random_values(const Shape& shape, DType dtype, std::uint64_t seed);
 
 // Values of any tensor (any device, any strides) as doubles, in row-major order.
 std::vector<double> to_doubles(const TensorView& t);

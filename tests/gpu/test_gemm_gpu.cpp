@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ops/gemm.hpp"
+#include "gemm_reference.hpp"
 #include "testing.hpp"
 
 namespace samebits {
@@ -21,60 +22,13 @@ using testing::fresh_seed;
 constexpr Transpose kN = Transpose::no, kT = Transpose::yes;
 const Device kGpu = Device::cuda();
 
-enum class Layout { contiguous, leading_dim, strided, column_major };
+using testing::Layout;
+using testing::Operand;
 
-struct Operand {
-  Tensor host;  // contiguous logical values on the CPU
-  Tensor keep;  // device storage behind `view`
-  TensorView view;
-};
-
-Operand make_operand(std::int64_t rows, std::int64_t cols, DType dtype, std::uint64_t seed,
-                     Layout layout) {
-  Operand o;
-  o.host = testing::random_normal({rows, cols}, dtype, seed);
-  switch (layout) {
-    case Layout::contiguous:
-      o.keep = o.host.to(kGpu);
-      o.view = o.keep.view();
-      break;
-    case Layout::leading_dim:
-      o.keep = Tensor::full({rows, cols + 3}, std::nan(""), dtype, kGpu);
-      o.view = o.keep.view().slice(1, 0, cols);
-      copy(o.host, o.view);
-      break;
-    case Layout::strided:
-      o.view = testing::strided_copy(o.host.to(kGpu), o.keep);
-      break;
-    case Layout::column_major:
-      o.keep = Tensor::empty({cols, rows}, dtype, kGpu);
-      o.view = o.keep.view().transpose(0, 1);
-      copy(o.host, o.view);
-      break;
-  }
-  return o;
-}
-
-// float64 reference and the per-element error scale |alpha| sum |a b| + |beta c|.
-void reference(Transpose ta, Transpose tb, double alpha, const Tensor& a, const Tensor& b,
-               double beta, const std::vector<double>& c0, std::int64_t m, std::int64_t n,
-               std::int64_t k, std::vector<double>& ref, std::vector<double>& mag) {
-  const auto av = testing::to_doubles(a), bv = testing::to_doubles(b);
-  ref.assign(static_cast<std::size_t>(m * n), 0.0);
-  mag.assign(ref.size(), 0.0);
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) {
-      long double s = 0, sa = 0;
-      for (std::int64_t p = 0; p < k; ++p) {
-        const double x = ta == kT ? av[static_cast<std::size_t>(p * m + i)] : av[static_cast<std::size_t>(i * k + p)];
-        const double y = tb == kT ? bv[static_cast<std::size_t>(j * k + p)] : bv[static_cast<std::size_t>(p * n + j)];
-        s += static_cast<long double>(x) * y;
-        sa += std::abs(static_cast<long double>(x) * y);
-      }
-      const auto e = static_cast<std::size_t>(i * n + j);
-      ref[e] = static_cast<double>(alpha * s + (beta == 0 ? 0.0L : beta * static_cast<long double>(c0[e])));
-      mag[e] = static_cast<double>(std::abs(alpha) * sa + (beta == 0 ? 0 : std::abs(beta * c0[e])));
-    }
+// An operand stored on the GPU in `layout`.
+Operand gpu_operand(std::int64_t rows, std::int64_t cols, DType dtype, std::uint64_t seed,
+                    Layout layout) {
+  return testing::make_operand(rows, cols, dtype, seed, layout, kGpu);
 }
 
 struct Shape3 {
@@ -101,14 +55,15 @@ TEST_P(GemmGpuReference, EveryVariantShapeAndLayout) {
     for (Layout layout : {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
       for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-1.5, 0.75}, std::pair{0.5, 1.0}}) {
         const auto seed = fresh_seed();
-        Operand a = ta == kT ? make_operand(s.k, s.m, dtype, seed, layout)
-                             : make_operand(s.m, s.k, dtype, seed, layout);
-        Operand b = tb == kT ? make_operand(s.n, s.k, dtype, seed + 1, layout)
-                             : make_operand(s.k, s.n, dtype, seed + 1, layout);
+        Operand a = ta == kT ? gpu_operand(s.k, s.m, dtype, seed, layout)
+                             : gpu_operand(s.m, s.k, dtype, seed, layout);
+        Operand b = tb == kT ? gpu_operand(s.n, s.k, dtype, seed + 1, layout)
+                             : gpu_operand(s.k, s.n, dtype, seed + 1, layout);
         Tensor c_host = testing::random_normal({s.m, s.n}, dtype, seed + 2);
         const auto c0 = testing::to_doubles(c_host);
-        std::vector<double> ref, mag;
-        reference(ta, tb, alpha, a.host, b.host, beta, c0, s.m, s.n, s.k, ref, mag);
+        std::vector<double> mag;
+        const auto ref = testing::gemm_reference(ta, tb, alpha, a.values, b.values, beta, c0, s.m,
+                                                 s.n, s.k, &mag);
         for (const auto& v : kVariants) {
           SCOPED_TRACE(fmt::format("{} seed {} m={} n={} k={} layout={} alpha={} beta={}", v.name,
                                    seed, s.m, s.n, s.k, static_cast<int>(layout), alpha, beta));
@@ -186,10 +141,10 @@ TEST(GemmGpu, PortableStridedOperandsEqualCpu) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Operand a = make_operand(90, 300, DType::f32, seed, Layout::strided);
-  Operand b = make_operand(70, 300, DType::f32, seed + 1, Layout::leading_dim);
+  Operand a = gpu_operand(90, 300, DType::f32, seed, Layout::strided);
+  Operand b = gpu_operand(70, 300, DType::f32, seed + 1, Layout::leading_dim);
   Tensor cpu = Tensor::empty({90, 70}, DType::f32);
-  gemm(kN, kT, 1.0, a.host, b.host, 0.0, cpu, {.level = Determinism::portable});
+  gemm(kN, kT, 1.0, a.values, b.values, 0.0, cpu, {.level = Determinism::portable});
   Tensor big = Tensor::full({90, 100}, std::nan(""), DType::f32, kGpu);
   TensorView c = big.view().slice(1, 10, 80);  // an output with a leading dimension
   for (int tiles : {1, 2, 3}) {

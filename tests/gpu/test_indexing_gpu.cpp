@@ -6,14 +6,8 @@ namespace samebits {
 namespace {
 
 using testing::fresh_seed;
+using testing::random_values;
 const Device kGpu = Device::cuda();
-
-Tensor random_values(const Shape& s, DType dt, std::uint64_t seed) {
-  if (is_floating(dt)) return testing::random_normal(s, dt, seed);
-  std::int64_t n = 1;
-  for (auto v : s) n *= v;
-  return Tensor::copy_of(testing::random_index(n, 1 << 30, dt, seed).view().reshape(s));
-}
 
 const std::vector<Shape> kShapes = {{1000}, {300, 130}, {17, 33, 8}, {3, 4, 5, 6}, {2, 64, 1, 4}};
 
