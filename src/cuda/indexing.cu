@@ -15,6 +15,7 @@
 
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/indexing.hpp"
 
@@ -117,8 +118,6 @@ __global__ void copy_rows(const W* __restrict__ x, W* __restrict__ out, const I*
     for (std::int64_t w = threadIdx.x; w < words; w += blockDim.x) to[w] = from[w];
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <class W, class I>
 void launch_rows(const IndexArgs& a, const I* idx, std::int64_t bytes_per_row, const u64* bad,

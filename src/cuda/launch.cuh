@@ -111,6 +111,18 @@ class CudaDeviceGuard {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+// About the threads an H200 holds at once (132 SMs x 2048): kernels that pick a path by "few" or
+// "many" threads compare against this constant, never against the device they run on, so a shape
+// takes the same path on every GPU.
+constexpr std::int64_t kOneWave = std::int64_t{1} << 18;
+
+// Lanes per group: the smallest power of two >= n, at most `most` (a power of two).
+inline int pow2_lanes(std::int64_t n, int most) {
+  int g = 1;
+  while (g < most && g < n) g *= 2;
+  return g;
+}
+
 // --- workspace carving ---------------------------------------------------------------------------
 
 // Sub-buffers of one workspace, each 256-byte aligned. workspace_bytes() and run() build the

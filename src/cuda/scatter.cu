@@ -22,6 +22,7 @@
 
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/register.hpp"
 #include "ops/scatter.hpp"
@@ -362,7 +363,6 @@ template <class T, int V> struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
 constexpr int kPullBatch = 16;  // source rows whose loads are in flight before any step
-constexpr std::int64_t kOneWave = std::int64_t{1} << 18;  // about the threads an H200 holds
 
 // A group of lanes per target (a power of two; several targets per warp when it is below 32),
 // lanes across features with V-wide loads, sequential over the sources: the loads of kPullBatch
@@ -424,8 +424,6 @@ template <class T, int R, int V, bool PF> __global__ void pull_group_kernel(Pull
   }
 }
 
-bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
-
 template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stream) {
   const int block = block_size();
   if (p.F == 1) {  // a thread per target
@@ -442,20 +440,15 @@ template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stre
   constexpr int VM = static_cast<int>(16 / sizeof(T));
   const bool can_vec = p.F % VM == 0 && p.src_row % VM == 0 && p.out_row % VM == 0 &&
                        aligned16(p.src) && aligned16(p.out);
-  const auto group_for = [&](std::int64_t lanes, int most) {
-    int g = 1;
-    while (g < most && g < lanes) g *= 2;
-    return g;
-  };
-  const int vec_group = group_for((p.F + VM - 1) / VM, 32);
+  const int vec_group = pow2_lanes((p.F + VM - 1) / VM, 32);
   const bool few = (p.M * vec_group < kOneWave / 4) != alternative_scatter_config();
   if (few) {
-    const int group = group_for(p.F, block);
+    const int group = pow2_lanes(p.F, block);
     pull_group_kernel<T, R, 1, true><<<grid_for(p.M * group, block), block, 0, stream>>>(p, group);
   } else if (can_vec) {
     pull_group_kernel<T, R, VM, false><<<grid_for(p.M * vec_group, block), block, 0, stream>>>(p, vec_group);
   } else {
-    const int group = group_for(p.F, 32);
+    const int group = pow2_lanes(p.F, 32);
     pull_group_kernel<T, R, 1, false><<<grid_for(p.M * group, block), block, 0, stream>>>(p, group);
   }
   SAMEBITS_CUDA_CHECK_LAUNCH("pull kernel");

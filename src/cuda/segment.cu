@@ -22,6 +22,7 @@
 
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/segment.hpp"
 
@@ -35,7 +36,6 @@ constexpr int kUnroll = 16;  // pull: loads in flight per lane before they are f
 constexpr int kDefaultBlock = 256;
 constexpr std::int64_t kPushChunk = 16;  // atomic push: edges per group
 constexpr int kMaxGrid = 1 << 30;
-constexpr std::int64_t kOneWave = std::int64_t{1} << 18;  // about the threads an H200 holds
 
 enum Op : int { kSum = 0, kMax = 1, kMin = 2 };
 
@@ -314,12 +314,6 @@ int grid_for(std::int64_t threads, int block) {
   return static_cast<int>(std::min<std::int64_t>(kMaxGrid, (threads + block - 1) / block));
 }
 
-int next_pow2_upto32(std::int64_t n) {
-  int g = 1;
-  while (g < 32 && g < n) g *= 2;
-  return g;
-}
-
 const char* op_name(const SegmentArgs& a) { return a.identity ? "segment_reduce" : "aggregate"; }
 
 // The output as rows on the device: out itself, or a contiguous temporary copied back at the end.
@@ -432,14 +426,12 @@ void launch_pull(const PullParams<T, I>& p, int op, int vec, bool prefetch, int 
 
 int op_of(Reduce r) { return r == Reduce::amax ? kMax : r == Reduce::amin ? kMin : kSum; }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 // The staged kernel pays off when few rows leave the GPU waiting on its longest row (Cora: 2708
 // rows, one with 168 positions); with many rows the pull kernel's groups of lanes fill the GPU
 // and keep more loads in flight per thread (one-column segment sums over 1M rows: 4.6x slower
 // staged, measured on the H200).
 bool prefer_staged(std::int64_t segs, std::int64_t cols) {
-  return cols <= 32 && segs * next_pow2_upto32(cols) < kOneWave;
+  return cols <= 32 && segs * pow2_lanes(cols, 32) < kOneWave;
 }
 
 template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace& ws, bool atomic) {
@@ -470,13 +462,13 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
       constexpr int VM = static_cast<int>(16 / sizeof(T));
       const bool vec = hook.allow_vector && p.cols % VM == 0 && p.ldx % VM == 0 &&
                        p.ldo % VM == 0 && aligned16(p.x) && aligned16(p.out);
-      p.group = next_pow2_upto32((p.cols + (vec ? VM : 1) - 1) / (vec ? VM : 1));
+      p.group = pow2_lanes((p.cols + (vec ? VM : 1) - 1) / (vec ? VM : 1), 32);
       // Loading row numbers ahead pays on few long rows (H200, 2M positions into 1000 rows of 64:
       // 0.40 -> 0.17 ms) and costs occupancy on many rows (1M-row graph: 2.37 -> 2.63 ms).
       const bool prefetch = hook.allow_prefetch && p.segs * p.group < kOneWave;
       launch_pull(p, op, vec ? VM : 1, prefetch, block, st);
     } else {
-      p.group = next_pow2_upto32(p.cols);
+      p.group = pow2_lanes(p.cols, 32);
       const T start = op == kMax ? -std::numeric_limits<T>::infinity()
                       : op == kMin ? std::numeric_limits<T>::infinity() : T(0);
       const int fill_grid = grid_for(p.segs * p.cols, block);
