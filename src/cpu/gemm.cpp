@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "core/registry.hpp"
@@ -197,6 +196,9 @@ template <class T> Scratch<T>& scratch() {
   thread_local Scratch<T> s;
   return s;
 }
+template <class T> void grow(std::vector<T>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+}
 
 // How the output is cut into tasks. Any cut gives the same bits; this one aims at a few tasks
 // per thread with tiles that keep the packed panels in cache.
@@ -226,12 +228,9 @@ std::pair<std::int64_t, std::int64_t> accumulate_tile(const GemmArgs& g, std::in
                                                       std::int64_t nc, std::int64_t pb,
                                                       std::int64_t pe, Scratch<T>& s) {
   const std::int64_t mc_pad = round_up(mc, kMR), nc_pad = round_up(nc, kNR<T>);
-  const auto need = [](std::vector<T>& v, std::int64_t n) {
-    if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
-  };
-  need(s.ap, mc_pad * kKC);
-  need(s.bp, nc_pad * kKC);
-  need(s.acc, mc_pad * nc_pad);
+  grow(s.ap, mc_pad * kKC);
+  grow(s.bp, nc_pad * kKC);
+  grow(s.acc, mc_pad * nc_pad);
   std::fill_n(s.acc.data(), mc_pad * nc_pad, T(0));
   const Mat<T> A = g.mat_a<T>(), B = g.mat_b<T>();
   for (std::int64_t p0 = pb; p0 < pe; p0 += kKC) {
@@ -356,17 +355,14 @@ template <class T> void gemm_small_output(const GemmArgs& g, const Epilogue<T>& 
     const std::int64_t v0 = (task / rt) * L, r0 = (task % rt) * rn;
     const std::int64_t vn = std::min(L, nv - v0), rcount = std::min<std::int64_t>(rn, nr - r0);
     Scratch<T>& s = scratch<T>();
-    const auto need = [](std::vector<T>& buf, std::int64_t size) {
-      if (static_cast<std::int64_t>(buf.size()) < size) buf.resize(static_cast<std::size_t>(size));
-    };
-    need(s.acc, rn * L);
+    grow(s.acc, rn * L);
     // Y is read in place; X too where a whole vector of lanes is contiguous, otherwise it is
     // packed k-major with +0 in the lanes past the end.
     const T* x = X.data + v0 * X.rs;
     const T* y = Y.data + r0 * Y.cs;
     SmallWalk w{X.cs, Y.rs, Y.cs};
     if (X.rs != 1 || vn < L) {
-      need(s.ap, k * L);
+      grow(s.ap, k * L);
       for (std::int64_t p = 0; p < k; ++p)
         for (std::int64_t l = 0; l < L; ++l)
           s.ap[static_cast<std::size_t>(p * L + l)] = l < vn ? X(v0 + l, p) : T(0);
