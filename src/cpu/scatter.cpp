@@ -173,6 +173,21 @@ template <class T> Contribution<T> contribution(const ScatterArgs& a) {
   return {a.alpha != 1.0, static_cast<T>(a.alpha)};
 }
 
+// The typed inputs of the variants that read the index directly (the sweeps and the atomic
+// baseline), after every index has been checked.
+template <class T, class I> struct DirectInputs {
+  const T* src;
+  const I* idx;
+  T* out;
+  Contribution<T> cf;
+  bool self;
+};
+template <class T, class I> DirectInputs<T, I> direct_inputs(const ScatterArgs& a, const Geometry& g) {
+  check_indices<I>(a, g);
+  return {static_cast<const T*>(a.src.data), static_cast<const I*>(a.index.data),
+          static_cast<T*>(a.out.data), contribution<T>(a), a.include_self};
+}
+
 // --- pull: each target reduces its sources in ascending order --------------------------------
 
 template <Reduce R, class T>
@@ -265,12 +280,7 @@ void plan_pull(const ScatterArgs& a, const Workspace&) {
 // rows of src; no sort, no atomics, and a target's sources arrive in ascending order.
 template <Reduce R, class T, class I> void target_sweep(const ScatterArgs& a, const Geometry& g) {
   if (g.L == 0 || g.outer == 0 || g.inner == 0) return;
-  check_indices<I>(a, g);
-  const T* src = static_cast<const T*>(a.src.data);
-  const I* idx = static_cast<const I*>(a.index.data);
-  T* out = static_cast<T*>(a.out.data);
-  const auto cf = contribution<T>(a);
-  const bool self = a.include_self;
+  const auto [src, idx, out, cf, self] = direct_inputs<T, I>(a, g);
   const bool counting = !self || R == Reduce::mean;
   std::vector<std::int64_t> count(counting ? static_cast<std::size_t>(g.M) : 0, 0);
   const std::int64_t parts = std::clamp<std::int64_t>(g.M, 1, std::max(1, num_threads()));
@@ -352,12 +362,7 @@ void divide_by_counts(const Geometry& g, T* out, const std::vector<std::int64_t>
 
 template <Reduce R, class T, class I> void sweep(const ScatterArgs& a, const Geometry& g) {
   if (g.L == 0 || g.outer == 0 || g.inner == 0) return;
-  check_indices<I>(a, g);
-  const T* src = static_cast<const T*>(a.src.data);
-  const I* idx = static_cast<const I*>(a.index.data);
-  T* out = static_cast<T*>(a.out.data);
-  const auto cf = contribution<T>(a);
-  const bool self = a.include_self;
+  const auto [src, idx, out, cf, self] = direct_inputs<T, I>(a, g);
   // Contributions per target element, when the first one or the final division needs it.
   const bool counting = !self || R == Reduce::mean;
   std::vector<std::int64_t> count(counting ? static_cast<std::size_t>(g.outer * g.M * g.inner) : 0, 0);
@@ -407,12 +412,7 @@ template <Reduce R, class T> inline void atomic_step(T& target, T c) {
 
 template <Reduce R, class T, class I> void atomic_scatter(const ScatterArgs& a, const Geometry& g) {
   if (g.L == 0 || g.outer == 0 || g.inner == 0) return;
-  check_indices<I>(a, g);
-  const T* src = static_cast<const T*>(a.src.data);
-  const I* idx = static_cast<const I*>(a.index.data);
-  T* out = static_cast<T*>(a.out.data);
-  const auto cf = contribution<T>(a);
-  const bool self = a.include_self;
+  const auto [src, idx, out, cf, self] = direct_inputs<T, I>(a, g);
   constexpr std::int64_t kRows = 2048;
   const std::int64_t blocks = (g.L + kRows - 1) / kRows;
   // Visits every (target, contribution) pair, sources split among threads in blocks of rows.
