@@ -88,6 +88,16 @@ __global__ void check_kernel(const std::int64_t* __restrict__ off, std::int64_t 
   }
 }
 
+// An output element from its accumulator: empty rows are 0; sums and means write every NaN as
+// the canonical one (amax/amin keep the NaN they selected).
+template <int OP, class T>
+__device__ __forceinline__ T finish_value(T acc, std::int64_t count, bool mean) {
+  if (count == 0) return T(0);
+  if (OP == kSum && mean) return canonical_nan(acc / static_cast<T>(count));
+  if (OP == kSum) return canonical_nan(acc);
+  return acc;
+}
+
 // --- pull (portable) ------------------------------------------------------------------------
 
 template <class T, class I> struct PullParams {
@@ -151,13 +161,7 @@ __global__ void pull_kernel(PullParams<T, I> p) {
       Pack<T, V> o;
       const std::int64_t count = e - b;
 #pragma unroll
-      for (int c = 0; c < V; ++c) {
-        T r = acc[c];
-        if (count == 0) r = T(0);
-        else if (OP == kSum && p.mean) r = canonical_nan(r / static_cast<T>(count));
-        else if (OP == kSum) r = canonical_nan(r);
-        o.v[c] = r;
-      }
+      for (int c = 0; c < V; ++c) o.v[c] = finish_value<OP>(acc[c], count, p.mean);
       *reinterpret_cast<Pack<T, V>*>(p.out + s * p.ldo + f) = o;
     }
   }
@@ -214,14 +218,7 @@ __global__ void __launch_bounds__(kStageWarps * 32) staged_kernel(PullParams<T, 
       }
       __syncwarp();
     }
-    if (lane < cols) {
-      T r = acc;
-      const std::int64_t count = e - b;
-      if (count == 0) r = T(0);
-      else if (OP == kSum && p.mean) r = canonical_nan(r / static_cast<T>(count));
-      else if (OP == kSum) r = canonical_nan(r);
-      p.out[s * p.ldo + lane] = r;
-    }
+    if (lane < cols) p.out[s * p.ldo + lane] = finish_value<OP>(acc, e - b, p.mean);
   }
 }
 
