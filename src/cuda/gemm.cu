@@ -89,15 +89,18 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
     cc = b_n_fast ? idx % BN : idx / BK;
     kk = b_n_fast ? idx / BN : idx % BK;
   };
-  T pa[Cfg::PF ? LA : 1], pb[Cfg::PF ? LB : 1];
-  auto fetch = [&](i64 k0) {  // PF only: global -> registers
+  // A k step's tiles go global -> registers (fetch) -> shared memory (stash). Without PF the
+  // fetch of a step comes right before its stash; with PF it is issued one step early, so its
+  // loads are in flight while the previous step is computed.
+  T pa[LA], pb[LB];
+  auto fetch = [&](i64 k0) {
 #pragma unroll
     for (int l = 0; l < LA; ++l) {
       const int idx = tid + l * NT;
       int r, kk;
       a_at(idx, r, kk);
       const i64 gr = row0 + r, gk = k0 + kk;
-      pa[Cfg::PF ? l : 0] = (idx < BM * BK && gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
+      pa[l] = (idx < BM * BK && gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
     }
 #pragma unroll
     for (int l = 0; l < LB; ++l) {
@@ -105,44 +108,30 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
       int cc, kk;
       b_at(idx, cc, kk);
       const i64 gk = k0 + kk, gc = col0 + cc;
-      pb[Cfg::PF ? l : 0] = (idx < BK * BN && gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
+      pb[l] = (idx < BK * BN && gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
     }
   };
-  if constexpr (Cfg::PF) {
-    if (kb < ke) fetch(kb);
-  }
+  auto stash = [&]() {
+#pragma unroll
+    for (int l = 0; l < LA; ++l) {
+      int r, kk;
+      a_at(tid + l * NT, r, kk);
+      if (tid + l * NT < BM * BK) As[kk][r] = pa[l];
+    }
+#pragma unroll
+    for (int l = 0; l < LB; ++l) {
+      int cc, kk;
+      b_at(tid + l * NT, cc, kk);
+      if (tid + l * NT < BK * BN) Bs[kk][cc] = pb[l];
+    }
+  };
+  if (Cfg::PF && kb < ke) fetch(kb);
 
   for (i64 k0 = kb; k0 < ke; k0 += BK) {
-    if constexpr (Cfg::PF) {
-#pragma unroll
-      for (int l = 0; l < LA; ++l) {
-        int r, kk;
-        a_at(tid + l * NT, r, kk);
-        if (tid + l * NT < BM * BK) As[kk][r] = pa[l];
-      }
-#pragma unroll
-      for (int l = 0; l < LB; ++l) {
-        int cc, kk;
-        b_at(tid + l * NT, cc, kk);
-        if (tid + l * NT < BK * BN) Bs[kk][cc] = pb[l];
-      }
-      __syncthreads();
-      if (k0 + BK < ke) fetch(k0 + BK);
-    } else {
-      for (int idx = tid; idx < BM * BK; idx += NT) {
-        int r, kk;
-        a_at(idx, r, kk);
-        const i64 gr = row0 + r, gk = k0 + kk;
-        As[kk][r] = (gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
-      }
-      for (int idx = tid; idx < BK * BN; idx += NT) {
-        int cc, kk;
-        b_at(idx, cc, kk);
-        const i64 gk = k0 + kk, gc = col0 + cc;
-        Bs[kk][cc] = (gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
-      }
-      __syncthreads();
-    }
+    if (!Cfg::PF) fetch(k0);
+    stash();
+    __syncthreads();
+    if (Cfg::PF && k0 + BK < ke) fetch(k0 + BK);
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       T ra[TM], rb[TN];
