@@ -136,9 +136,6 @@ void bincount_atomic(const BincountArgs& a, const Workspace&) {
   });
 }
 
-// Bits of the special-value mask per bin: which non-finite weights it received.
-constexpr unsigned kPosInf = 1, kNegInf = 2, kNan = 4;
-
 void bincount_fixed(const BincountArgs& a, const Workspace&) {
   if (!a.weighted()) return bincount_counts(a);
   const std::int64_t n = a.index.numel(), bins = a.out.numel();
@@ -162,25 +159,19 @@ void bincount_fixed(const BincountArgs& a, const Workspace&) {
     });
     double max_abs = 0;
     for (double m : task_max) max_abs = std::max(max_abs, m);
-    const int s = bincount_fixed_shift(n, max_abs);
+    const int s = fixed_point_shift(n, max_abs);
     // Pass 2: exact int64 sums of the scaled, rounded weights.
     std::vector<unsigned> mask(special ? static_cast<std::size_t>(bins) : 0, 0u);
     with_index(a.index, [&](auto idx) {
       const auto q = integer_histogram(n, bins, idx, [&](std::int64_t i) -> std::int64_t {
         const double v = static_cast<double>(w[i * sw]);
         if (std::isfinite(v)) return round_to_int64(scale_pow2(v, s));
-        const unsigned bit = std::isnan(v) ? kNan : (v > 0 ? kPosInf : kNegInf);
-        std::atomic_ref<unsigned>(mask[static_cast<std::size_t>(idx(i))]).fetch_or(bit, std::memory_order_relaxed);
+        std::atomic_ref<unsigned>(mask[static_cast<std::size_t>(idx(i))]).fetch_or(special_bit(v), std::memory_order_relaxed);
         return 0;
       });
       for (std::int64_t k = 0; k < bins; ++k) {
         T r = static_cast<T>(scale_pow2(static_cast<double>(q[static_cast<std::size_t>(k)]), -s));
-        if (special) {
-          const unsigned m = mask[static_cast<std::size_t>(k)];
-          if ((m & kNan) || (m & (kPosInf | kNegInf)) == (kPosInf | kNegInf)) r = std::numeric_limits<T>::quiet_NaN();
-          else if (m & kPosInf) r = std::numeric_limits<T>::infinity();
-          else if (m & kNegInf) r = -std::numeric_limits<T>::infinity();
-        }
+        if (special && mask[static_cast<std::size_t>(k)] != 0) r = special_value<T>(mask[static_cast<std::size_t>(k)]);
         store<T>(a.out, k, r);
       }
     });

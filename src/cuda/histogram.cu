@@ -134,7 +134,7 @@ __global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n,
           if (isfinite(d)) {
             q = __double2ll_rn(scale_pow2(d, s));
           } else {
-            atomicOr(&mask[e.b], isnan(d) ? 4u : (d > 0 ? 1u : 2u));
+            atomicOr(&mask[e.b], special_bit(d));
             q = 0;
           }
         }
@@ -181,12 +181,7 @@ __global__ void finalize_kernel(const void* acc, const unsigned* mask, int s, vo
     } else if constexpr (Kind == 1) {
       const auto q = static_cast<i64>(static_cast<const u64*>(acc)[b]);
       T r = static_cast<T>(scale_pow2(static_cast<double>(q), -s));
-      if (mask != nullptr) {
-        const unsigned m = mask[b];
-        if ((m & 4u) || (m & 3u) == 3u) r = T(NAN);
-        else if (m & 1u) r = T(INFINITY);
-        else if (m & 2u) r = -T(INFINITY);
-      }
+      if (mask != nullptr && mask[b] != 0) r = special_value<T>(mask[b]);
       static_cast<T*>(out)[b * so] = r;
     } else {
       static_cast<T*>(out)[b * so] = static_cast<const T*>(acc)[b];
@@ -258,7 +253,7 @@ void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
   if (special) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(mask, 0, static_cast<std::size_t>(bins) * sizeof(unsigned), stream));
   const bool smem = static_cast<std::size_t>(bins) * elem <= kSmemBytes;
   const std::size_t smem_bytes = smem ? static_cast<std::size_t>(bins) * elem : 0;
-  const int s = weighted && Canonical ? bincount_fixed_shift(n, std::bit_cast<double>(h.max_bits)) : 0;
+  const int s = weighted && Canonical ? fixed_point_shift(n, std::bit_cast<double>(h.max_bits)) : 0;
   if (n > 0) {
     with_types([&](auto* ip, auto* wp) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(wp)>>;
