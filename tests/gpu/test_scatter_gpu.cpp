@@ -1,11 +1,16 @@
 // index_add, scatter_add, scatter_reduce and the index plan on CUDA: against the CPU float64
 // reference; portable variants bitwise equal to the CPU's portable results on many shapes and
 // two launch configurations; run_to_run bitwise over 100 repeats; the atomic variant's
-// nondeterminism; out-of-range indices reported with nothing written.
+// nondeterminism; out-of-range indices reported with nothing written. The run_to_run fixed-point
+// sum is held bit for bit to its definition, computed here on the host.
+#include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 #include <set>
+#include <utility>
 
+#include "ops/fixed_point.hpp"
 #include "testing.hpp"
 
 namespace samebits {
@@ -73,11 +78,18 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
             Tensor out = out0.to(kGpu);
             index_add(out, gidx, gsrc, alpha, {.level = level});
             if (alpha == 1.0) EXPECT_LT(index_add_ref_error(out, out0, index, src), dtype == DType::f32 ? 1e-5 : 1e-13);
-            if (level != kNg) EXPECT_TRUE(bitwise_equal(out, cpu)) << "level " << to_string(level) << " alt " << alt;
+            // run_to_run: float32 rows of <= 4 features take the fixed-point sum (tested below).
+            const bool fixed = level == kR2r && dtype == DType::f32 && sh.f <= 4;
+            EXPECT_EQ(last_explain().find("ran cuda.fixed_point") != std::string::npos, fixed) << last_explain();
+            if (level != kNg && !fixed) EXPECT_TRUE(bitwise_equal(out, cpu)) << "level " << to_string(level) << " alt " << alt;
           }
-          Tensor out = out0.to(kGpu);
-          index_add(out, plan, gsrc, alpha);
-          EXPECT_TRUE(bitwise_equal(out, cpu)) << "plan, alt " << alt;
+          for (const char* batch : {"4", "8", "16"}) {  // rows in flight per group: same bits
+            setenv("SAMEBITS_CUDA_PULL_BATCH", batch, 1);
+            Tensor out = out0.to(kGpu);
+            index_add(out, plan, gsrc, alpha);
+            EXPECT_TRUE(bitwise_equal(out, cpu)) << "plan, alt " << alt << " batch " << batch;
+          }
+          unsetenv("SAMEBITS_CUDA_PULL_BATCH");
         }
       }
     }
@@ -157,6 +169,177 @@ TEST(ScatterGpu, ScatterReducePortableEqualsCpuEveryReduce) {
       }
 }
 
+// --- the fixed-point sum (run_to_run) ----------------------------------------------------------
+
+using Adds = std::vector<std::pair<std::int64_t, float>>;  // (row-major target, contribution)
+
+// include/samebits/ops/scatter.hpp's fixed-point definition, on the host, from the list of
+// contributions (any order: integer sums) and the starting values (a contiguous float32 tensor).
+Tensor fixed_point_reference(const Tensor& out0, const Adds& adds) {
+  double max_abs = 0;
+  for (const auto& [t, c] : adds)
+    if (std::isfinite(c)) max_abs = std::max(max_abs, std::fabs(static_cast<double>(c)));
+  const int s = detail::fixed_point_shift(static_cast<std::int64_t>(adds.size()), max_abs);
+  const auto n = static_cast<std::size_t>(out0.numel());
+  std::vector<std::int64_t> q(n, 0);
+  std::vector<unsigned> mask(n, 0);
+  for (const auto& [t, c] : adds) {
+    const auto k = static_cast<std::size_t>(t);
+    if (std::isfinite(c)) q[k] += std::llrint(detail::scale_pow2(c, s));
+    else mask[k] |= detail::special_bit(c);
+  }
+  Tensor r = Tensor::copy_of(out0.view(), Device::cpu());
+  float* p = r.data<float>();
+  for (std::size_t k = 0; k < n; ++k) {
+    if (mask[k] != 0) p[k] = p[k] + detail::special_value<float>(mask[k]);
+    else if (q[k] != 0) p[k] = static_cast<float>(static_cast<double>(p[k]) + detail::scale_pow2(static_cast<double>(q[k]), -s));
+  }
+  return r;
+}
+
+// The contributions of index_add(out [N, F], index [E], src [E, F], alpha) (CPU tensors).
+Adds index_add_contributions(const Tensor& index, const Tensor& src, double alpha) {
+  const auto idx = testing::to_doubles(index);
+  const auto v = testing::to_doubles(src);
+  const std::size_t f = idx.empty() ? 1 : v.size() / idx.size();
+  Adds adds;
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    for (std::size_t k = 0; k < f; ++k) {
+      const auto c = static_cast<float>(v[i * f + k]);
+      adds.emplace_back(static_cast<std::int64_t>(idx[i]) * static_cast<std::int64_t>(f) + static_cast<std::int64_t>(k),
+                        alpha == 1.0 ? c : static_cast<float>(alpha) * c);
+    }
+  return adds;
+}
+
+TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
+  SAMEBITS_REQUIRE_CUDA();
+  struct S { std::int64_t e, n, f; };
+  for (const S sh : {S{1, 1, 1}, S{1000, 10, 1}, S{300000, 1000, 1}, S{200000, 100000, 1}, S{50000, 7, 2},
+                     S{40000, 3000, 3}, S{60000, 500, 4}, S{100, 20000, 4}}) {
+    const auto seed = fresh_seed();
+    SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " seed " << seed);
+    Tensor src = testing::random_normal({sh.e, sh.f}, DType::f32, seed);
+    Tensor index = testing::random_index(sh.e, sh.n, sh.e % 2 ? DType::i32 : DType::i64, seed + 1);
+    Tensor out0 = testing::random_normal({sh.n, sh.f}, DType::f32, seed + 2);
+    for (double alpha : {1.0, -0.3}) {
+      const Tensor want = fixed_point_reference(out0, index_add_contributions(index, src, alpha));
+      Tensor gsrc = src.to(kGpu), gidx = index.to(kGpu);
+      for (bool alt : {false, true}) {
+        LaunchConfig lc(alt);
+        Tensor out = out0.to(kGpu);
+        index_add(out, gidx, gsrc, alpha, {.level = kR2r});
+        EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
+        EXPECT_TRUE(bitwise_equal(out, want)) << "alpha " << alpha << " alt " << alt;
+        if (alpha == 1.0) EXPECT_LT(index_add_ref_error(out, out0, index, src), 2e-7);
+      }
+    }
+  }
+}
+
+TEST(ScatterGpu, FixedPointScatterAddAnyShapeIsItsDefinition) {
+  SAMEBITS_REQUIRE_CUDA();
+  for (const auto& c : kCases) {
+    const auto seed = fresh_seed();
+    SCOPED_TRACE(::testing::Message() << "dim " << c.dim << " seed " << seed);
+    Tensor src = testing::random_normal(c.src, DType::f32, seed), out0 = testing::random_normal(c.out, DType::f32, seed + 1);
+    const std::int64_t m = c.out[static_cast<std::size_t>(c.dim)];
+    const std::int64_t count = std::accumulate(c.index.begin(), c.index.end(), std::int64_t{1}, std::multiplies<>());
+    Tensor dense = Tensor::copy_of(testing::random_index(count, m, DType::i64, seed + 2).view().reshape(c.index));
+    // Contributions: every position p of the index shape sends src[p] to out[p, p[dim] = index[p]].
+    const auto idx = testing::to_doubles(dense), sv = testing::to_doubles(src);
+    const int nd = static_cast<int>(c.index.size());
+    Adds adds;
+    for (std::int64_t e = 0; e < count; ++e) {
+      std::int64_t rest = e, so = 0, to = 0, smul = 1, tmul = 1;
+      for (int j = nd - 1; j >= 0; --j) {
+        const auto jj = static_cast<std::size_t>(j);
+        const std::int64_t cj = rest % c.index[jj];
+        rest /= c.index[jj];
+        so += cj * smul;
+        to += (j == c.dim ? static_cast<std::int64_t>(idx[static_cast<std::size_t>(e)]) : cj) * tmul;
+        smul *= c.src[jj];
+        tmul *= c.out[jj];
+      }
+      adds.emplace_back(to, static_cast<float>(sv[static_cast<std::size_t>(so)]));
+    }
+    const Tensor want = fixed_point_reference(out0, adds);
+    Tensor gsrc = src.to(kGpu), gdense = dense.to(kGpu), keep_out, keep_src;
+    for (bool strided : {false, true}) {
+      Tensor out = out0.to(kGpu);
+      TensorView o = strided ? testing::strided_copy(out, keep_out) : out.view();
+      TensorView s = strided ? testing::strided_copy(gsrc, keep_src) : gsrc.view();
+      scatter_add(o, c.dim, gdense, s, {.level = kR2r});
+      EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
+      EXPECT_TRUE(bitwise_equal(o, want)) << "strided " << strided;
+    }
+  }
+}
+
+TEST(ScatterGpu, FixedPointNonFiniteZeroTinyAndHugeValues) {
+  SAMEBITS_REQUIRE_CUDA();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float tiny = std::numeric_limits<float>::denorm_min(), big = std::numeric_limits<float>::max();
+  struct Case {
+    const char* what;
+    std::vector<float> src;
+    std::vector<std::int64_t> index;
+    std::vector<float> out0;
+    std::vector<float> want;  // NaN: any NaN
+  };
+  const Case cases[] = {
+      {"inf, -inf, NaN, both infinities, untouched",
+       {inf, 1.f, -inf, nan, inf, -inf, 2.f}, {0, 0, 1, 2, 3, 3, 5}, {1.f, 1.f, 1.f, 1.f, 7.f, 0.f},
+       {inf, -inf, nan, nan, 7.f, 2.f}},
+      {"a NaN or infinite start value stays", {1.f, 2.f}, {0, 1}, {nan, -inf}, {nan, -inf}},
+      {"contributions that cancel keep the start bits (-0 stays -0)", {1.5f, -1.5f, 0.f}, {0, 0, 1}, {-0.f, -0.f},
+       {-0.f, -0.f}},
+      {"denormals alone are exact", {tiny, tiny, 3 * tiny}, {0, 0, 1}, {0.f, 0.f}, {2 * tiny, 3 * tiny}},
+      {"a sum past float's range is inf", {big, big, -big, -big}, {0, 0, 1, 1}, {0.f, 0.f}, {inf, -inf}},
+      // The documented limit: the resolution is 2^(e + ceil(log2 n) - 62) for max |c| < 2^e, here
+      // 2^40, so contributions of 1 next to 1e30 vanish (the portable level keeps them).
+      {"small next to huge: below the resolution", {1e30f, 1.f, 1.f}, {0, 1, 1}, {0.f, 0.f}, {1e30f, 0.f}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const auto n = static_cast<std::int64_t>(c.src.size()), m = static_cast<std::int64_t>(c.out0.size());
+    Tensor src = Tensor::from_vector(c.src, {n}), index = Tensor::from_vector(c.index, {n});
+    Tensor out0 = Tensor::from_vector(c.out0, {m});
+    Tensor out = out0.to(kGpu);
+    index_add(out, index.to(kGpu), src.to(kGpu), 1.0, {.level = kR2r});
+    EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
+    const Tensor got = out.to(Device::cpu());
+    const Tensor ref = fixed_point_reference(out0, index_add_contributions(index, src, 1.0));
+    for (std::int64_t k = 0; k < m; ++k) {  // NaN payloads may differ between CPU and GPU arithmetic
+      const float g = got.data<float>()[k], w = c.want[static_cast<std::size_t>(k)], h = ref.data<float>()[k];
+      if (std::isnan(w)) {
+        EXPECT_TRUE(std::isnan(g) && std::isnan(h)) << k;
+      } else {
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(g), std::bit_cast<std::uint32_t>(w)) << k << ": " << g << " vs " << w;
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(h), std::bit_cast<std::uint32_t>(w)) << k << ": reference " << h;
+      }
+    }
+  }
+}
+
+TEST(ScatterGpu, FixedPointLeavesWideRowsFloat64AndLargeOutputsToTheSort) {
+  SAMEBITS_REQUIRE_CUDA();
+  struct S { DType dtype; std::int64_t n, f; };
+  for (const S sh : {S{DType::f32, 40, 5}, S{DType::f32, 40, 64}, S{DType::f64, 40, 1}, S{DType::f64, 40, 4},
+                     S{DType::f32, (std::int64_t{1} << 21) + 1, 1}}) {
+    const auto seed = fresh_seed();
+    Tensor src = testing::random_normal({3000, sh.f}, sh.dtype, seed);
+    Tensor index = testing::random_index(3000, sh.n, DType::i64, seed + 1);
+    Tensor out0 = testing::random_normal({sh.n, sh.f}, sh.dtype, seed + 2);
+    Tensor cpu = out0.clone();
+    index_add(cpu, index, src, 1.0, {.level = kPo});
+    Tensor out = out0.to(kGpu);
+    index_add(out, index.to(kGpu), src.to(kGpu), 1.0, {.level = kR2r});
+    EXPECT_NE(last_explain().find("ran cuda.sort_pull"), std::string::npos) << last_explain();
+    EXPECT_TRUE(bitwise_equal(out, cpu)) << "N=" << sh.n << " F=" << sh.f << " seed " << seed;
+  }
+}
+
 TEST(ScatterGpu, RunToRunBitwiseOver100Repeats) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
@@ -203,7 +386,7 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
     host_index.data<std::int64_t>()[3210] = bad;
     Tensor index = host_index.to(kGpu);
     Tensor dense = Tensor::copy_of(expanded(host_index, {5000, 4})).to(kGpu);
-    for (auto level : {kNg, kPo}) {
+    for (auto level : {kNg, kR2r, kPo}) {
       Tensor out = testing::random_normal({10, 4}, DType::f32, 5, kGpu);
       const auto before = content_hash(out);
       try {
@@ -212,6 +395,15 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
       } catch (const IndexOutOfRange& e) {
         EXPECT_NE(std::string(e.what()).find("position 3210"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find(std::to_string(bad)), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(content_hash(out), before);
+      // scatter_add through the dense index (the fixed-point sum's general path at run_to_run):
+      // the first bad element is row 3210's first column, element 3210 * 4.
+      try {
+        scatter_add(out, 0, dense, src, {.level = level});
+        ADD_FAILURE() << "no error";
+      } catch (const IndexOutOfRange& e) {
+        EXPECT_NE(std::string(e.what()).find("position " + std::to_string(3210 * 4)), std::string::npos) << e.what();
       }
       EXPECT_EQ(content_hash(out), before);
       for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax}) {
@@ -226,7 +418,7 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
 
 TEST(ScatterGpu, EmptyInputs) {
   SAMEBITS_REQUIRE_CUDA();
-  for (auto level : {kNg, kPo}) {
+  for (auto level : {kNg, kR2r, kPo}) {
     Tensor out = Tensor::full({4, 3}, 1.0, DType::f32, kGpu);
     index_add(out, Tensor::empty({0}, DType::i64, kGpu), Tensor::empty({0, 3}, DType::f32, kGpu), 1.0, {.level = level});
     scatter_reduce(out, 0, Tensor::empty({0, 3}, DType::i64, kGpu), Tensor::empty({0, 3}, DType::f32, kGpu),

@@ -19,6 +19,22 @@
 // NaN), so a NaN result of these three is NaN on every backend but its payload bits may differ
 // between the CPU and CUDA. Every non-NaN result is bitwise equal across backends.
 //
+// Fixed-point sums (`run_to_run` on CUDA: cuda.fixed_point, for index_add and scatter_add of
+// float32 with rows of at most 4 features, or any index that differs across columns, and at most
+// 2^21 output elements; other calls at run_to_run take the canonical order). No sort: with n
+// contributions c (alpha * src as above) and M = max |c| over the finite ones, 2^(e-1) <= M < 2^e,
+// each c is scaled by 2^s, s = 62 - e - ceil(log2 n), rounded to the nearest int64 (ties to even)
+// and added with integer atomics: exact, so the order does not matter. A target whose integer sum
+// Q is not zero becomes float(double(out) + double(Q) * 2^-s); one whose sum is exactly zero keeps
+// its bits. The resolution is 2^-s: contributions are exact to about 2^(e + ceil(log2 n) - 63),
+// far below float32 rounding for values of one scale, but a contribution more than about
+// 2^(39 - ceil(log2 n)) times smaller than M loses bits, and one below 2^-(s+1) vanishes (one
+// 1e30 among values of 1 erases them); ask for `portable` where values span such ranges.
+// Non-finite contributions: a target receiving a NaN, or both +inf and -inf, becomes out + NaN;
+// one receiving only +inf (-inf) becomes out + inf (out - inf); its finite contributions do not
+// matter. The bits are the same on every run, launch shape and GPU, but differ from the
+// canonical order's (and from the plan's, below).
+//
 // Bad input: an index outside [0, size of the target dim) throws IndexOutOfRange naming the op and
 // the first bad position and value; shape, dtype or device mismatches throw InvalidArgument. In
 // every such case nothing has been written.
@@ -58,8 +74,9 @@ IndexPlan make_index_plan(const TensorView& index, std::int64_t num_targets,
 // out: [m, ...] (same trailing sizes as src).
 void index_add(const TensorView& out, const TensorView& index, const TensorView& src,
                double alpha = 1.0, const Options& opts = {});
-// Same, with a plan built from `index` (reused across calls; no sort). Gives the same bits as the
-// call with the index at every level that the plan variants serve (they are portable).
+// Same, with a plan built from `index` (reused across calls; no sort). The plan variants are
+// portable: the same bits as the call with the index at `portable`, and at `run_to_run` wherever
+// that call does not take the fixed-point sum above.
 void index_add(const TensorView& out, const IndexPlan& plan, const TensorView& src,
                double alpha = 1.0, const Options& opts = {});
 
