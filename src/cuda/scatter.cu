@@ -858,7 +858,9 @@ void register_cuda_scatter(Registry& r) {
   const char* sort_how = "stable CUB radix sort of (index, position) every call, then ordered pull per target";
   auto atomic = by_dtype<run_atomic<float>, run_atomic<double>>;
   auto sorted = by_dtype<run_sort_pull<float>, run_sort_pull<double>>;
-  const char* fixed_how = "float32 sums as exact int64 fixed point with integer atomics (scale from max |c|)";
+  const char* fixed_how =
+      "float32 sums as exact int64 fixed point with integer atomics, scale from max |c|, no sort "
+      "(rows of <= 4 features, <= 2^21 outputs; otherwise the sort)";
   for (const char* op : {"index_add", "scatter_add", "scatter_reduce"}) {
     r.add(variant(op, "cuda.atomic", ng, atomic_how, atomic, false));
     if (std::string_view(op) != "scatter_reduce") {
