@@ -10,11 +10,7 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__CUDACC__)
-#define SAMEBITS_HD __host__ __device__
-#else
-#define SAMEBITS_HD
-#endif
+#include "ops/host_device.hpp"
 
 namespace samebits::detail {
 

@@ -3,13 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/host_device.hpp"
 #include "samebits/tensor.hpp"
-
-#if defined(__CUDACC__)
-#define SAMEBITS_HD __host__ __device__
-#else
-#define SAMEBITS_HD
-#endif
 
 namespace samebits::detail {
 
