@@ -11,6 +11,7 @@
 #include "core/backends.hpp"
 #include "core/memory.hpp"
 #include "cuda/check.cuh"
+#include "cuda/launch.cuh"
 
 namespace samebits::detail {
 
@@ -108,6 +109,36 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
                                   ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                   : cudaMemcpyDeviceToHost;
   SAMEBITS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+}
+
+namespace {
+
+template <class Word>
+__global__ void copy_strided_kernel(const Word* __restrict__ src, StridedIndex si, Word* __restrict__ dst,
+                                    StridedIndex di, std::int64_t n) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    dst[di.offset(i)] = src[si.offset(i)];
+}
+
+template <class Word> void launch_copy_strided(const TensorView& src, const TensorView& dst) {
+  const std::int64_t n = src.numel();
+  constexpr int kBlock = 256;
+  copy_strided_kernel<Word><<<grid_size(ceil_div(n, kBlock), 65536), kBlock>>>(
+      static_cast<const Word*>(src.data), StridedIndex::of(src), static_cast<Word*>(dst.data),
+      StridedIndex::of(dst), n);
+  SAMEBITS_CUDA_LAUNCHED("copy_strided_kernel");
+}
+
+}  // namespace
+
+void cuda_copy_strided(const TensorView& src, const TensorView& dst) {
+  if (src.numel() == 0) return;
+  CudaDeviceGuard guard(dst.device);
+  static_assert(sizeof(float) == 4 && sizeof(double) == 8);  // every dtype is 4 or 8 bytes
+  if (size_of(src.dtype) == 4) launch_copy_strided<unsigned>(src, dst);
+  else launch_copy_strided<unsigned long long>(src, dst);
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void cuda_synchronize(Stream stream) {

@@ -121,6 +121,45 @@ TEST(CudaRuntime, StridedViewsCopyAcrossDevices) {
     }
 }
 
+TEST(CudaRuntime, StridedViewsCopyOnTheDevice) {
+  SAMEBITS_REQUIRE_CUDA();
+  // Device to device with strides on either side (one kernel): the same elements as on the host,
+  // and the gaps of a strided destination untouched, for every dtype.
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+    const auto seed = fresh_seed();
+    SCOPED_TRACE(::testing::Message() << to_string(dtype) << " seed " << seed);
+    Tensor h = testing::random_values({6, 50, 33}, dtype, seed);
+    Tensor d = h.to(kGpu);
+    struct Case {
+      TensorView src_host, src_dev;
+    };
+    const Case cases[] = {
+        {h.view().transpose(0, 2), d.view().transpose(0, 2)},
+        {h.view().slice(1, 3, 47, 5), d.view().slice(1, 3, 47, 5)},
+        {h.view().select(2, 7), d.view().select(2, 7)},
+        {h.view(), d.view()},
+    };
+    for (const auto& c : cases) {
+      const Tensor want = Tensor::copy_of(c.src_host, Device::cpu());
+      Tensor packed = Tensor::copy_of(c.src_dev, kGpu);  // strided -> contiguous
+      EXPECT_TRUE(packed.view().is_contiguous());
+      EXPECT_TRUE(bitwise_equal(packed, want)) << c.src_dev.describe();
+      // contiguous or strided -> every other element of a larger buffer
+      Shape wide = c.src_dev.sizes();
+      wide.back() *= 2;
+      Tensor big = Tensor::full(wide, -5.0, dtype, kGpu);
+      const int last = c.src_dev.ndim - 1;
+      const TensorView gaps = big.view().slice(last, 0, wide.back(), 2);
+      copy(c.src_dev, gaps);
+      EXPECT_TRUE(bitwise_equal(Tensor::copy_of(gaps, Device::cpu()), want)) << c.src_dev.describe();
+      const auto all = testing::to_doubles(big);
+      for (std::size_t i = 1; i < all.size(); i += 2) ASSERT_EQ(all[i], -5.0) << i;
+    }
+  }
+  Tensor a = Tensor::empty({0, 4}, DType::f32, kGpu), b = Tensor::empty({4, 0}, DType::f32, kGpu);
+  EXPECT_NO_THROW(copy(a.view(), b.view().transpose(0, 1)));
+}
+
 TEST(CudaRuntime, FillAndSynchronizeOnAStream) {
   SAMEBITS_REQUIRE_CUDA();
   Tensor t = Tensor::empty({3, 1000}, DType::f32, kGpu);
