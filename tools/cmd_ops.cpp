@@ -43,9 +43,10 @@ void print_matrix(const OpsOptions& o) {
       }
       std::cout << '\n';
     }
-  std::cout << "\nEach cell: the variant a call at that level runs. THROWS: the call raises "
-               "NondeterministicError\n(or, in warn-only mode, warns once and runs the best "
-               "variant there is).";
+  std::cout << "\nEach cell: the variant a call at that level runs when it takes the call's arguments; a variant\n"
+               "that does not (see --variants) passes the call to the next one that meets the level.\n"
+               "THROWS: the call raises NondeterministicError (or, in warn-only mode, warns once and runs the\n"
+               "best variant there is).";
   if (!cuda_available()) std::cout << " No CUDA device here: cuda cells show what the build holds.";
   std::cout << '\n';
 }
