@@ -672,13 +672,6 @@ int pull_batch(std::int64_t sources, std::int64_t targets) {
   return sources >= 64 * targets ? 8 : 4;
 }
 
-// Rows in flight per lane on the few-targets path (a lane per feature, long chains):
-// SAMEBITS_CUDA_FEW_BATCH=16 (default) or 32; the bits are the same.
-int few_batch() {
-  const char* e = std::getenv("SAMEBITS_CUDA_FEW_BATCH");
-  return e != nullptr && std::atoi(e) == 32 ? 32 : 16;
-}
-
 template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stream) {
   const int block = block_size();
   if (p.F == 1) {  // a thread per target
@@ -699,9 +692,7 @@ template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stre
   const bool few = (p.M * vec_group < kOneWave / 4) != alternative_scatter_config();
   if (few) {
     const int group = pow2_lanes(p.F, block);
-    const unsigned grid = grid_for(p.M * group, block);
-    if (few_batch() == 32) pull_group_kernel<T, R, 1, true, 32><<<grid, block, 0, stream>>>(p, group);
-    else pull_group_kernel<T, R, 1, true, 16><<<grid, block, 0, stream>>>(p, group);
+    pull_group_kernel<T, R, 1, true, 16><<<grid_for(p.M * group, block), block, 0, stream>>>(p, group);
   } else if (can_vec) {
     const unsigned grid = grid_for(p.M * vec_group, block);
     switch (pull_batch(p.sources, p.M)) {
