@@ -22,9 +22,9 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream = {});
 void cuda_free(void* p, int device, Stream stream = {});
 void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
                std::size_t bytes);
-// Copies `src` into `dst` (same sizes and dtype, any non-negative strides, both on one CUDA device)
-// with one kernel on the default stream, and waits for it: strided views never go through the
-// host.
+// Copies `src` into `dst` (same sizes and dtype, non-negative strides, both on one CUDA device,
+// not overlapping, dst reaching each element once) with one kernel on the default stream, and
+// waits for it.
 void cuda_copy_strided(const TensorView& src, const TensorView& dst);
 void cuda_synchronize(Stream stream);
 

@@ -188,6 +188,23 @@ TensorView host_view(const TensorView& v, Tensor& hold) {
   h.device = Device::cpu();
   return h;
 }
+// Whether the bytes two views span intersect (checks the strides like element_span).
+bool overlapping(const TensorView& a, const TensorView& b) {
+  const auto* pa = static_cast<const char*>(a.data);
+  const auto* pb = static_cast<const char*>(b.data);
+  const auto ea = pa + element_span(a).second * static_cast<std::int64_t>(size_of(a.dtype));
+  const auto eb = pb + element_span(b).second * static_cast<std::int64_t>(size_of(b.dtype));
+  return pa < eb && pb < ea;
+}
+
+// Whether a view reaches some element twice: a stride 0 on a dimension of more than one element
+// (views here have non-negative strides and come from slicing, selecting and transposing).
+bool writes_twice(const TensorView& v) {
+  for (int d = 0; d < v.ndim; ++d)
+    if (v.strides[static_cast<std::size_t>(d)] == 0 && v.shape[static_cast<std::size_t>(d)] > 1) return true;
+  return false;
+}
+
 }  // namespace
 
 void copy(const TensorView& src, const TensorView& dst) {
@@ -199,12 +216,12 @@ void copy(const TensorView& src, const TensorView& dst) {
     detail::copy_bytes(dst.data, dst.device, src.data, src.device, bytes);
     return;
   }
-  if (src.device.is_cuda() && src.device == dst.device) {  // a kernel, not a host round trip
-    (void)element_span(src);  // the same check of the strides as the host path
-    (void)element_span(dst);
-    detail::cuda_copy_strided(src, dst);
+  if (src.device.is_cuda() && src.device == dst.device && !overlapping(src, dst) && !writes_twice(dst)) {
+    detail::cuda_copy_strided(src, dst);  // one kernel, not a host round trip
     return;
   }
+  // Overlapping views, or a destination that repeats elements: the host path reads a snapshot of
+  // src first and writes dst in row-major order (the last write of a repeated element wins).
   Tensor hold_src;
   const TensorView hs = host_view(src, hold_src);
   if (dst.device.is_cpu()) {

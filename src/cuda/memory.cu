@@ -114,8 +114,7 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
 namespace {
 
 template <class Word>
-__global__ void copy_strided_kernel(const Word* __restrict__ src, StridedIndex si, Word* __restrict__ dst,
-                                    StridedIndex di, std::int64_t n) {
+__global__ void copy_strided_kernel(const Word* src, StridedIndex si, Word* dst, StridedIndex di, std::int64_t n) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
     dst[di.offset(i)] = src[si.offset(i)];
@@ -135,8 +134,9 @@ template <class Word> void launch_copy_strided(const TensorView& src, const Tens
 void cuda_copy_strided(const TensorView& src, const TensorView& dst) {
   if (src.numel() == 0) return;
   CudaDeviceGuard guard(dst.device);
-  static_assert(sizeof(float) == 4 && sizeof(double) == 8);  // every dtype is 4 or 8 bytes
-  if (size_of(src.dtype) == 4) launch_copy_strided<unsigned>(src, dst);
+  const std::size_t bytes = size_of(src.dtype);
+  if (bytes != 4 && bytes != 8) throw InvalidArgument("cuda_copy_strided: elements of 4 or 8 bytes only");
+  if (bytes == 4) launch_copy_strided<unsigned>(src, dst);
   else launch_copy_strided<unsigned long long>(src, dst);
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }

@@ -330,9 +330,9 @@ template <class T> void run_atomic(const ScatterArgs& a, cudaStream_t stream) {
 
 // Float32 sums as exact int64 fixed point (ops/fixed_point.hpp): one pass checks the indices and
 // finds max |c| over the contributions c; integer atomics then add the scaled contributions in
-// any order to the same integers; a last pass writes out + sum (in double, rounded once to
-// float) into every target whose sum is not zero or that received a non-finite value. A target
-// whose contributions sum to exactly zero keeps its bits.
+// any order to the same integers; a last pass writes float(double(out) + double(sum) * 2^-s) (the
+// header's formula, the same roundings everywhere) into every target whose sum is not zero or that
+// received a non-finite value. A target whose contributions sum to exactly zero keeps its bits.
 
 // Where the e-th contribution comes from and goes to. Rows: e = i * F + f over L rows of F
 // features (the index read once per row); otherwise any scatter through Geo4. The target is
@@ -486,8 +486,15 @@ constexpr std::size_t kFixedSmemBytes = 48 * 1024;  // per-block sums in shared 
 std::string fixed_why_not(const ScatterArgs& a) {
   if (a.src.dtype != DType::f32)
     return "float32 only (an int64 fixed point is coarser than a float64 sum for small targets)";
-  const Rows rw = rows_of(a);
-  if (rw.ok && rw.F > kFixedMaxFeatures) return "rows of more than 4 features (the sort and pull is faster there)";
+  // Decided from the logical shape, never from strides: one index value per row along dim 0
+  // (index_add, or scatter_add with an index expanded over the features) makes rows of F features.
+  bool vector_index = a.dim == 0;
+  if (a.plan == nullptr)
+    for (int j = 1; j < a.index.ndim && vector_index; ++j)
+      vector_index = a.index.size(j) == 1 || a.index.stride(j) == 0;
+  const std::int64_t rows = a.src.ndim > 0 ? a.src.size(0) : 0;
+  if (vector_index && rows > 0 && a.src.numel() / rows > kFixedMaxFeatures)
+    return "rows of more than 4 features (the sort and pull is faster there)";
   if (a.out.numel() > kFixedMaxTargets)
     return "more than 2^21 output elements (the int64 sums would not stay in L2; the sort and pull is faster)";
   return "";
@@ -817,6 +824,7 @@ template <class T> void run_plan_pull(const ScatterArgs& a, cudaStream_t stream)
     c.src = src.view();
     c.out = out.view();
     run_plan_pull<T>(c, stream);
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // copy() runs on the default stream
     copy(out.view(), a.out);
     return;
   }

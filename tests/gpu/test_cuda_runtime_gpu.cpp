@@ -158,6 +158,21 @@ TEST(CudaRuntime, StridedViewsCopyOnTheDevice) {
   }
   Tensor a = Tensor::empty({0, 4}, DType::f32, kGpu), b = Tensor::empty({4, 0}, DType::f32, kGpu);
   EXPECT_NO_THROW(copy(a.view(), b.view().transpose(0, 1)));
+  // Overlapping views of one tensor: dst gets src as it was before the copy.
+  std::vector<float> ramp(100);
+  for (int i = 0; i < 100; ++i) ramp[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  Tensor t = Tensor::from_vector(ramp, {100}).to(kGpu);
+  copy(t.view().slice(0, 0, 90), t.view().slice(0, 10, 100));
+  const auto shifted = t.to_vector<float>();
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(shifted[static_cast<std::size_t>(i)], static_cast<float>(i < 10 ? i : i - 10)) << i;
+  // A destination that reaches one element three times (stride 0): the last write wins.
+  Tensor one = Tensor::full({1}, 0.0, DType::f32, kGpu);
+  TensorView thrice = one.view();
+  thrice.shape[0] = 3;
+  thrice.strides[0] = 0;
+  copy(Tensor::from_vector(std::vector<float>{1.f, 2.f, 3.f}, {3}).to(kGpu).view(), thrice);
+  EXPECT_EQ(one.to_vector<float>(), std::vector<float>{3.f});
 }
 
 TEST(CudaRuntime, FillAndSynchronizeOnAStream) {

@@ -216,7 +216,7 @@ TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
   SAMEBITS_REQUIRE_CUDA();
   struct S { std::int64_t e, n, f; };
   for (const S sh : {S{1, 1, 1}, S{1000, 10, 1}, S{300000, 1000, 1}, S{200000, 100000, 1}, S{50000, 7, 2},
-                     S{40000, 3000, 3}, S{60000, 500, 4}, S{100, 20000, 4}}) {
+                     S{40000, 3000, 3}, S{60000, 500, 4}, S{100, 20000, 4}, S{5000, std::int64_t{1} << 21, 1}}) {
     const auto seed = fresh_seed();
     SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " seed " << seed);
     Tensor src = testing::random_normal({sh.e, sh.f}, DType::f32, seed);
@@ -333,10 +333,15 @@ TEST(ScatterGpu, FixedPointLeavesWideRowsFloat64AndLargeOutputsToTheSort) {
     Tensor out0 = testing::random_normal({sh.n, sh.f}, sh.dtype, seed + 2);
     Tensor cpu = out0.clone();
     index_add(cpu, index, src, 1.0, {.level = kPo});
-    Tensor out = out0.to(kGpu);
-    index_add(out, index.to(kGpu), src.to(kGpu), 1.0, {.level = kR2r});
+    Tensor out = out0.to(kGpu), gsrc = src.to(kGpu), keep;
+    index_add(out, index.to(kGpu), gsrc, 1.0, {.level = kR2r});
     EXPECT_NE(last_explain().find("ran cuda.sort_pull"), std::string::npos) << last_explain();
     EXPECT_TRUE(bitwise_equal(out, cpu)) << "N=" << sh.n << " F=" << sh.f << " seed " << seed;
+    // The choice follows the shape, not the strides: a strided src takes the same variant.
+    out = out0.to(kGpu);
+    index_add(out, index.to(kGpu), testing::strided_copy(gsrc, keep), 1.0, {.level = kR2r});
+    EXPECT_NE(last_explain().find("ran cuda.sort_pull"), std::string::npos) << last_explain();
+    EXPECT_TRUE(bitwise_equal(out, cpu)) << "strided src, N=" << sh.n << " F=" << sh.f;
   }
 }
 
@@ -348,17 +353,17 @@ TEST(ScatterGpu, RunToRunBitwiseOver100Repeats) {
     Tensor src = testing::random_normal({sh.e, sh.f}, DType::f32, seed, kGpu);
     Tensor index = testing::random_index(sh.e, sh.n, DType::i64, seed + 1, kGpu);
     const IndexPlan plan = make_index_plan(index, sh.n);
-    std::set<std::uint64_t> sorted, planned, reduced;
+    std::set<std::uint64_t> indexed, planned, reduced;
     for (int r = 0; r < 100; ++r) {
       Tensor out = Tensor::full({sh.n, sh.f}, 0.5, DType::f32, kGpu);
       index_add(out, index, src, 1.0, {.level = kR2r});
-      sorted.insert(content_hash(out));
+      indexed.insert(content_hash(out));
       index_add(out, plan, src);
       planned.insert(content_hash(out));
       scatter_reduce(out, 0, expanded(index, {sh.e, sh.f}), src, Reduce::mean, r % 2 == 0, {.level = kR2r});
       reduced.insert(content_hash(out) ^ static_cast<std::uint64_t>(r % 2));
     }
-    EXPECT_EQ(sorted.size(), 1u) << "seed " << seed << " F=" << sh.f;
+    EXPECT_EQ(indexed.size(), 1u) << "seed " << seed << " F=" << sh.f;
     EXPECT_EQ(planned.size(), 1u) << "seed " << seed;
     EXPECT_EQ(reduced.size(), 2u) << "seed " << seed;
   }

@@ -20,16 +20,18 @@
 // between the CPU and CUDA. Every non-NaN result is bitwise equal across backends.
 //
 // Fixed-point sums (`run_to_run` on CUDA: cuda.fixed_point, for index_add and scatter_add of
-// float32 with rows of at most 4 features, or any index that differs across columns, and at most
-// 2^21 output elements; other calls at run_to_run take the canonical order). No sort: with n
+// float32 into at most 2^21 output elements, when the index gives one value per row along dim 0
+// (index_add, or scatter_add with an index expanded over the features) and rows have at most 4
+// features, or when the index tensor has a value per element; decided from shapes, never from
+// strides. Other calls at run_to_run take the canonical order). No sort: with n
 // contributions c (alpha * src as above) and M = max |c| over the finite ones, 2^(e-1) <= M < 2^e,
 // each c is scaled by 2^s, s = 62 - e - ceil(log2 n), rounded to the nearest int64 (ties to even)
 // and added with integer atomics: exact, so the order does not matter. A target whose integer sum
 // Q is not zero becomes float(double(out) + double(Q) * 2^-s); one whose sum is exactly zero keeps
 // its bits. The resolution is 2^-s: contributions are exact to about 2^(e + ceil(log2 n) - 63),
 // far below float32 rounding for values of one scale, but a contribution more than about
-// 2^(39 - ceil(log2 n)) times smaller than M loses bits, and one below 2^-(s+1) vanishes (one
-// 1e30 among values of 1 erases them); ask for `portable` where values span such ranges.
+// 2^(39 - ceil(log2 n)) times smaller than M loses bits, and one of at most 2^-(s+1) rounds to
+// zero (one 1e30 among values of 1 erases them); ask for `portable` where values span such ranges.
 // Non-finite contributions: a target receiving a NaN, or both +inf and -inf, becomes out + NaN;
 // one receiving only +inf (-inf) becomes out + inf (out - inf); its finite contributions do not
 // matter. The bits are the same on every run, launch shape and GPU, but differ from the
