@@ -56,7 +56,7 @@ struct Stream {
 struct Options {
   std::optional<Determinism> level;  // overrides guard and mode
   Stream stream{};
-  std::string variant;  // run this named variant (must qualify); empty: let selection choose
+  std::string variant{};  // run this named variant (must qualify); empty: let selection choose
 };
 
 // The mode that applies to a call with these options on this thread.

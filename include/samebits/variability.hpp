@@ -29,7 +29,7 @@ struct OpShape {
   std::int64_t rows = 0;      // output rows / targets / segments / nodes
   std::int64_t features = 0;  // per-row features (-1: none, 1-d tensors)
   int dim = 0;                // sum_dim: the reduced dimension
-  std::string reduce;         // scatter_reduce / segment_reduce / aggregate: sum, mean, amax, amin
+  std::string reduce{};       // scatter_reduce / segment_reduce / aggregate: sum, mean, amax, amin
 };
 
 // An op on fixed inputs; run() overwrites `output` completely (resetting what it accumulates into).
