@@ -20,6 +20,7 @@
 
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/fixed_point.cuh"
 #include "cuda/register.hpp"
 #include "ops/histogram.hpp"
 
@@ -77,13 +78,6 @@ template <class W> struct IdxVal {
 };
 constexpr int kUnroll = 4;
 
-struct CheckResult {
-  u64 first_bad;  // smallest position of an index outside [0, bins)
-  u64 max_bits;   // bits of max |w| over finite weights (non-negative doubles order as integers)
-  unsigned special;  // any non-finite weight
-  unsigned pad;
-};
-
 // One pass: first bad index position; with weights, max |w| and whether any is non-finite.
 template <class I, class T>
 __global__ void check_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, CheckResult* res) {
@@ -100,16 +94,7 @@ __global__ void check_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i6
         if (isfinite(e.w)) m = fmax(m, fabs(e.w));
         else sp = 1;
       });
-  for (int o = 16; o > 0; o >>= 1) {
-    bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, o));
-    m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
-    sp |= __shfl_xor_sync(0xffffffffu, sp, o);
-  }
-  if ((threadIdx.x & 31) == 0) {
-    if (bad != ULLONG_MAX) atomicMin(&res->first_bad, bad);
-    if (m > 0) atomicMax(&res->max_bits, static_cast<u64>(__double_as_longlong(m)));
-    if (sp) atomicOr(&res->special, 1u);
-  }
+  publish_check(bad, m, sp, res);
 }
 
 // Exact integer sums per bin: 1 per element (counts) or the fixed-point weight. Shared-memory

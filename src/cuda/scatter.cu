@@ -3,10 +3,11 @@
 //   cuda.atomic     not_guaranteed  indices checked, then every contribution is combined into
 //                                   its target with atomicAdd (atomicCAS loops for prod, amax,
 //                                   amin) in whatever order the hardware schedules
-//   cuda.fixed_point run_to_run  index_add and scatter_add of float32 (rows of at most 4 features,
-//                                   or any scatter whose index differs across columns): exact
-//                                   int64 fixed-point sums with integer atomics, the same integers
-//                                   in any order; no sort (include/samebits/ops/scatter.hpp)
+//   cuda.fixed_point run_to_run  index_add and scatter_add of float32 into at most 2^21 outputs,
+//                                   rows of at most 4 features or an index with a value per
+//                                   element: exact int64 fixed-point sums with integer atomics,
+//                                   the same integers in any order; no sort (when it applies:
+//                                   include/samebits/ops/scatter.hpp)
 //   cuda.sort_pull  portable        fresh indices every call: (index, position) pairs sorted by a
 //                                   stable CUB radix sort, CSR offsets from the sorted keys, then
 //                                   each target pulls its sources in ascending order
@@ -29,6 +30,7 @@
 
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/fixed_point.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/register.hpp"
@@ -378,15 +380,8 @@ __device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_
 
 __device__ __forceinline__ float contribution(float v, float alpha, bool scaled) { return scaled ? alpha * v : v; }
 
-struct FixedCheck {
-  unsigned long long first_bad;  // smallest bad position (row for rows, element otherwise)
-  unsigned long long max_bits;   // bits of max |c| over finite contributions (as a double)
-  unsigned special;              // any non-finite contribution
-  unsigned pad;
-};
-
 __global__ void fixed_check_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
-                                   bool scaled, FixedCheck* res) {
+                                   bool scaled, CheckResult* res) {
   unsigned long long bad = ULLONG_MAX;
   double mx = 0;
   unsigned sp = 0;
@@ -400,35 +395,7 @@ __global__ void fixed_check_kernel(FixedSites s, const float* src, const void* i
     if (isfinite(c)) mx = fmax(mx, fabs(c));
     else sp = 1;
   }
-  // Warps, then the block, then one set of atomics per block (min, max and or: any order).
-  __shared__ unsigned long long w_bad[32];
-  __shared__ double w_max[32];
-  __shared__ unsigned w_sp[32];
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int o = 16; o > 0; o >>= 1) {
-      bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, o));
-      mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      sp |= __shfl_xor_sync(0xffffffffu, sp, o);
-    }
-    if (pass == 1) break;
-    const int warp = static_cast<int>(threadIdx.x >> 5), warps = static_cast<int>((blockDim.x + 31) >> 5);
-    if ((threadIdx.x & 31) == 0) {
-      w_bad[warp] = bad;
-      w_max[warp] = mx;
-      w_sp[warp] = sp;
-    }
-    __syncthreads();
-    if (warp != 0) return;
-    const int lane = static_cast<int>(threadIdx.x & 31);
-    bad = lane < warps ? w_bad[lane] : ULLONG_MAX;
-    mx = lane < warps ? w_max[lane] : 0.0;
-    sp = lane < warps ? w_sp[lane] : 0u;
-  }
-  if (threadIdx.x == 0) {
-    if (bad != ULLONG_MAX) atomicMin(&res->first_bad, bad);
-    if (mx > 0) atomicMax(&res->max_bits, static_cast<unsigned long long>(__double_as_longlong(mx)));
-    if (sp) atomicOr(&res->special, 1u);
-  }
+  publish_check(bad, mx, sp, res);
 }
 
 // acc[t] += round(c * 2^shift) for every contribution; non-finite ones set bits of mask[t]. With
@@ -516,7 +483,7 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   }
   const std::int64_t targets = s.g.out_numel;
   DeviceScratch scratch(3 * 256 + static_cast<std::size_t>(targets) * 12, a.out.device);
-  auto* res = scratch.take<FixedCheck>(1);
+  auto* res = scratch.take<CheckResult>(1);
   auto* acc = scratch.take<unsigned long long>(targets);
   auto* mask = scratch.take<unsigned>(targets);
   const auto* src = static_cast<const float*>(a.src.data);
@@ -527,8 +494,8 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   const unsigned sms = static_cast<unsigned>(sm_count());
 
   // 1. Indices and max |c|, before anything is written.
-  FixedCheck h{};
-  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(FixedCheck), stream));
+  CheckResult h{};
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(CheckResult), stream));
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(unsigned long long), stream));
   fixed_check_kernel<<<std::min(grid_for(s.g.numel, block), sms * 16u), block, 0, stream>>>(s, src, a.index.data, is64, alpha, scaled, res);
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_check_kernel");
