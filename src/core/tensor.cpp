@@ -188,6 +188,7 @@ TensorView host_view(const TensorView& v, Tensor& hold) {
   h.device = Device::cpu();
   return h;
 }
+
 // Whether the bytes two views span intersect (checks the strides like element_span).
 bool overlapping(const TensorView& a, const TensorView& b) {
   const auto* pa = static_cast<const char*>(a.data);
