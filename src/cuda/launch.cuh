@@ -111,6 +111,12 @@ class CudaDeviceGuard {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+// V consecutive values of T loaded or stored as one access (16 bytes when V * sizeof(T) == 16);
+// the address must be aligned to the pack's size.
+template <class T, int V> struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
 // About the threads an H200 holds at once (132 SMs x 2048): kernels that pick a path by "few" or
 // "many" threads compare against this constant, never against the device they run on, so a shape
 // takes the same path on every GPU.

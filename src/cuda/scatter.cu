@@ -209,6 +209,11 @@ std::int64_t host_offset(std::int64_t e, const Geo4& g) {
   return off;
 }
 
+// The error for the bad index at `pos`, a position over `geo` (vector_geo for rows scatters).
+[[noreturn]] void throw_bad_index(const ScatterArgs& a, std::int64_t pos, const Geo4& geo) {
+  throw IndexOutOfRange(index_error_message(a.op, pos, read_index_value(a.index, host_offset(pos, geo)), geo.M));
+}
+
 // Checks every index value (of `check`'s positions) before anything is written.
 void check_indices(const ScatterArgs& a, const Geo4& check, cudaStream_t stream, unsigned long long* bad) {
   if (check.numel == 0) return;
@@ -218,7 +223,7 @@ void check_indices(const ScatterArgs& a, const Geo4& check, cudaStream_t stream,
   check_kernel<<<grid, block, 0, stream>>>(check, a.index.data, a.index.dtype == DType::i64, bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("check_kernel");
   if (const std::int64_t e = first_bad_position(bad, stream); e >= 0)
-    throw IndexOutOfRange(index_error_message(a.op, e, read_index_value(a.index, host_offset(e, check)), check.M));
+    throw_bad_index(a, e, check);
 }
 
 // --- atomic (not_guaranteed) ------------------------------------------------------------------
@@ -501,14 +506,8 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_check_kernel");
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (h.first_bad != ULLONG_MAX) {
-    const auto pos = static_cast<std::int64_t>(h.first_bad);
-    if (rw.ok) {
-      const TensorView vec = index_vector(a);
-      throw IndexOutOfRange(index_error_message(a.op, pos, read_index_value(vec, pos * vec.strides[0]), s.g.M));
-    }
-    throw IndexOutOfRange(index_error_message(a.op, pos, read_index_value(a.index, host_offset(pos, s.g)), s.g.M));
-  }
+  if (h.first_bad != ULLONG_MAX)
+    throw_bad_index(a, static_cast<std::int64_t>(h.first_bad), rw.ok ? vector_geo(a, s.g) : s.g);
 
   // 2. Exact integer sums.
   const int shift = fixed_point_shift(s.g.numel, std::bit_cast<double>(h.max_bits));
@@ -568,10 +567,6 @@ template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
   if (R == kMean) acc = acc / static_cast<T>(e - b + (p.self ? 1 : 0));
   *o = acc;
 }
-
-template <class T, int V> struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
 
 // A group of lanes per target (a power of two; several targets per warp when it is below 32),
 // lanes across features with V-wide loads, sequential over the sources: the loads of B
@@ -753,7 +748,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     const TensorView vec = index_vector(a);
     build_vector_keys(vec, rw.M, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
     if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
-      throw IndexOutOfRange(index_error_message(a.op, i, read_index_value(vec, i * vec.strides[0]), rw.M));
+      throw_bad_index(a, i, vector_geo(a, g));
     sort_pairs_and_offsets(sb, stream);
     Pull<T> p = rows_pull<T>(a, rw);
     p.order = sb.vals_out;
@@ -773,7 +768,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
       g, a.index.data, is64, sb.keys_in, sb.vals_in, bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("general_keys_kernel");
   if (const std::int64_t e = first_bad_position(bad, stream); e >= 0)
-    throw IndexOutOfRange(index_error_message(a.op, e, read_index_value(a.index, host_offset(e, g)), g.M));
+    throw_bad_index(a, e, g);
   sort_pairs_and_offsets(sb, stream);
   general_pull_kernel<T><<<grid_for(keys, block), block, 0, stream>>>(
       g, static_cast<const T*>(a.src.data), static_cast<T*>(a.out.data), sb.vals_out, sb.offsets,

@@ -39,10 +39,6 @@ constexpr int kMaxGrid = 1 << 30;
 
 enum Op : int { kSum = 0, kMax = 1, kMin = 2 };
 
-template <class T, int V> struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
 // Explicitly rounded adds: nothing may fuse or reassociate them.
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
