@@ -32,7 +32,7 @@ namespace {
 
 using u64 = unsigned long long;
 constexpr u64 kNone = ~0ull;
-constexpr int kUnroll = 16;  // pull: loads in flight per lane before they are folded
+constexpr int kPrefetchBatch = 16;  // pull with row numbers ahead: loads in flight per lane
 constexpr int kDefaultBlock = 256;
 constexpr std::int64_t kPushChunk = 16;  // atomic push: edges per group
 constexpr int kMaxGrid = 1 << 30;
@@ -110,7 +110,7 @@ template <class T, class I> struct PullParams {
   const u64* bad;  // nullptr: inputs already checked
 };
 
-template <class T, class I, int OP, int V, bool PF>
+template <class T, class I, int OP, int V, bool PF, int B>
 __global__ void pull_kernel(PullParams<T, I> p) {
   if (gated(p.bad)) return;
   const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
@@ -122,23 +122,23 @@ __global__ void pull_kernel(PullParams<T, I> p) {
       T acc[V];
 #pragma unroll
       for (int c = 0; c < V; ++c) acc[c] = start_value<OP, T>();
-      // Batches of kUnroll positions: all loads are issued before any step, and the steps keep
+      // Batches of B positions: all loads are issued before any step, and the steps keep
       // the order of k. Positions past the end are filled with the step's neutral value (+0 for
       // sum, -inf/+inf for amax/amin), which leaves every accumulator bit unchanged: a sum that
       // starts at +0 is never -0, and x + +0 == x for every other x (NaN is canonicalized below).
       // With PF the next batch's row numbers are loaded while this batch's values are in flight:
       // fewer waits on long rows, more registers (it slows the many-row case down).
-      std::int64_t rows[kUnroll];
+      std::int64_t rows[B];
       auto load_rows = [&](std::int64_t k0) {
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < B; ++u)
           rows[u] = k0 + u < e ? (p.idx ? static_cast<std::int64_t>(p.idx[k0 + u]) : k0 + u) * p.ldx : 0;
       };
       if (PF && b < e) load_rows(b);
-      for (std::int64_t k = b; k < e; k += kUnroll) {
-        Pack<T, V> v[kUnroll];
+      for (std::int64_t k = b; k < e; k += B) {
+        Pack<T, V> v[B];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+        for (int u = 0; u < B; ++u) {
           if (k + u < e) {
             const std::int64_t at =
                 PF ? rows[u] : (p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u) * p.ldx;
@@ -148,9 +148,9 @@ __global__ void pull_kernel(PullParams<T, I> p) {
             for (int c = 0; c < V; ++c) v[u].v[c] = start_value<OP, T>();
           }
         }
-        if (PF && k + kUnroll < e) load_rows(k + kUnroll);
+        if (PF && k + B < e) load_rows(k + B);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < B; ++u)
 #pragma unroll
           for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v[u].v[c]);
       }
@@ -169,7 +169,7 @@ __global__ void pull_kernel(PullParams<T, I> p) {
 // numbers into shared memory, then every value of the chunk (all 32 lanes, many loads in flight),
 // then lane f walks column f of the chunk in ascending position order. A long row (Cora has a node
 // with 168 in-neighbours) thus waits for two memory latencies per chunk instead of two per
-// kUnroll positions, and the chain of steps is the same one pull_kernel runs.
+// kPrefetchBatch positions, and the chain of steps is the same one pull_kernel runs.
 constexpr int kStageWarps = 8;      // warps per block (the block size is capped to match)
 constexpr int kStageBytes = 4096;   // staged values per warp
 constexpr int kStageRows = 128;     // positions per chunk at most
@@ -389,30 +389,34 @@ void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, cudaSt
   }
 }
 
+// `batch`: positions whose loads a lane issues before its steps, without prefetch (4, 8 or 16;
+// the bits are the same for each).
 template <class T, class I, int OP, int V>
-void launch_pull_op(const PullParams<T, I>& p, bool prefetch, int grid, int block, cudaStream_t st) {
-  if (prefetch) pull_kernel<T, I, OP, V, true><<<grid, block, 0, st>>>(p);
-  else pull_kernel<T, I, OP, V, false><<<grid, block, 0, st>>>(p);
+void launch_pull_op(const PullParams<T, I>& p, bool prefetch, int batch, int grid, int block, cudaStream_t st) {
+  if (prefetch) pull_kernel<T, I, OP, V, true, kPrefetchBatch><<<grid, block, 0, st>>>(p);
+  else if (batch == 4) pull_kernel<T, I, OP, V, false, 4><<<grid, block, 0, st>>>(p);
+  else if (batch == 8) pull_kernel<T, I, OP, V, false, 8><<<grid, block, 0, st>>>(p);
+  else pull_kernel<T, I, OP, V, false, 16><<<grid, block, 0, st>>>(p);
 }
 
 template <class T, class I>
-void launch_pull(const PullParams<T, I>& p, int op, int vec, bool prefetch, int block, cudaStream_t st) {
+void launch_pull(const PullParams<T, I>& p, int op, int vec, bool prefetch, int batch, int block, cudaStream_t st) {
   constexpr int VM = static_cast<int>(16 / sizeof(T));
   const int grid = grid_for(p.segs * p.group, block);
   if (grid == 0) return;
   const bool v = vec > 1;
   switch (op) {
     case kMax:
-      if (v) launch_pull_op<T, I, kMax, VM>(p, prefetch, grid, block, st);
-      else launch_pull_op<T, I, kMax, 1>(p, prefetch, grid, block, st);
+      if (v) launch_pull_op<T, I, kMax, VM>(p, prefetch, batch, grid, block, st);
+      else launch_pull_op<T, I, kMax, 1>(p, prefetch, batch, grid, block, st);
       break;
     case kMin:
-      if (v) launch_pull_op<T, I, kMin, VM>(p, prefetch, grid, block, st);
-      else launch_pull_op<T, I, kMin, 1>(p, prefetch, grid, block, st);
+      if (v) launch_pull_op<T, I, kMin, VM>(p, prefetch, batch, grid, block, st);
+      else launch_pull_op<T, I, kMin, 1>(p, prefetch, batch, grid, block, st);
       break;
     default:
-      if (v) launch_pull_op<T, I, kSum, VM>(p, prefetch, grid, block, st);
-      else launch_pull_op<T, I, kSum, 1>(p, prefetch, grid, block, st);
+      if (v) launch_pull_op<T, I, kSum, VM>(p, prefetch, batch, grid, block, st);
+      else launch_pull_op<T, I, kSum, 1>(p, prefetch, batch, grid, block, st);
   }
   SAMEBITS_CUDA_CHECK_LAUNCH("pull_kernel");
 }
@@ -459,7 +463,8 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
       // Loading row numbers ahead pays on few long rows (H200, 2M positions into 1000 rows of 64:
       // 0.40 -> 0.17 ms) and costs occupancy on many rows (1M-row graph: 2.37 -> 2.63 ms).
       const bool prefetch = hook.allow_prefetch && p.segs * p.group < kOneWave;
-      launch_pull(p, op, vec ? VM : 1, prefetch, block, st);
+      const int batch = hook.batch > 0 ? hook.batch : pull_batch(positions, p.segs);
+      launch_pull(p, op, vec ? VM : 1, prefetch, batch, block, st);
     } else {
       p.group = pow2_lanes(p.cols, 32);
       const T start = op == kMax ? -std::numeric_limits<T>::infinity()

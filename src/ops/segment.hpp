@@ -82,14 +82,16 @@ void check_csr_values(const char* op, const TensorView& offsets, const TensorVie
                       bool identity, std::int64_t num_positions, std::int64_t rows);
 
 // Test hook for the CUDA variants: block size (threads; 0 = default), whether vector loads are
-// allowed, whether rows of at most 32 columns take the staged warp-per-row kernel, and whether
-// the pull kernel may load row numbers ahead. Launch configuration never changes results; tests
-// use it to show that.
+// allowed, whether rows of at most 32 columns take the staged warp-per-row kernel, whether the
+// pull kernel may load row numbers ahead, and the positions a lane loads before folding them
+// when it does not (4, 8 or 16; 0 = chosen from the shape). Launch configuration never changes
+// results; tests use it to show that.
 struct SegmentLaunch {
   int block_threads = 0;
   bool allow_vector = true;
   bool allow_staged = true;
   bool allow_prefetch = true;
+  int batch = 0;
 };
 void set_cuda_segment_launch(SegmentLaunch l);
 SegmentLaunch cuda_segment_launch();

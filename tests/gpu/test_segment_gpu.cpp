@@ -31,8 +31,8 @@ struct LaunchGuard {
   ~LaunchGuard() { detail::set_cuda_segment_launch({}); }
 };
 const detail::SegmentLaunch kLaunches[] = {
-    {0, true, true, true},    {128, false, true, true},  {512, true, false, true},
-    {64, false, false, false}, {0, true, false, false}, {256, true, false, true}};
+    {0, true, true, true},        {128, false, true, true, 8}, {512, true, false, true},
+    {64, false, false, false, 4}, {0, true, false, false, 16}, {256, true, false, true, 8}};
 
 TEST(SegmentGpu, MatchesFloat64Reference) {
   SAMEBITS_REQUIRE_CUDA();
@@ -126,11 +126,11 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
           Tensor gpu_seg = Tensor::full({sh.segs, sh.cols}, 7.0, dt, kGpu);
           segment_reduce(xg, offg, gpu_seg, r, {.level = kPo});
           EXPECT_TRUE(bitwise_equal(gpu_seg, cpu_seg))
-              << "segment_reduce reduce " << static_cast<int>(r) << " block " << launch.block_threads;
+              << "segment_reduce reduce " << static_cast<int>(r) << " block " << launch.block_threads << " batch " << launch.batch;
           Tensor gpu_agg = Tensor::full({sh.segs, sh.cols}, 7.0, dt, kGpu);
           aggregate(csr_g.view(), xng, gpu_agg, r, {.level = kPo});
           EXPECT_TRUE(bitwise_equal(gpu_agg, cpu_agg))
-              << "aggregate reduce " << static_cast<int>(r) << " block " << launch.block_threads;
+              << "aggregate reduce " << static_cast<int>(r) << " block " << launch.block_threads << " batch " << launch.batch;
         }
       }
     }
