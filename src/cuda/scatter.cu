@@ -570,10 +570,8 @@ template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
 
 // A group of lanes per target (a power of two; several targets per warp when it is below 32),
 // lanes across features with V-wide loads, sequential over the sources: the loads of B
-// source rows are issued before their steps run, and the steps keep the ascending order. With PF
-// the next batch's row numbers are loaded while this batch's values are in flight: that halves
-// the waits of a long chain, and costs registers (occupancy) when there are many targets.
-template <class T, int R, int V, bool PF, int B> __global__ void pull_group_kernel(Pull<T> p, int group) {
+// source rows are issued before their steps run, and the steps keep the ascending order.
+template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T> p, int group) {
   const std::int64_t gt = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t t = gt / group;
   if (t >= p.M) return;
@@ -583,12 +581,6 @@ template <class T, int R, int V, bool PF, int B> __global__ void pull_group_kern
   for (std::int64_t f = std::int64_t{lane} * V; f < p.F; f += std::int64_t{group} * V) {
     T* o = p.out + t * p.out_row + f;
     auto row_at = [&](std::int64_t base) { return *reinterpret_cast<const Pack<T, V>*>(p.src + base + f); };
-    std::int64_t rows[B];  // element offsets of the batch's source rows
-    auto load_rows = [&](std::int64_t s0) {
-#pragma unroll
-      for (int u = 0; u < B; ++u)
-        rows[u] = s0 + u < e ? load_index(p.order, p.ord64, s0 + u) * p.src_row : 0;
-    };
     T acc[V];
     std::int64_t s = b;
     if (p.self) {
@@ -600,19 +592,11 @@ template <class T, int R, int V, bool PF, int B> __global__ void pull_group_kern
 #pragma unroll
       for (int c = 0; c < V; ++c) acc[c] = p.scaled ? p.alpha * w.v[c] : w.v[c];
     }
-    if (PF && s < e) load_rows(s);
     for (; s < e; s += B) {
       Pack<T, V> w[B];
-      if constexpr (PF) {
 #pragma unroll
-        for (int u = 0; u < B; ++u)
-          if (s + u < e) w[u] = row_at(rows[u]);
-        if (s + B < e) load_rows(s + B);
-      } else {
-#pragma unroll
-        for (int u = 0; u < B; ++u)
-          if (s + u < e) w[u] = row_at(load_index(p.order, p.ord64, s + u) * p.src_row);
-      }
+      for (int u = 0; u < B; ++u)
+        if (s + u < e) w[u] = row_at(load_index(p.order, p.ord64, s + u) * p.src_row);
 #pragma unroll
       for (int u = 0; u < B; ++u)
         if (s + u < e) {
@@ -628,6 +612,70 @@ template <class T, int R, int V, bool PF, int B> __global__ void pull_group_kern
   }
 }
 
+// Few targets: a lane per (target, feature), sequential over the target's sources, B source rows
+// per batch. Each step issues the loads of batch j + 1, loads the row numbers of batch j + 3 and
+// then folds batch j: row numbers are two batches ahead of their values and values one batch
+// ahead of their steps, so a lane waits about one memory latency per two batches. With row
+// numbers only one batch ahead a lane gets one batch per latency, however many values it keeps
+// in flight (H200, E=2M -> 1000 targets of 64 features, plan reused: 0.254 ms either way with
+// one or two batches of values in flight; 0.158 ms with row numbers two ahead). Row numbers are
+// held as int (the caller checks the source rows fit). The steps keep ascending source order.
+template <class T, int R, int B> __global__ void __launch_bounds__(256, 2) pull_lane_kernel(Pull<T> p, int group) {
+  const std::int64_t gt = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t t = gt / group;
+  if (t >= p.M) return;
+  const int lane = static_cast<int>(gt & (group - 1));
+  const std::int64_t b = load_index(p.offsets, p.ord64, t), e = load_index(p.offsets, p.ord64, t + 1);
+  if (b == e) return;
+  for (std::int64_t f = lane; f < p.F; f += group) {
+    T* o = p.out + t * p.out_row + f;
+    const T* src = p.src + f;
+    int ra[B], rb[B];  // two batches' source row numbers (the caller checks they fit in int)
+    T wa[B], wb[B];             // two batches' values
+    auto load_rows = [&](int (&r)[B], std::int64_t s0) {
+#pragma unroll
+      for (int u = 0; u < B; ++u) r[u] = s0 + u < e ? static_cast<int>(load_index(p.order, p.ord64, s0 + u)) : 0;
+    };
+    auto load_values = [&](T (&w)[B], const int (&r)[B], std::int64_t s0) {
+#pragma unroll
+      for (int u = 0; u < B; ++u)
+        if (s0 + u < e) w[u] = src[r[u] * p.src_row];
+    };
+    T acc;
+    auto fold = [&](const T (&w)[B], std::int64_t s0) {
+#pragma unroll
+      for (int u = 0; u < B; ++u)
+        if (s0 + u < e) acc = step(R, acc, p.scaled ? p.alpha * w[u] : w[u]);
+    };
+    std::int64_t s = b;
+    if (p.self) {
+      acc = *o;
+    } else {
+      const T v = src[load_index(p.order, p.ord64, s++) * p.src_row];
+      acc = p.scaled ? p.alpha * v : v;
+    }
+    if (s >= e) {
+      *o = R == kMean ? acc / static_cast<T>(e - b + (p.self ? 1 : 0)) : acc;
+      continue;
+    }
+    load_rows(ra, s);
+    load_values(wa, ra, s);
+    load_rows(rb, s + B);
+    load_rows(ra, s + 2 * B);
+    for (;; s += 2 * B) {  // wa: batch s in flight; rb, ra: rows of batches s + B, s + 2B
+      load_values(wb, rb, s + B);
+      load_rows(rb, s + 3 * B);
+      fold(wa, s);
+      if (s + B >= e) break;
+      load_values(wa, ra, s + 2 * B);
+      load_rows(ra, s + 4 * B);
+      fold(wb, s + B);
+      if (s + 2 * B >= e) break;
+    }
+    *o = R == kMean ? acc / static_cast<T>(e - b + (p.self ? 1 : 0)) : acc;
+  }
+}
+
 template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stream) {
   const int block = block_size();
   if (p.F == 1) {  // a thread per target
@@ -637,28 +685,28 @@ template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stre
   }
   // Many targets: groups of up to 32 lanes per target with 16-byte loads where the rows allow
   // them. Few targets (a quarter of the threads the GPU holds; their chains are long): a lane per
-  // feature, groups of up to a block, the next row numbers loaded ahead (H200, E=2M -> 1000
-  // targets of 64 features: 0.55 -> 0.25 ms; the same choice for 2708 or 100k targets costs
-  // 20-45%).
+  // feature, groups of up to a block, row numbers and values loaded ahead (H200, E=2M -> 1000
+  // targets of 64 features: 0.55 -> 0.16 ms; the same choice for 2708 or 100k targets costs
+  // 20-45%). Sources past 2^31 - 1 rows (int row numbers) take the general lane groups.
   // The alternative configuration swaps the two; the bits are the same either way.
   constexpr int VM = static_cast<int>(16 / sizeof(T));
   const bool can_vec = p.F % VM == 0 && p.src_row % VM == 0 && p.out_row % VM == 0 &&
                        aligned16(p.src) && aligned16(p.out);
   const int vec_group = pow2_lanes((p.F + VM - 1) / VM, 32);
   const bool few = (p.M * vec_group < kOneWave / 4) != alternative_scatter_config();
-  if (few) {
+  if (few && p.sources <= INT_MAX) {
     const int group = pow2_lanes(p.F, block);
-    pull_group_kernel<T, R, 1, true, 16><<<grid_for(p.M * group, block), block, 0, stream>>>(p, group);
+    pull_lane_kernel<T, R, sizeof(T) == 4 ? 16 : 8><<<grid_for(p.M * group, block), block, 0, stream>>>(p, group);
   } else if (can_vec) {
     const unsigned grid = grid_for(p.M * vec_group, block);
     switch (pull_batch(p.sources, p.M)) {
-      case 4: pull_group_kernel<T, R, VM, false, 4><<<grid, block, 0, stream>>>(p, vec_group); break;
-      case 8: pull_group_kernel<T, R, VM, false, 8><<<grid, block, 0, stream>>>(p, vec_group); break;
-      default: pull_group_kernel<T, R, VM, false, 16><<<grid, block, 0, stream>>>(p, vec_group);
+      case 4: pull_group_kernel<T, R, VM, 4><<<grid, block, 0, stream>>>(p, vec_group); break;
+      case 8: pull_group_kernel<T, R, VM, 8><<<grid, block, 0, stream>>>(p, vec_group); break;
+      default: pull_group_kernel<T, R, VM, 16><<<grid, block, 0, stream>>>(p, vec_group);
     }
   } else {
     const int group = pow2_lanes(p.F, 32);
-    pull_group_kernel<T, R, 1, false, 16><<<grid_for(p.M * group, block), block, 0, stream>>>(p, group);
+    pull_group_kernel<T, R, 1, 16><<<grid_for(p.M * group, block), block, 0, stream>>>(p, group);
   }
   SAMEBITS_CUDA_CHECK_LAUNCH("pull kernel");
 }
