@@ -535,14 +535,22 @@ template <class T> struct Pull {
   const void* offsets = nullptr;
   bool ord64 = false;
   const T* direct = nullptr;  // one value per row, already in sorted order (no gather)
+  const unsigned long long* bad = nullptr;  // set: a check that found a bad index (all ones: none) gates the pull
   std::int64_t M = 0, F = 1, src_row = 0, out_row = 0;
   std::int64_t sources = 0;  // rows of src (for the launch shape only)
   T alpha = T(1);
   bool scaled = false, self = true;
 };
 
+// True when the pull must write nothing: the index check ran on the same stream and found a bad
+// index (the caller then throws; the sort it ran on clamped keys is discarded).
+template <class T> __device__ __forceinline__ bool gated(const Pull<T>& p) {
+  return p.bad != nullptr && *p.bad != ~0ull;
+}
+
 // One thread per (target, feature), sequential over the target's sources.
 template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
+  if (gated(p)) return;
   const std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (g >= p.M * p.F) return;
   const std::int64_t t = p.F == 1 ? g : g / p.F, f = g - t * p.F;
@@ -572,6 +580,7 @@ template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
 // lanes across features with V-wide loads, sequential over the sources: the loads of B
 // source rows are issued before their steps run, and the steps keep the ascending order.
 template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T> p, int group) {
+  if (gated(p)) return;
   const std::int64_t gt = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t t = gt / group;
   if (t >= p.M) return;
@@ -621,6 +630,7 @@ template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T
 // one or two batches of values in flight; 0.158 ms with row numbers two ahead). Row numbers are
 // held as int (the caller checks the source rows fit). The steps keep ascending source order.
 template <class T, int R, int B> __global__ void __launch_bounds__(256, 2) pull_lane_kernel(Pull<T> p, int group) {
+  if (gated(p)) return;
   const std::int64_t gt = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t t = gt / group;
   if (t >= p.M) return;
@@ -782,16 +792,18 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
     const TensorView vec = index_vector(a);
     build_vector_keys(vec, rw.M, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
-    if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
-      throw_bad_index(a, i, vector_geo(a, g));
+    // No wait here: bad keys were clamped to 0, and the pull reads the check's result itself and
+    // writes nothing when it found one. One round trip to the host per call instead of two.
     sort_pairs_and_offsets(sb, stream);
     Pull<T> p = rows_pull<T>(a, rw);
     p.order = sb.vals_out;
     p.offsets = sb.offsets;
+    p.bad = bad;
     if (direct) p.direct = reinterpret_cast<const T*>(sb.vals_out);
     launch_pull(p, a.reduce, stream);
-    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // scratch is freed on return
-    return;
+    if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)  // waits for the stream
+      throw_bad_index(a, i, vector_geo(a, g));
+    return;  // the stream is idle: scratch can be freed
   }
   const std::int64_t keys = g.out_numel;  // (column, target) pairs
   DeviceScratch scratch(sort_scratch_bytes(g.numel, keys) + 512, a.out.device);
