@@ -29,6 +29,9 @@ std::vector<double> to_doubles(const TensorView& t);
 
 // ||out - ref|| / max(||ref||, tiny) over all elements; NaN anywhere in out gives +inf.
 double relative_error(const TensorView& out, const std::vector<double>& ref);
+// ||out - ref|| / ||scale||: the error against the size of what was summed (scale = the same
+// reduction over absolute values), which stays meaningful when the terms cancel.
+double error_against_scale(const TensorView& out, const std::vector<double>& ref, const std::vector<double>& scale);
 
 // A strided (non-contiguous) copy of t: the same values, stored in every other column of a
 // larger buffer. `keep` owns the storage.
