@@ -576,17 +576,31 @@ template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
   *o = acc;
 }
 
+// A lane of a group of `group` lanes per target: its target t, its lane, and the target's sources
+// [b, e) in the order. False when it has nothing to do (gated, past the last target, no sources).
+struct Slot {
+  std::int64_t t = 0, b = 0, e = 0;
+  int lane = 0;
+};
+template <class T> __device__ __forceinline__ bool group_slot(const Pull<T>& p, int group, Slot& g) {
+  if (gated(p)) return false;
+  const std::int64_t gt = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  g.t = gt / group;
+  if (g.t >= p.M) return false;
+  g.lane = static_cast<int>(gt & (group - 1));
+  g.b = load_index(p.offsets, p.ord64, g.t);
+  g.e = load_index(p.offsets, p.ord64, g.t + 1);
+  return g.b != g.e;
+}
+
 // A group of lanes per target (a power of two; several targets per warp when it is below 32),
 // lanes across features with V-wide loads, sequential over the sources: the loads of B
 // source rows are issued before their steps run, and the steps keep the ascending order.
 template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T> p, int group) {
-  if (gated(p)) return;
-  const std::int64_t gt = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const std::int64_t t = gt / group;
-  if (t >= p.M) return;
-  const int lane = static_cast<int>(gt & (group - 1));
-  const std::int64_t b = load_index(p.offsets, p.ord64, t), e = load_index(p.offsets, p.ord64, t + 1);
-  if (b == e) return;
+  Slot g;
+  if (!group_slot(p, group, g)) return;
+  const std::int64_t t = g.t, b = g.b, e = g.e;
+  const int lane = g.lane;
   for (std::int64_t f = std::int64_t{lane} * V; f < p.F; f += std::int64_t{group} * V) {
     T* o = p.out + t * p.out_row + f;
     auto row_at = [&](std::int64_t base) { return *reinterpret_cast<const Pack<T, V>*>(p.src + base + f); };
@@ -630,13 +644,10 @@ template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T
 // one or two batches of values in flight; 0.158 ms with row numbers two ahead). Row numbers are
 // held as int (the caller checks the source rows fit). The steps keep ascending source order.
 template <class T, int R, int B> __global__ void __launch_bounds__(256, 2) pull_lane_kernel(Pull<T> p, int group) {
-  if (gated(p)) return;
-  const std::int64_t gt = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const std::int64_t t = gt / group;
-  if (t >= p.M) return;
-  const int lane = static_cast<int>(gt & (group - 1));
-  const std::int64_t b = load_index(p.offsets, p.ord64, t), e = load_index(p.offsets, p.ord64, t + 1);
-  if (b == e) return;
+  Slot g;
+  if (!group_slot(p, group, g)) return;
+  const std::int64_t t = g.t, b = g.b, e = g.e;
+  const int lane = g.lane;
   for (std::int64_t f = lane; f < p.F; f += group) {
     T* o = p.out + t * p.out_row + f;
     const T* src = p.src + f;
