@@ -80,6 +80,7 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   p.order = Tensor::empty({n}, DType::i64, a.index.device);
   p.offsets = Tensor::empty({m + 1}, DType::i64, a.index.device);
   DeviceScratch scratch(sort_scratch_bytes(n, m) + 256, a.index.device);
+  const WaitOnUnwind wait_on_error(stream);
   auto* bad = scratch.take<unsigned long long>(1);
   const SortBuffers b = sort_buffers(scratch, n, m);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 
 #include "samebits/tensor.hpp"
 
@@ -28,6 +29,23 @@ class DeviceScratch {
   void* data_ = nullptr;
   std::size_t bytes_ = 0, used_ = 0;
   Device device_;
+};
+
+// Waits for `stream` when its scope is left by an exception. Declared after a DeviceScratch, it
+// runs first on the way out, so scratch is not handed back while kernels queued on the stream
+// (a sort, a pull) still use it.
+class WaitOnUnwind {
+ public:
+  explicit WaitOnUnwind(cudaStream_t stream) : stream_(stream), pending_(std::uncaught_exceptions()) {}
+  ~WaitOnUnwind() {
+    if (std::uncaught_exceptions() > pending_) (void)cudaStreamSynchronize(stream_);
+  }
+  WaitOnUnwind(const WaitOnUnwind&) = delete;
+  WaitOnUnwind& operator=(const WaitOnUnwind&) = delete;
+
+ private:
+  cudaStream_t stream_;
+  int pending_;
 };
 
 // Sorting n (key, value) pairs with keys in [0, num_keys): buffers and CUB's temporary storage.

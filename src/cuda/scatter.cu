@@ -798,6 +798,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
   if (rw.ok) {
     const bool direct = std::is_same_v<T, float> && rw.F == 1;
     DeviceScratch scratch(sort_scratch_bytes(rw.L, rw.M) + 512, a.out.device);
+    const WaitOnUnwind wait_on_error(stream);
     auto* bad = scratch.take<unsigned long long>(1);
     const SortBuffers sb = sort_buffers(scratch, rw.L, rw.M);
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
@@ -818,6 +819,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
   }
   const std::int64_t keys = g.out_numel;  // (column, target) pairs
   DeviceScratch scratch(sort_scratch_bytes(g.numel, keys) + 512, a.out.device);
+  const WaitOnUnwind wait_on_error(stream);
   auto* bad = scratch.take<unsigned long long>(1);
   const SortBuffers sb = sort_buffers(scratch, g.numel, keys);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));

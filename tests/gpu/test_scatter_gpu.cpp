@@ -3,10 +3,12 @@
 // two launch configurations; run_to_run bitwise over 100 repeats; the atomic variant's
 // nondeterminism; out-of-range indices reported with nothing written. The run_to_run fixed-point
 // sum is held bit for bit to its definition, computed here on the host.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -55,7 +57,7 @@ struct AddShape {
 const AddShape kAddShapes[] = {{0, 4, 3},      {1, 1, 1},        {1000, 10, 1},   {100000, 30000, 1},
                                {200000, 100, 1}, {5000, 300, 7},  {4000, 50, 31},  {4000, 50, 32},
                                {4000, 50, 33},   {30000, 1000, 64}, {20000, 2708, 128}, {3000, 1, 100},
-                               {6000, 200, 2},   {8000, 400, 16},  {6000, 20, 200}, {5000, 30, 130}};
+                               {6000, 200, 2},   {8000, 400, 16},  {6000, 20, 200}, {5000, 30, 130}, {3000, 10, 300}};
 
 TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
   SAMEBITS_REQUIRE_CUDA();
@@ -383,6 +385,55 @@ TEST(ScatterGpu, AtomicVariantVariesRunToRun) {
   EXPECT_GE(hashes.size(), 2u);
 }
 
+// Targets with 0, 1, 2 and around one, two and three batches of sources (the few-targets pull
+// folds batches of 16 float32 or 8 float64 rows), in a shuffled index: every reduce, with and
+// without the start values, alpha 0.3, float32 and float64, rows of 64 and of 300 features (more
+// than a block's lanes). The GPU's chains start and end where the CPU's do, bit for bit.
+TEST(ScatterGpu, ChainsOfEveryLengthEqualTheCpu) {
+  SAMEBITS_REQUIRE_CUDA();
+  const std::int64_t lengths[] = {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 65};
+  const auto n = static_cast<std::int64_t>(std::size(lengths));
+  std::vector<std::int64_t> idx;
+  for (std::int64_t t = 0; t < n; ++t) idx.insert(idx.end(), static_cast<std::size_t>(lengths[t]), t);
+  const auto seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::shuffle(idx.begin(), idx.end(), rng);
+  const auto e = static_cast<std::int64_t>(idx.size());
+  Tensor index = Tensor::from_vector(idx, {e});
+  Tensor gindex = index.to(kGpu);
+  const IndexPlan plan = make_index_plan(gindex, n);
+  for (DType dtype : {DType::f32, DType::f64})
+    for (std::int64_t f : {64, 300})
+      for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin, Reduce::prod}) {
+        SCOPED_TRACE(::testing::Message() << to_string(dtype) << " F=" << f << " " << to_string(r) << " seed " << seed);
+        Tensor src = r == Reduce::prod ? testing::random_uniform({e, f}, dtype, 0.9, 1.1, seed + 1)
+                                       : testing::random_normal({e, f}, dtype, seed + 1);
+        Tensor out0 = testing::random_normal({n, f}, dtype, seed + 2);
+        Tensor gsrc = src.to(kGpu);
+        for (bool self : {false, true}) {
+          Tensor cpu = out0.clone();
+          scatter_reduce(cpu, 0, expanded(index, {e, f}), src, r, self, {.level = kPo});
+          for (bool alt : {false, true}) {
+            LaunchConfig lc(alt);
+            Tensor out = out0.to(kGpu);
+            scatter_reduce(out, 0, expanded(gindex, {e, f}), gsrc, r, self, {.level = kPo});
+            EXPECT_TRUE(bitwise_equal(out, cpu)) << "self " << self << " alt " << alt;
+          }
+        }
+        if (r != Reduce::sum) continue;
+        Tensor cpu = out0.clone();
+        index_add(cpu, index, src, 0.3, {.level = kPo});
+        for (bool alt : {false, true}) {
+          LaunchConfig lc(alt);
+          Tensor out = out0.to(kGpu), with_plan = out0.to(kGpu);
+          index_add(out, gindex, gsrc, 0.3, {.level = kPo});
+          index_add(with_plan, plan, gsrc, 0.3);
+          EXPECT_TRUE(bitwise_equal(out, cpu)) << "index_add alpha 0.3, alt " << alt;
+          EXPECT_TRUE(bitwise_equal(with_plan, cpu)) << "index_add with a plan, alpha 0.3, alt " << alt;
+        }
+      }
+}
+
 TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
   SAMEBITS_REQUIRE_CUDA();
   for (std::int64_t bad : {-3, 10, 1 << 30}) {
@@ -391,32 +442,43 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
     host_index.data<std::int64_t>()[3210] = bad;
     Tensor index = host_index.to(kGpu);
     Tensor dense = Tensor::copy_of(expanded(host_index, {5000, 4})).to(kGpu);
-    for (auto level : {kNg, kR2r, kPo}) {
-      Tensor out = testing::random_normal({10, 4}, DType::f32, 5, kGpu);
-      const auto before = content_hash(out);
-      try {
-        index_add(out, index, src, 1.0, {.level = level});
-        ADD_FAILURE() << "no error";
-      } catch (const IndexOutOfRange& e) {
-        EXPECT_NE(std::string(e.what()).find("position 3210"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find(std::to_string(bad)), std::string::npos) << e.what();
+    Tensor src1 = testing::random_normal({5000, 1}, DType::f32, fresh_seed(), kGpu);
+    for (bool alt : {false, true})
+      for (auto level : {kNg, kR2r, kPo}) {
+        LaunchConfig lc(alt);
+        SCOPED_TRACE(::testing::Message() << "bad " << bad << " alt " << alt << " " << to_string(level));
+        // Rows of one value (a thread per target, the sorted values read directly).
+        Tensor out1 = testing::random_normal({10, 1}, DType::f32, 6, kGpu);
+        const auto before1 = content_hash(out1);
+        EXPECT_THROW(index_add(out1, index, src1, 1.0, {.level = level}), IndexOutOfRange);
+        EXPECT_THROW(scatter_reduce(out1, 0, expanded(index, {5000, 1}), src1, Reduce::mean, true, {.level = level}),
+                     IndexOutOfRange);
+        EXPECT_EQ(content_hash(out1), before1);
+        Tensor out = testing::random_normal({10, 4}, DType::f32, 5, kGpu);
+        const auto before = content_hash(out);
+        try {
+          index_add(out, index, src, 1.0, {.level = level});
+          ADD_FAILURE() << "no error";
+        } catch (const IndexOutOfRange& e) {
+          EXPECT_NE(std::string(e.what()).find("position 3210"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find(std::to_string(bad)), std::string::npos) << e.what();
+        }
+        EXPECT_EQ(content_hash(out), before);
+        // scatter_add through the dense index (the fixed-point sum's general path at run_to_run):
+        // the first bad element is row 3210's first column, element 3210 * 4.
+        try {
+          scatter_add(out, 0, dense, src, {.level = level});
+          ADD_FAILURE() << "no error";
+        } catch (const IndexOutOfRange& e) {
+          EXPECT_NE(std::string(e.what()).find("position " + std::to_string(3210 * 4)), std::string::npos) << e.what();
+        }
+        EXPECT_EQ(content_hash(out), before);
+        for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax}) {
+          EXPECT_THROW(scatter_reduce(out, 0, expanded(index, {5000, 4}), src, r, false, {.level = level}), IndexOutOfRange);
+          EXPECT_THROW(scatter_reduce(out, 0, dense, src, r, true, {.level = level}), IndexOutOfRange);
+          EXPECT_EQ(content_hash(out), before) << to_string(r);
+        }
       }
-      EXPECT_EQ(content_hash(out), before);
-      // scatter_add through the dense index (the fixed-point sum's general path at run_to_run):
-      // the first bad element is row 3210's first column, element 3210 * 4.
-      try {
-        scatter_add(out, 0, dense, src, {.level = level});
-        ADD_FAILURE() << "no error";
-      } catch (const IndexOutOfRange& e) {
-        EXPECT_NE(std::string(e.what()).find("position " + std::to_string(3210 * 4)), std::string::npos) << e.what();
-      }
-      EXPECT_EQ(content_hash(out), before);
-      for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax}) {
-        EXPECT_THROW(scatter_reduce(out, 0, expanded(index, {5000, 4}), src, r, false, {.level = level}), IndexOutOfRange);
-        EXPECT_THROW(scatter_reduce(out, 0, dense, src, r, true, {.level = level}), IndexOutOfRange);
-        EXPECT_EQ(content_hash(out), before) << to_string(r);
-      }
-    }
     EXPECT_THROW(make_index_plan(index, 10), IndexOutOfRange);
   }
 }

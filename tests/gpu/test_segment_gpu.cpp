@@ -31,8 +31,9 @@ struct LaunchGuard {
   ~LaunchGuard() { detail::set_cuda_segment_launch({}); }
 };
 const detail::SegmentLaunch kLaunches[] = {
-    {0, true, true, true},        {128, false, true, true, 8}, {512, true, false, true},
-    {64, false, false, false, 4}, {0, true, false, false, 16}, {256, true, false, true, 8}};
+    {0, true, true, true},         {128, false, false, false, 8}, {512, true, false, true},
+    {64, false, false, false, 4},  {0, true, false, false, 16},   {256, true, false, false, 8},
+    {0, true, false, false, 0}};  // batch 0: chosen from the shape
 
 TEST(SegmentGpu, MatchesFloat64Reference) {
   SAMEBITS_REQUIRE_CUDA();
