@@ -535,7 +535,8 @@ template <class T> struct Pull {
   const void* offsets = nullptr;
   bool ord64 = false;
   const T* direct = nullptr;  // one value per row, already in sorted order (no gather)
-  const unsigned long long* bad = nullptr;  // set: a check that found a bad index (all ones: none) gates the pull
+  // The index check's result on the same stream (all ones: no bad index); set, it gates the pull.
+  const unsigned long long* bad = nullptr;
   std::int64_t M = 0, F = 1, src_row = 0, out_row = 0;
   std::int64_t sources = 0;  // rows of src (for the launch shape only)
   T alpha = T(1);
@@ -546,6 +547,12 @@ template <class T> struct Pull {
 // index (the caller then throws; the sort it ran on clamped keys is discarded).
 template <class T> __device__ __forceinline__ bool gated(const Pull<T>& p) {
   return p.bad != nullptr && *p.bad != ~0ull;
+}
+
+// A target's result from its accumulator: mean divides by the values combined (the start value
+// counts when it takes part).
+template <int R, class T> __device__ __forceinline__ T finish_pull(const Pull<T>& p, T acc, std::int64_t sources) {
+  return R == kMean ? acc / static_cast<T>(sources + (p.self ? 1 : 0)) : acc;
 }
 
 // One thread per (target, feature), sequential over the target's sources.
@@ -572,8 +579,7 @@ template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
     for (int u = 0; u < kAhead; ++u) acc = step(R, acc, v[u]);
   }
   for (; s < e; ++s) acc = step(R, acc, val(s));
-  if (R == kMean) acc = acc / static_cast<T>(e - b + (p.self ? 1 : 0));
-  *o = acc;
+  *o = finish_pull<R>(p, acc, e - b);
 }
 
 // A lane of a group of `group` lanes per target: its target t, its lane, and the target's sources
@@ -630,7 +636,7 @@ template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T
     Pack<T, V> r;
 #pragma unroll
     for (int c = 0; c < V; ++c)
-      r.v[c] = R == kMean ? acc[c] / static_cast<T>(e - b + (p.self ? 1 : 0)) : acc[c];
+      r.v[c] = finish_pull<R>(p, acc[c], e - b);
     *reinterpret_cast<Pack<T, V>*>(o) = r;
   }
 }
@@ -652,7 +658,7 @@ template <class T, int R, int B> __global__ void __launch_bounds__(256, 2) pull_
     T* o = p.out + t * p.out_row + f;
     const T* src = p.src + f;
     int ra[B], rb[B];  // two batches' source row numbers (the caller checks they fit in int)
-    T wa[B], wb[B];             // two batches' values
+    T wa[B], wb[B];    // two batches' values
     auto load_rows = [&](int (&r)[B], std::int64_t s0) {
 #pragma unroll
       for (int u = 0; u < B; ++u) r[u] = s0 + u < e ? static_cast<int>(load_index(p.order, p.ord64, s0 + u)) : 0;
@@ -675,25 +681,23 @@ template <class T, int R, int B> __global__ void __launch_bounds__(256, 2) pull_
       const T v = src[load_index(p.order, p.ord64, s++) * p.src_row];
       acc = p.scaled ? p.alpha * v : v;
     }
-    if (s >= e) {
-      *o = R == kMean ? acc / static_cast<T>(e - b + (p.self ? 1 : 0)) : acc;
-      continue;
+    if (s < e) {
+      load_rows(ra, s);
+      load_values(wa, ra, s);
+      load_rows(rb, s + B);
+      load_rows(ra, s + 2 * B);
+      for (;; s += 2 * B) {  // wa: batch s in flight; rb, ra: rows of batches s + B, s + 2B
+        load_values(wb, rb, s + B);
+        load_rows(rb, s + 3 * B);
+        fold(wa, s);
+        if (s + B >= e) break;
+        load_values(wa, ra, s + 2 * B);
+        load_rows(ra, s + 4 * B);
+        fold(wb, s + B);
+        if (s + 2 * B >= e) break;
+      }
     }
-    load_rows(ra, s);
-    load_values(wa, ra, s);
-    load_rows(rb, s + B);
-    load_rows(ra, s + 2 * B);
-    for (;; s += 2 * B) {  // wa: batch s in flight; rb, ra: rows of batches s + B, s + 2B
-      load_values(wb, rb, s + B);
-      load_rows(rb, s + 3 * B);
-      fold(wa, s);
-      if (s + B >= e) break;
-      load_values(wa, ra, s + 2 * B);
-      load_rows(ra, s + 4 * B);
-      fold(wb, s + B);
-      if (s + 2 * B >= e) break;
-    }
-    *o = R == kMean ? acc / static_cast<T>(e - b + (p.self ? 1 : 0)) : acc;
+    *o = finish_pull<R>(p, acc, e - b);
   }
 }
 

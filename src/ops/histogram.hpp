@@ -9,7 +9,6 @@
 #include "ops/fixed_point.hpp"
 #include "samebits/tensor.hpp"
 
-
 namespace samebits::detail {
 
 struct BincountArgs {
