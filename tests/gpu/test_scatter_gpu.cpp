@@ -391,47 +391,58 @@ TEST(ScatterGpu, AtomicVariantVariesRunToRun) {
 // than a block's lanes). The GPU's chains start and end where the CPU's do, bit for bit.
 TEST(ScatterGpu, ChainsOfEveryLengthEqualTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
-  const std::int64_t lengths[] = {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 65};
-  const auto n = static_cast<std::int64_t>(std::size(lengths));
-  std::vector<std::int64_t> idx;
-  for (std::int64_t t = 0; t < n; ++t) idx.insert(idx.end(), static_cast<std::size_t>(lengths[t]), t);
-  const auto seed = fresh_seed();
-  std::mt19937_64 rng(seed);
-  std::shuffle(idx.begin(), idx.end(), rng);
-  const auto e = static_cast<std::int64_t>(idx.size());
-  Tensor index = Tensor::from_vector(idx, {e});
-  Tensor gindex = index.to(kGpu);
-  const IndexPlan plan = make_index_plan(gindex, n);
-  for (DType dtype : {DType::f32, DType::f64})
-    for (std::int64_t f : {64, 300})
-      for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin, Reduce::prod}) {
-        SCOPED_TRACE(::testing::Message() << to_string(dtype) << " F=" << f << " " << to_string(r) << " seed " << seed);
-        Tensor src = r == Reduce::prod ? testing::random_uniform({e, f}, dtype, 0.9, 1.1, seed + 1)
-                                       : testing::random_normal({e, f}, dtype, seed + 1);
-        Tensor out0 = testing::random_normal({n, f}, dtype, seed + 2);
-        Tensor gsrc = src.to(kGpu);
-        for (bool self : {false, true}) {
+  // Short chains (16 targets, 437 sources), then the same with chains around and past a staging
+  // window of rows of one value (255-257 and 600 sources: long chains on average).
+  for (bool long_chains : {false, true}) {
+    std::vector<std::int64_t> lengths = {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 65};
+    if (long_chains)
+      lengths.insert(lengths.end(), {255, 256, 257, 600});
+    const auto n = static_cast<std::int64_t>(lengths.size());
+    std::vector<std::int64_t> idx;
+    for (std::int64_t t = 0; t < n; ++t)
+      idx.insert(idx.end(), static_cast<std::size_t>(lengths[t]), t);
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    std::shuffle(idx.begin(), idx.end(), rng);
+    const auto e = static_cast<std::int64_t>(idx.size());
+    Tensor index = Tensor::from_vector(idx, {e});
+    Tensor gindex = index.to(kGpu);
+    const IndexPlan plan = make_index_plan(gindex, n);
+    for (DType dtype : {DType::f32, DType::f64})
+      for (std::int64_t f : {1, 64, 300})
+        for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin, Reduce::prod}) {
+          SCOPED_TRACE(::testing::Message() << to_string(dtype) << " F=" << f << " " << to_string(r)
+                                            << " long chains " << long_chains << " seed " << seed);
+          Tensor src = r == Reduce::prod
+                           ? testing::random_uniform({e, f}, dtype, 0.9, 1.1, seed + 1)
+                           : testing::random_normal({e, f}, dtype, seed + 1);
+          Tensor out0 = testing::random_normal({n, f}, dtype, seed + 2);
+          Tensor gsrc = src.to(kGpu);
+          for (bool self : {false, true}) {
+            Tensor cpu = out0.clone();
+            scatter_reduce(cpu, 0, expanded(index, {e, f}), src, r, self, {.level = kPo});
+            for (bool alt : {false, true}) {
+              LaunchConfig lc(alt);
+              Tensor out = out0.to(kGpu);
+              scatter_reduce(out, 0, expanded(gindex, {e, f}), gsrc, r, self, {.level = kPo});
+              EXPECT_TRUE(bitwise_equal(out, cpu)) << "self " << self << " alt " << alt;
+            }
+          }
+          if (r != Reduce::sum)
+            continue;
           Tensor cpu = out0.clone();
-          scatter_reduce(cpu, 0, expanded(index, {e, f}), src, r, self, {.level = kPo});
+          index_add(cpu, index, src, 0.3, {.level = kPo});
           for (bool alt : {false, true}) {
             LaunchConfig lc(alt);
-            Tensor out = out0.to(kGpu);
-            scatter_reduce(out, 0, expanded(gindex, {e, f}), gsrc, r, self, {.level = kPo});
-            EXPECT_TRUE(bitwise_equal(out, cpu)) << "self " << self << " alt " << alt;
+            Tensor out = out0.to(kGpu), with_plan = out0.to(kGpu);
+            index_add(out, gindex, gsrc, 0.3, {.level = kPo});
+            index_add(with_plan, plan, gsrc, 0.3);
+            EXPECT_TRUE(bitwise_equal(out, cpu)) << "index_add alpha 0.3, alt " << alt;
+            EXPECT_TRUE(bitwise_equal(with_plan, cpu))
+                << "index_add with a plan, alpha 0.3, alt " << alt;
           }
         }
-        if (r != Reduce::sum) continue;
-        Tensor cpu = out0.clone();
-        index_add(cpu, index, src, 0.3, {.level = kPo});
-        for (bool alt : {false, true}) {
-          LaunchConfig lc(alt);
-          Tensor out = out0.to(kGpu), with_plan = out0.to(kGpu);
-          index_add(out, gindex, gsrc, 0.3, {.level = kPo});
-          index_add(with_plan, plan, gsrc, 0.3);
-          EXPECT_TRUE(bitwise_equal(out, cpu)) << "index_add alpha 0.3, alt " << alt;
-          EXPECT_TRUE(bitwise_equal(with_plan, cpu)) << "index_add with a plan, alpha 0.3, alt " << alt;
-        }
-      }
+  }
 }
 
 TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
@@ -447,7 +458,7 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
       for (auto level : {kNg, kR2r, kPo}) {
         LaunchConfig lc(alt);
         SCOPED_TRACE(::testing::Message() << "bad " << bad << " alt " << alt << " " << to_string(level));
-        // Rows of one value (a thread per target, the sorted values read directly).
+        // Rows of one value (the sorted values read directly).
         Tensor out1 = testing::random_normal({10, 1}, DType::f32, 6, kGpu);
         const auto before1 = content_hash(out1);
         EXPECT_THROW(index_add(out1, index, src1, 1.0, {.level = level}), IndexOutOfRange);

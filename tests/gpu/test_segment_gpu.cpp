@@ -91,7 +91,7 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
   struct Shape3 { std::int64_t segs, avg, cols; };
   for (Shape3 sh : {Shape3{5000, 5, 1}, {1000, 12, 2}, {700, 9, 4}, {500, 8, 16}, {300, 10, 33},
                     {256, 16, 64}, {128, 20, 128}, {40, 30, 200}, {10, 50, 1433}, {3, 5000, 32},
-                    {2708, 4, 7}, {20, 400, 7}}) {
+                    {2708, 4, 7}, {20, 400, 7}, {2000, 40, 1}, {4, 3000, 1}}) {
     const auto seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + " cols " + std::to_string(sh.cols));
     for (DType dt : {DType::f32, DType::f64}) {
