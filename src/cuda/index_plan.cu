@@ -1,7 +1,10 @@
-// CUDA index plan: index validation and key building, a stable CUB radix sort of (index,
-// position) pairs, CSR offsets from the sorted keys, and make_index_plan on the GPU. A stable
-// sort has one result, so the plan holds the same integers as the CPU's counting sort.
+// CUDA index plan: index validation and key building, a stable sort of (index, position) pairs
+// with CSR offsets, and make_index_plan on the GPU. Up to kCountMaxKeys targets the sort is a
+// counting sort of our own (tile histograms, one scan, stable placement); beyond, CUB's radix
+// sort and offsets from the sorted keys. A stable sort has one result, so either way the plan
+// holds the same integers as the CPU's counting sort.
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include <bit>
 #include <cstdlib>
@@ -55,6 +58,149 @@ __global__ void widen_kernel(const int* in, std::int64_t n, std::int64_t* out) {
     out[i] = in[i];
 }
 
+// --- counting sort for few keys ------------------------------------------------------------------
+//
+// The positions are cut into tiles of kCountTile, a block per tile, and each tile into one
+// contiguous slice per warp. (1) Each block counts its tile's keys into counts[key][tile].
+// (2) One exclusive scan of counts in that key-major order gives, for each (key, tile), where the
+// tile's first pair of that key goes; the key's first cell is offsets[key]. (3) Each block counts
+// again per warp, turns the counts into per-warp starts, and each warp walks its slice 32
+// positions at a time in order: lanes with the same key (__match_any_sync) take consecutive places
+// in lane order. Tiles, slices, chunks and lanes all follow position order, so the sort is stable.
+// Keys outside [0, m) lower *bad (first pass only) and count as key 0, as in the radix path.
+constexpr int kCountTile = 4096;
+constexpr int kCountWarps = 8;
+constexpr int kCountThreads = kCountWarps * 32;
+constexpr int kCountSlice = kCountTile / kCountWarps;
+constexpr int kCountMaxKeys = 1536;  // kCountWarps x 1536 ints: 48 KiB of shared memory
+// Keys of a tile per thread, and keys of [0, m) per thread, each loaded all at once.
+constexpr int kCountPerThread = kCountTile / kCountThreads;
+constexpr int kCountKeysPerThread = (kCountMaxKeys + kCountThreads - 1) / kCountThreads;
+
+std::int64_t count_tiles(std::int64_t n) { return (n + kCountTile - 1) / kCountTile; }
+bool counting_sort_applies(std::int64_t n, std::int64_t num_keys) {
+  return n > 0 && num_keys <= kCountMaxKeys && n < std::numeric_limits<int>::max() && !alternative_scatter_config();
+}
+std::int64_t count_cells(std::int64_t n, std::int64_t num_keys) {
+  return num_keys <= kCountMaxKeys ? num_keys * count_tiles(n) : 0;
+}
+
+template <class I>
+__device__ __forceinline__ int key_at(const I* idx, std::int64_t stride, std::int64_t i, int m, unsigned long long* bad) {
+  const auto v = static_cast<std::int64_t>(idx[i * stride]);
+  if (v >= 0 && v < m) return static_cast<int>(v);
+  if (bad != nullptr) atomicMin(bad, static_cast<unsigned long long>(i));
+  return 0;
+}
+
+template <class I>
+__global__ void __launch_bounds__(kCountThreads)
+    tile_count_kernel(const I* idx, std::int64_t stride, std::int64_t n, int m, int* counts, unsigned long long* bad) {
+  extern __shared__ int hist[];  // [m]
+  const std::int64_t t0 = std::int64_t{blockIdx.x} * kCountTile;
+  const int len = static_cast<int>(n - t0 < kCountTile ? n - t0 : kCountTile);
+  int keys[kCountPerThread];
+#pragma unroll
+  for (int u = 0; u < kCountPerThread; ++u) {
+    const int j = u * kCountThreads + static_cast<int>(threadIdx.x);
+    keys[u] = j < len ? key_at(idx, stride, t0 + j, m, bad) : -1;
+  }
+  for (int k = threadIdx.x; k < m; k += kCountThreads) hist[k] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < kCountPerThread; ++u)
+    if (keys[u] >= 0) atomicAdd(&hist[keys[u]], 1);
+  __syncthreads();
+  for (int k = threadIdx.x; k < m; k += kCountThreads) counts[std::int64_t{k} * gridDim.x + blockIdx.x] = hist[k];
+}
+
+__global__ void count_offsets_kernel(const int* starts, int m, std::int64_t tiles, std::int64_t n, int* offsets) {
+  const std::int64_t k = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (k < m) offsets[k] = starts[k * tiles];
+  else if (k == m) offsets[k] = static_cast<int>(n);
+}
+
+template <class I>
+__global__ void __launch_bounds__(kCountThreads)
+    tile_place_kernel(const I* idx, std::int64_t stride, std::int64_t n, int m, const int* starts,
+                      const int* values32, std::int64_t vstride, int* out) {
+  extern __shared__ int cnt[];  // [kCountWarps][m]
+  const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
+  for (int k = threadIdx.x; k < kCountWarps * m; k += kCountThreads) cnt[k] = 0;
+  const std::int64_t t0 = std::int64_t{blockIdx.x} * kCountTile;
+  const int len = static_cast<int>(n - t0 < kCountTile ? n - t0 : kCountTile);
+  const int s0 = w * kCountSlice, s1 = s0 + kCountSlice < len ? s0 + kCountSlice : len;
+  int* mine = cnt + w * m;
+  constexpr int U = kCountSlice / 32;
+  int keys[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int j = s0 + u * 32 + lane;
+    keys[u] = j < s1 ? key_at(idx, stride, t0 + j, m, nullptr) : -1;
+  }
+  int at[kCountKeysPerThread];  // the tile's start for keys threadIdx.x + q * kCountThreads
+#pragma unroll
+  for (int q = 0; q < kCountKeysPerThread; ++q) {
+    const int k = static_cast<int>(threadIdx.x) + q * kCountThreads;
+    at[q] = k < m ? starts[std::int64_t{k} * gridDim.x + blockIdx.x] : 0;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (keys[u] >= 0) atomicAdd(&mine[keys[u]], 1);
+  __syncthreads();
+#pragma unroll
+  for (int q = 0; q < kCountKeysPerThread; ++q) {  // per-warp counts -> per-warp starts
+    const int k = static_cast<int>(threadIdx.x) + q * kCountThreads;
+    if (k >= m) break;
+    for (int v = 0; v < kCountWarps; ++v) {
+      const int c = cnt[v * m + k];
+      cnt[v * m + k] = at[q];
+      at[q] += c;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int k = keys[u];
+    const unsigned peers = __match_any_sync(0xffffffffu, k);
+    if (k >= 0) {
+      const std::int64_t i = t0 + s0 + u * 32 + lane;
+      const int place = mine[k] + __popc(peers & ((1u << lane) - 1u));
+      out[place] = values32 != nullptr ? values32[i * vstride] : static_cast<int>(i);
+    }
+    __syncwarp();
+    if (k >= 0 && (peers >> lane) == 1u) mine[k] += __popc(peers);  // the group's last lane
+    __syncwarp();
+  }
+}
+
+std::size_t scan_temp_bytes(std::int64_t cells) {
+  std::size_t bytes = 0;
+  SAMEBITS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const int*>(nullptr),
+                                                    static_cast<int*>(nullptr), static_cast<int>(cells)));
+  return bytes;
+}
+
+template <class I>
+void counting_sort(const I* idx, std::int64_t stride, const int* values32, std::int64_t vstride, const SortBuffers& b,
+                   unsigned long long* bad, cudaStream_t stream) {
+  const int m = static_cast<int>(b.num_keys);
+  const auto tiles = static_cast<unsigned>(count_tiles(b.n));
+  const std::int64_t cells = b.num_keys * tiles;
+  tile_count_kernel<I><<<tiles, kCountThreads, static_cast<std::size_t>(m) * 4, stream>>>(idx, stride, b.n, m,
+                                                                                            b.counts, bad);
+  SAMEBITS_CUDA_CHECK_LAUNCH("tile_count_kernel");
+  std::size_t temp = b.temp_bytes;
+  SAMEBITS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.temp, temp, static_cast<const int*>(b.counts), b.starts,
+                                                    static_cast<int>(cells), stream));
+  count_offsets_kernel<<<grid_for(m + 1), kBlock, 0, stream>>>(b.starts, m, tiles, b.n, b.offsets);
+  SAMEBITS_CUDA_CHECK_LAUNCH("count_offsets_kernel");
+  tile_place_kernel<I><<<tiles, kCountThreads, static_cast<std::size_t>(m) * 4 * kCountWarps, stream>>>(
+      idx, stride, b.n, m, b.starts, values32, vstride, b.vals_out);
+  SAMEBITS_CUDA_CHECK_LAUNCH("tile_place_kernel");
+}
+
 int key_bits(std::int64_t num_keys) {
   return std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(num_keys - 1, 1)))));
 }
@@ -84,10 +230,9 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   auto* bad = scratch.take<unsigned long long>(1);
   const SortBuffers b = sort_buffers(scratch, n, m);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
-  build_vector_keys(a.index, m, nullptr, 0, b, bad, stream);
+  sort_index_vector(a.index, m, nullptr, 0, b, bad, stream);
   if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
     throw IndexOutOfRange(index_error_message("make_index_plan", i, read_index_value(a.index, i * a.index.strides[0]), m));
-  sort_pairs_and_offsets(b, stream);
   widen_kernel<<<grid_for(n), kBlock, 0, stream>>>(b.vals_out, n, p.order.data<std::int64_t>());
   SAMEBITS_CUDA_CHECK_LAUNCH("widen order");
   widen_kernel<<<grid_for(m + 1), kBlock, 0, stream>>>(b.offsets, m + 1, p.offsets.data<std::int64_t>());
@@ -117,10 +262,17 @@ void* DeviceScratch::take_bytes(std::size_t bytes) {
   return p;
 }
 
+std::size_t sort_temp_bytes(std::int64_t n, std::int64_t num_keys) {
+  std::size_t bytes = std::max<std::size_t>(cub_temp_bytes(n, num_keys), 1);
+  if (const std::int64_t cells = count_cells(n, num_keys); cells > 0) bytes = std::max(bytes, scan_temp_bytes(cells));
+  return bytes;
+}
+
 std::size_t sort_scratch_bytes(std::int64_t n, std::int64_t num_keys) {
   const std::size_t pairs = align256(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * 4);
-  return 4 * pairs + align256(static_cast<std::size_t>(num_keys + 1) * 4) +
-         align256(std::max<std::size_t>(cub_temp_bytes(n, num_keys), 1));
+  const std::size_t cells = align256(static_cast<std::size_t>(std::max<std::int64_t>(count_cells(n, num_keys), 1)) * 4);
+  return 4 * pairs + 2 * cells + align256(static_cast<std::size_t>(num_keys + 1) * 4) +
+         align256(sort_temp_bytes(n, num_keys));
 }
 
 SortBuffers sort_buffers(DeviceScratch& scratch, std::int64_t n, std::int64_t num_keys) {
@@ -132,7 +284,9 @@ SortBuffers sort_buffers(DeviceScratch& scratch, std::int64_t n, std::int64_t nu
   b.keys_out = scratch.take<int>(n);
   b.vals_out = scratch.take<int>(n);
   b.offsets = scratch.take<int>(num_keys + 1);
-  b.temp_bytes = std::max<std::size_t>(cub_temp_bytes(n, num_keys), 1);
+  b.counts = scratch.take<int>(std::max<std::int64_t>(count_cells(n, num_keys), 1));
+  b.starts = scratch.take<int>(std::max<std::int64_t>(count_cells(n, num_keys), 1));
+  b.temp_bytes = sort_temp_bytes(n, num_keys);
   b.temp = scratch.take_bytes(b.temp_bytes);
   return b;
 }
@@ -163,6 +317,20 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
   }
   offsets_kernel<<<grid_for(b.n + 1), kBlock, 0, stream>>>(b.keys_out, b.n, b.num_keys, b.offsets);
   SAMEBITS_CUDA_CHECK_LAUNCH("offsets_kernel");
+}
+
+void sort_index_vector(const TensorView& index, std::int64_t m, const void* values32, std::int64_t vstride,
+                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
+  if (!counting_sort_applies(b.n, m)) {
+    build_vector_keys(index, m, values32, vstride, b, bad, stream);
+    sort_pairs_and_offsets(b, stream);
+    return;
+  }
+  const auto* v = static_cast<const int*>(values32);
+  if (index.dtype == DType::i32)
+    counting_sort(static_cast<const std::int32_t*>(index.data), index.strides[0], v, vstride, b, bad, stream);
+  else
+    counting_sort(static_cast<const std::int64_t*>(index.data), index.strides[0], v, vstride, b, bad, stream);
 }
 
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream) {

@@ -1,6 +1,6 @@
 // The GPU side of the index plan, shared by make_index_plan and the CUDA scatter variants: key
-// building with index validation, a stable CUB radix sort of (key, value) pairs, CSR offsets from
-// sorted keys, and the device scratch buffer they work in.
+// building with index validation, a stable sort of (key, value) pairs (a counting sort for few
+// keys, CUB's radix sort otherwise), CSR offsets, and the device scratch buffer they work in.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -55,6 +55,8 @@ struct SortBuffers {
   int* keys_out = nullptr;
   int* vals_out = nullptr;
   int* offsets = nullptr;  // [num_keys + 1]
+  int* counts = nullptr;   // counting sort: [num_keys][tiles] counts and their exclusive scan
+  int* starts = nullptr;
   void* temp = nullptr;
   std::size_t temp_bytes = 0;
   std::int64_t n = 0, num_keys = 0;
@@ -72,6 +74,13 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
 
 // Stable sort of the pairs by key, then offsets[k] = first sorted position with key >= k.
 void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
+
+// The same for a 1-D index (int32/int64, any stride) in one call: vals_out holds values32[i *
+// vstride] (or i) in stable key order and offsets the CSR offsets; keys_* are not kept. Few keys
+// take a counting sort, the rest build_vector_keys and the radix sort. A value outside [0, m)
+// lowers *bad to its position and sorts as key 0.
+void sort_index_vector(const TensorView& index, std::int64_t m, const void* values32, std::int64_t vstride,
+                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream);
 
 // Reads *bad (waits for the stream); -1 when every index was in range.
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream);

@@ -889,10 +889,9 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     const SortBuffers sb = sort_buffers(scratch, rw.L, rw.M);
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
     const TensorView vec = index_vector(a);
-    build_vector_keys(vec, rw.M, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
-    // No wait here: bad keys were clamped to 0, and the pull reads the check's result itself and
-    // writes nothing when it found one. One round trip to the host per call instead of two.
-    sort_pairs_and_offsets(sb, stream);
+    // No wait after the sort: bad keys were sorted as 0, and the pull reads the check's result
+    // itself and writes nothing when it found one. One round trip to the host per call.
+    sort_index_vector(vec, rw.M, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
     Pull<T> p = rows_pull<T>(a, rw);
     p.order = sb.vals_out;
     p.offsets = sb.offsets;

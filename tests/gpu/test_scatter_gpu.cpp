@@ -97,16 +97,34 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
     }
 }
 
+// Both GPU sorts (the counting sort for up to 1536 targets, the radix sort beyond it and under the
+// alternative configuration) give the CPU's plan: sizes around the counting sort's 4096-position
+// tiles, target counts around its limit, int32 and int64 indices, and a strided index.
 TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
-  for (std::int64_t n : {0, 1, 1000, 300000}) {
-    Tensor index = testing::random_index(n, 777, DType::i64, fresh_seed());
-    const IndexPlan c = make_index_plan(index, 777);
-    const IndexPlan g = make_index_plan(index.to(kGpu), 777);
-    EXPECT_TRUE(g.device == kGpu);
-    EXPECT_EQ(g.order.to_vector<std::int64_t>(), c.order.to_vector<std::int64_t>());
-    EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>());
-  }
+  for (bool alt : {false, true})
+    for (std::int64_t m : {1, 777, 1536, 1537, 5000})
+      for (std::int64_t n : {0, 1, 1000, 4095, 4096, 4097, 300000}) {
+        LaunchConfig lc(alt);
+        const auto seed = fresh_seed();
+        SCOPED_TRACE(::testing::Message() << "alt " << alt << " m " << m << " n " << n << " seed " << seed);
+        const DType dt = n % 2 == 0 ? DType::i64 : DType::i32;
+        Tensor index = testing::random_index(n, m, dt, seed);
+        const IndexPlan c = make_index_plan(index, m);
+        const IndexPlan g = make_index_plan(index.to(kGpu), m);
+        EXPECT_TRUE(g.device == kGpu);
+        EXPECT_EQ(g.order.to_vector<std::int64_t>(), c.order.to_vector<std::int64_t>());
+        EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>());
+      }
+  LaunchConfig lc(false);
+  Tensor wide = testing::random_index(2 * 10000, 300, DType::i64, fresh_seed(), kGpu);
+  TensorView strided = wide.view();  // every second element: stride 2
+  strided.shape[0] = 10000;
+  strided.strides[0] = 2;
+  const IndexPlan g = make_index_plan(strided, 300);
+  const IndexPlan c = make_index_plan(Tensor::copy_of(strided).to(Device::cpu()), 300);
+  EXPECT_EQ(g.order.to_vector<std::int64_t>(), c.order.to_vector<std::int64_t>());
+  EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>());
 }
 
 struct ScatterCase {
