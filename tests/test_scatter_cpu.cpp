@@ -296,6 +296,17 @@ TEST(IndexPlan, ReportsTheFirstBadPosition) {
   EXPECT_THROW(make_index_plan(Tensor::zeros({3}, DType::f32), 4), InvalidArgument);
 }
 
+// No targets at all: every index is out of range, whichever variant runs.
+TEST(IndexPlan, NoTargetsMeansEveryIndexIsOutOfRange) {
+  Tensor index = testing::random_index(5000, 10, DType::i64, fresh_seed());
+  Tensor src = testing::random_normal({5000, 1}, DType::f32, fresh_seed());
+  EXPECT_THROW(make_index_plan(index, 0), IndexOutOfRange);
+  for (const auto& v : kScatterVariants) {
+    Tensor none = Tensor::empty({0, 1}, DType::f32);
+    EXPECT_THROW(index_add(none, index, src, 1.0, force(v)), IndexOutOfRange) << v.name;
+  }
+}
+
 TEST(IndexPlan, MismatchedPlanIsRejected) {
   Tensor index = testing::random_index(100, 10, DType::i64, 1);
   const IndexPlan p = make_index_plan(index, 10);

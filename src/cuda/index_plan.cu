@@ -79,7 +79,8 @@ constexpr int kCountKeysPerThread = (kCountMaxKeys + kCountThreads - 1) / kCount
 
 std::int64_t count_tiles(std::int64_t n) { return (n + kCountTile - 1) / kCountTile; }
 bool counting_sort_applies(std::int64_t n, std::int64_t num_keys) {
-  return n > 0 && num_keys <= kCountMaxKeys && n < std::numeric_limits<int>::max() && !alternative_scatter_config();
+  return n > 0 && num_keys > 0 && num_keys <= kCountMaxKeys && n < std::numeric_limits<int>::max() &&
+         !alternative_scatter_config();
 }
 std::int64_t count_cells(std::int64_t n, std::int64_t num_keys) {
   return num_keys <= kCountMaxKeys ? num_keys * count_tiles(n) : 0;
@@ -262,11 +263,13 @@ void* DeviceScratch::take_bytes(std::size_t bytes) {
   return p;
 }
 
+namespace {
 std::size_t sort_temp_bytes(std::int64_t n, std::int64_t num_keys) {
   std::size_t bytes = std::max<std::size_t>(cub_temp_bytes(n, num_keys), 1);
   if (const std::int64_t cells = count_cells(n, num_keys); cells > 0) bytes = std::max(bytes, scan_temp_bytes(cells));
   return bytes;
 }
+}  // namespace
 
 std::size_t sort_scratch_bytes(std::int64_t n, std::int64_t num_keys) {
   const std::size_t pairs = align256(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * 4);
@@ -321,6 +324,7 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
 
 void sort_index_vector(const TensorView& index, std::int64_t m, const void* values32, std::int64_t vstride,
                        const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
+  if (m != b.num_keys) throw Error("sort_index_vector: internal error: buffers sized for another key count");
   if (!counting_sort_applies(b.n, m)) {
     build_vector_keys(index, m, values32, vstride, b, bad, stream);
     sort_pairs_and_offsets(b, stream);
@@ -359,8 +363,9 @@ bool alternative_scatter_config() {
 }
 
 void register_cuda_index_plan(Registry& r) {
-  r.add(Variant<PlanArgs>{{"make_index_plan", "cuda.radix_sort", DeviceType::cuda, Determinism::portable,
-                           "stable CUB radix sort of (index, position) pairs + CSR offsets: one possible result"},
+  r.add(Variant<PlanArgs>{{"make_index_plan", "cuda.stable_sort", DeviceType::cuda, Determinism::portable,
+                           "stable sort of (index, position) pairs + CSR offsets (a counting sort up to 1536 "
+                           "targets, CUB's radix sort beyond): one possible result"},
                           plan_why_not, nullptr, plan_variant});
 }
 

@@ -55,8 +55,8 @@ struct SortBuffers {
   int* keys_out = nullptr;
   int* vals_out = nullptr;
   int* offsets = nullptr;  // [num_keys + 1]
-  int* counts = nullptr;   // counting sort: [num_keys][tiles] counts and their exclusive scan
-  int* starts = nullptr;
+  int* counts = nullptr;   // counting sort: [num_keys][tiles] keys counted per tile
+  int* starts = nullptr;   // counting sort: the exclusive scan of counts (each tile's first place)
   void* temp = nullptr;
   std::size_t temp_bytes = 0;
   std::int64_t n = 0, num_keys = 0;

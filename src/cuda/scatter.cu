@@ -8,9 +8,10 @@
 //                                   element: exact int64 fixed-point sums with integer atomics,
 //                                   the same integers in any order; no sort (when it applies:
 //                                   include/samebits/ops/scatter.hpp)
-//   cuda.sort_pull  portable        fresh indices every call: (index, position) pairs sorted by a
-//                                   stable CUB radix sort, CSR offsets from the sorted keys, then
-//                                   each target pulls its sources in ascending order
+//   cuda.sort_pull  portable        fresh indices every call: (index, position) pairs put in
+//                                   stable order with CSR offsets (cuda/index_plan.cu: a counting
+//                                   sort for few targets, CUB's radix sort otherwise), then each
+//                                   target pulls its sources in ascending order
 //   cuda.plan_pull  portable        the same pull over a plan built once (index_add with a plan)
 //
 // The pull is the canonical order of include/samebits/ops/scatter.hpp (sequential per target,
@@ -635,7 +636,7 @@ __global__ void __launch_bounds__(kSpanWarps * 32, sizeof(T) == 4 ? 6 : 4) pull_
     const bool mine = t < last;
     const std::int64_t b = mine ? load_index(p.offsets, p.ord64, t) : hi;
     const std::int64_t e = mine ? load_index(p.offsets, p.ord64, t + 1) : hi;
-    T* o = p.out + t * p.out_row;
+    T* o = mine ? p.out + t * p.out_row : p.out;
     T acc = mine && p.self && b != e ? *o : T(0);
     bool first = !p.self;
     fold_span(
@@ -970,7 +971,9 @@ void register_cuda_scatter(Registry& r) {
   register_cuda_index_plan(r);
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
   const char* atomic_how = "atomicAdd / atomicCAS into targets in hardware schedule order";
-  const char* sort_how = "stable CUB radix sort of (index, position) every call, then ordered pull per target";
+  const char* sort_how =
+      "stable sort of (index, position) every call (counting sort up to 1536 targets, CUB radix sort "
+      "beyond), then ordered pull per target";
   auto atomic = by_dtype<run_atomic<float>, run_atomic<double>>;
   auto sorted = by_dtype<run_sort_pull<float>, run_sort_pull<double>>;
   const char* fixed_how =

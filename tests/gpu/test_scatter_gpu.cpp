@@ -57,7 +57,8 @@ struct AddShape {
 const AddShape kAddShapes[] = {{0, 4, 3},      {1, 1, 1},        {1000, 10, 1},   {100000, 30000, 1},
                                {200000, 100, 1}, {5000, 300, 7},  {4000, 50, 31},  {4000, 50, 32},
                                {4000, 50, 33},   {30000, 1000, 64}, {20000, 2708, 128}, {3000, 1, 100},
-                               {6000, 200, 2},   {8000, 400, 16},  {6000, 20, 200}, {5000, 30, 130}, {3000, 10, 300}};
+                               {6000, 200, 2},   {8000, 400, 16},  {6000, 20, 200}, {5000, 30, 130}, {3000, 10, 300},
+                               {50001, 1000, 1}};  // odd: int32 index, several sort tiles, 50 sources per target
 
 TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
   SAMEBITS_REQUIRE_CUDA();
@@ -409,7 +410,7 @@ TEST(ScatterGpu, AtomicVariantVariesRunToRun) {
 // than a block's lanes). The GPU's chains start and end where the CPU's do, bit for bit.
 TEST(ScatterGpu, ChainsOfEveryLengthEqualTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
-  // Short chains (16 targets, 437 sources), then the same with chains around and past a staging
+  // Short chains (16 targets, 380 sources), then the same with chains around and past a staging
   // window of rows of one value (255-257 and 600 sources: long chains on average).
   for (bool long_chains : {false, true}) {
     std::vector<std::int64_t> lengths = {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 65};
@@ -468,7 +469,9 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
   for (std::int64_t bad : {-3, 10, 1 << 30}) {
     Tensor src = testing::random_normal({5000, 4}, DType::f32, fresh_seed(), kGpu);
     Tensor host_index = testing::random_index(5000, 10, DType::i64, fresh_seed());
-    host_index.data<std::int64_t>()[3210] = bad;
+    host_index.data<std::int64_t>()[3210] = bad;  // the first bad position; more in a later sort tile
+    host_index.data<std::int64_t>()[4500] = bad;
+    host_index.data<std::int64_t>()[4999] = -1;
     Tensor index = host_index.to(kGpu);
     Tensor dense = Tensor::copy_of(expanded(host_index, {5000, 4})).to(kGpu);
     Tensor src1 = testing::random_normal({5000, 1}, DType::f32, fresh_seed(), kGpu);
@@ -508,7 +511,26 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
           EXPECT_EQ(content_hash(out), before) << to_string(r);
         }
       }
-    EXPECT_THROW(make_index_plan(index, 10), IndexOutOfRange);
+    for (bool alt : {false, true}) {
+      LaunchConfig lc(alt);
+      try {
+        (void)make_index_plan(index, 10);
+        ADD_FAILURE() << "no error";
+      } catch (const IndexOutOfRange& e) {
+        EXPECT_NE(std::string(e.what()).find("position 3210"), std::string::npos) << e.what();
+      }
+    }
+  }
+  // No targets at all: every index is out of range, and nothing is written.
+  Tensor index = testing::random_index(5000, 10, DType::i64, fresh_seed(), kGpu);
+  Tensor src = testing::random_normal({5000, 1}, DType::f32, fresh_seed(), kGpu);
+  for (bool alt : {false, true}) {
+    LaunchConfig lc(alt);
+    EXPECT_THROW(make_index_plan(index, 0), IndexOutOfRange);
+    for (auto level : {kNg, kR2r, kPo}) {
+      Tensor none = Tensor::empty({0, 1}, DType::f32, kGpu);
+      EXPECT_THROW(index_add(none, index, src, 1.0, {.level = level}), IndexOutOfRange) << to_string(level);
+    }
   }
 }
 
