@@ -28,15 +28,24 @@ int grid_for(std::int64_t n, int block = kBlock) {
   return static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(g, 1), 65535 * 16));
 }
 
+// The key of position i: index[i * stride] when it is in [0, m); otherwise 0, and i lowers *bad
+// (when bad is set).
+template <class I>
+__device__ __forceinline__ int key_at(const I* idx, std::int64_t stride, std::int64_t i, std::int64_t m,
+                                      unsigned long long* bad) {
+  const auto v = static_cast<std::int64_t>(idx[i * stride]);
+  if (v >= 0 && v < m) return static_cast<int>(v);
+  if (bad != nullptr) atomicMin(bad, static_cast<unsigned long long>(i));
+  return 0;
+}
+
 template <class I>
 __global__ void vector_keys_kernel(const I* idx, std::int64_t stride, std::int64_t n, std::int64_t m,
                                    const int* values32, std::int64_t vstride, int* keys, int* vals,
                                    unsigned long long* bad) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const auto v = static_cast<std::int64_t>(idx[i * stride]);
-    if (v < 0 || v >= m) atomicMin(bad, static_cast<unsigned long long>(i));
-    keys[i] = (v < 0 || v >= m) ? 0 : static_cast<int>(v);
+    keys[i] = key_at(idx, stride, i, m, bad);
     vals[i] = values32 != nullptr ? values32[i * vstride] : static_cast<int>(i);
   }
 }
@@ -84,14 +93,6 @@ bool counting_sort_applies(std::int64_t n, std::int64_t num_keys) {
 }
 std::int64_t count_cells(std::int64_t n, std::int64_t num_keys) {
   return num_keys <= kCountMaxKeys ? num_keys * count_tiles(n) : 0;
-}
-
-template <class I>
-__device__ __forceinline__ int key_at(const I* idx, std::int64_t stride, std::int64_t i, int m, unsigned long long* bad) {
-  const auto v = static_cast<std::int64_t>(idx[i * stride]);
-  if (v >= 0 && v < m) return static_cast<int>(v);
-  if (bad != nullptr) atomicMin(bad, static_cast<unsigned long long>(i));
-  return 0;
 }
 
 template <class I>
@@ -231,7 +232,7 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   auto* bad = scratch.take<unsigned long long>(1);
   const SortBuffers b = sort_buffers(scratch, n, m);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
-  sort_index_vector(a.index, m, nullptr, 0, b, bad, stream);
+  sort_index_vector(a.index, nullptr, 0, b, bad, stream);
   if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
     throw IndexOutOfRange(index_error_message("make_index_plan", i, read_index_value(a.index, i * a.index.strides[0]), m));
   widen_kernel<<<grid_for(n), kBlock, 0, stream>>>(b.vals_out, n, p.order.data<std::int64_t>());
@@ -322,11 +323,10 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
   SAMEBITS_CUDA_CHECK_LAUNCH("offsets_kernel");
 }
 
-void sort_index_vector(const TensorView& index, std::int64_t m, const void* values32, std::int64_t vstride,
-                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
-  if (m != b.num_keys) throw Error("sort_index_vector: internal error: buffers sized for another key count");
-  if (!counting_sort_applies(b.n, m)) {
-    build_vector_keys(index, m, values32, vstride, b, bad, stream);
+void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride, const SortBuffers& b,
+                       unsigned long long* bad, cudaStream_t stream) {
+  if (!counting_sort_applies(b.n, b.num_keys)) {
+    build_vector_keys(index, b.num_keys, values32, vstride, b, bad, stream);
     sort_pairs_and_offsets(b, stream);
     return;
   }

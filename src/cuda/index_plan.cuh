@@ -75,12 +75,12 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
 // Stable sort of the pairs by key, then offsets[k] = first sorted position with key >= k.
 void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 
-// The same for a 1-D index (int32/int64, any stride) in one call: vals_out holds values32[i *
-// vstride] (or i) in stable key order and offsets the CSR offsets; keys_* are not kept. Few keys
-// take a counting sort, the rest build_vector_keys and the radix sort. A value outside [0, m)
-// lowers *bad to its position and sorts as key 0.
-void sort_index_vector(const TensorView& index, std::int64_t m, const void* values32, std::int64_t vstride,
-                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream);
+// The same for a 1-D index (int32/int64, any stride) in one call, with keys in [0, b.num_keys):
+// vals_out holds values32[i * vstride] (or i) in stable key order and offsets the CSR offsets;
+// keys_* are not kept. Few keys take a counting sort, the rest build_vector_keys and the radix
+// sort. A value outside the range lowers *bad to its position and sorts as key 0.
+void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride, const SortBuffers& b,
+                       unsigned long long* bad, cudaStream_t stream);
 
 // Reads *bad (waits for the stream); -1 when every index was in range.
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream);

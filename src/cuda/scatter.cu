@@ -892,7 +892,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     const TensorView vec = index_vector(a);
     // No wait after the sort: bad keys were sorted as 0, and the pull reads the check's result
     // itself and writes nothing when it found one. One round trip to the host per call.
-    sort_index_vector(vec, rw.M, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
+    sort_index_vector(vec, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
     Pull<T> p = rows_pull<T>(a, rw);
     p.order = sb.vals_out;
     p.offsets = sb.offsets;
