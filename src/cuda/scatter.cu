@@ -558,6 +558,13 @@ template <int R, class T> __device__ __forceinline__ T finish_pull(const Pull<T>
   return R == kMean ? acc / static_cast<T>(sources + (p.self ? 1 : 0)) : acc;
 }
 
+// Feature f of the source at sorted position s, scaled by alpha: read where the sort carried it,
+// or gathered through the order.
+template <class T> __device__ __forceinline__ T source_value(const Pull<T>& p, std::int64_t s, std::int64_t f) {
+  const T v = p.direct != nullptr ? p.direct[s] : p.src[load_index(p.order, p.ord64, s) * p.src_row + f];
+  return p.scaled ? p.alpha * v : v;
+}
+
 // One thread per (target, feature), sequential over the target's sources.
 template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
   if (gated(p)) return;
@@ -567,10 +574,7 @@ template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
   const std::int64_t b = load_index(p.offsets, p.ord64, t), e = load_index(p.offsets, p.ord64, t + 1);
   if (b == e) return;
   T* o = p.out + t * p.out_row + f;
-  auto val = [&](std::int64_t s) {
-    const T v = p.direct != nullptr ? p.direct[s] : p.src[load_index(p.order, p.ord64, s) * p.src_row + f];
-    return p.scaled ? p.alpha * v : v;
-  };
+  auto val = [&](std::int64_t s) { return source_value(p, s, f); };
   std::int64_t s = b;
   T acc = p.self ? *o : val(s++);
   constexpr int kAhead = 8;
@@ -641,10 +645,7 @@ __global__ void __launch_bounds__(kSpanWarps * 32, sizeof(T) == 4 ? 6 : 4) pull_
     bool first = !p.self;
     fold_span(
         stage[w], lane, lo, hi, b, e,
-        [&](std::int64_t k) {
-          const T v = p.direct != nullptr ? p.direct[k] : p.src[load_index(p.order, p.ord64, k) * p.src_row];
-          return p.scaled ? p.alpha * v : v;
-        },
+        [&](std::int64_t k) { return source_value(p, k, 0); },
         [&](T v) {
           acc = first ? v : step(R, acc, v);
           first = false;
