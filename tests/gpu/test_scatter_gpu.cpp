@@ -406,8 +406,9 @@ TEST(ScatterGpu, AtomicVariantVariesRunToRun) {
 
 // Targets with 0, 1, 2 and around one, two and three batches of sources (the few-targets pull
 // folds batches of 16 float32 or 8 float64 rows), in a shuffled index: every reduce, with and
-// without the start values, alpha 0.3, float32 and float64, rows of 64 and of 300 features (more
-// than a block's lanes). The GPU's chains start and end where the CPU's do, bit for bit.
+// without the start values, alpha 0.3, float32 and float64, rows of one value (the staged span
+// pull and the thread pull) and of 64 and 300 features (more than a block's lanes). The GPU's
+// chains start and end where the CPU's do, bit for bit.
 TEST(ScatterGpu, ChainsOfEveryLengthEqualTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
   // Short chains (16 targets, 380 sources), then the same with chains around and past a staging
