@@ -38,18 +38,23 @@ fi
 if has sanitize; then
   say "compute-sanitizer memcheck and racecheck on the GPU test programs (in parallel)"
   # The long repeat/variance tests are left out: they rerun the same kernels many times.
-  # SANITIZE_ONLY="test_gemm_gpu ..." limits the programs, SANITIZE_TOOLS="racecheck" the tools;
-  # SANITIZE_TIMEOUT (s) bounds each run.
+  # SANITIZE_ONLY="test_gemm_gpu ..." limits the programs, SANITIZE_TOOLS="racecheck" the tools,
+  # SANITIZE_FILTER the tests; SANITIZE_TIMEOUT (s) bounds each run; SANITIZE_SHARDS=n splits the
+  # cases of the long reference tests into n processes run side by side (SAMEBITS_TEST_SHARD).
   filter=${SANITIZE_FILTER:--*Repeat*:*Var*:*Concurrent*:*100*}
+  shards=${SANITIZE_SHARDS:-1}
   mkdir -p /tmp/sanitize
   progs=$B/tests/test_*_gpu
   [ -n "${SANITIZE_ONLY:-}" ] && progs=$(for p in $SANITIZE_ONLY; do echo $B/tests/$p; done)
   for t in $progs; do
-    for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do echo "$tool $t"; done
-  done | xargs -P 8 -L 1 bash -c 'timeout '"${SANITIZE_TIMEOUT:-150}"' compute-sanitizer --tool $0 \
-      --error-exitcode 99 "$1" --gtest_brief=1 --gtest_filter="'"$filter"'" \
-      >/tmp/sanitize/$0_$(basename $1).txt 2>&1; rc=$?; [ $rc = 124 ] && rc="124 (timed out)"; \
-      echo "$0 $(basename $1) rc=$rc $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" /tmp/sanitize/$0_$(basename $1).txt | tr "\n" " ")"' \
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+      for ((i = 0; i < shards; i++)); do echo "$tool $t $i/$shards"; done
+    done
+  done | xargs -P "${SANITIZE_JOBS:-8}" -L 1 bash -c 'log=/tmp/sanitize/$0_$(basename $1)_${2%/*}.txt; \
+      SAMEBITS_TEST_SHARD=$2 timeout '"${SANITIZE_TIMEOUT:-150}"' compute-sanitizer --tool $0 \
+      --error-exitcode 99 "$1" --gtest_brief=1 --gtest_filter="'"$filter"'" >$log 2>&1; rc=$?; \
+      [ $rc = 124 ] && rc="124 (timed out)"; \
+      echo "$0 $(basename $1) shard $2 rc=$rc $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" $log | tr "\n" " ")"' \
     | sort | tee -a "$log"
   cat /tmp/sanitize/*.txt > "$OUT/sanitize.txt"
 fi

@@ -2,7 +2,12 @@
 #include "testing.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "core/strided.hpp"
 
@@ -11,6 +16,17 @@ namespace samebits::testing {
 std::uint64_t fresh_seed() {
   std::random_device rd;
   return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+bool case_in_shard(int c) {
+  static const std::pair<int, int> shard = [] {
+    const char* e = std::getenv("SAMEBITS_TEST_SHARD");
+    int i = 0, n = 1;
+    if (e != nullptr && (std::sscanf(e, "%d/%d", &i, &n) != 2 || n < 1 || i < 0 || i >= n))
+      throw std::invalid_argument(std::string("SAMEBITS_TEST_SHARD must be i/n with 0 <= i < n, got ") + e);
+    return std::pair{i, n};
+  }();
+  return c % shard.second == shard.first;
 }
 
 namespace {

@@ -37,6 +37,11 @@ double error_against_scale(const TensorView& out, const std::vector<double>& ref
 // larger buffer. `keep` owns the storage.
 TensorView strided_copy(const Tensor& t, Tensor& keep);
 
+// Splits the cases of a long test loop between processes: with SAMEBITS_TEST_SHARD="i/n" in the
+// environment, case c runs only in the process where c % n == i (every case when unset). Slow
+// checkers such as compute-sanitizer run the shards side by side.
+bool case_in_shard(int c);
+
 // Sets the CPU thread count for its lifetime.
 class ThreadCount {
  public:

@@ -114,8 +114,10 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       {kT, kT, {33, 20, 300}, -0.5, 1.0},   {kT, kN, {5, 9, 3000}, 0.7, 0.3},
       {kN, kT, {32, 32, 1500}, 1.0, 0.0},   {kN, kN, {1, 1, 1024}, -2.0, 0.0},
   };
+  int case_number = 0;
   for (DType dtype : {DType::f32, DType::f64})
     for (const auto& cs : cases) {
+      if (!testing::case_in_shard(case_number++)) continue;
       const auto seed = fresh_seed();
       SCOPED_TRACE(fmt::format("seed {} dtype {} m={} n={} k={} ta={} tb={}", seed,
                                to_string(dtype), cs.s.m, cs.s.n, cs.s.k, cs.ta == kT, cs.tb == kT));

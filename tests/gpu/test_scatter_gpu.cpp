@@ -62,8 +62,10 @@ const AddShape kAddShapes[] = {{0, 4, 3},      {1, 1, 1},        {1000, 10, 1}, 
 
 TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
   SAMEBITS_REQUIRE_CUDA();
+  int case_number = 0;
   for (const auto& sh : kAddShapes)
     for (DType dtype : {DType::f32, DType::f64}) {
+      if (!testing::case_in_shard(case_number++)) continue;
       const auto seed = fresh_seed();
       SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " "
                                         << to_string(dtype) << " seed " << seed);
@@ -103,9 +105,11 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
 // tiles, target counts around its limit, int32 and int64 indices, and a strided index.
 TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
+  int case_number = 0;
   for (bool alt : {false, true})
     for (std::int64_t m : {1, 777, 1536, 1537, 5000})
       for (std::int64_t n : {0, 1, 1000, 4095, 4096, 4097, 300000}) {
+        if (!testing::case_in_shard(case_number++)) continue;
         LaunchConfig lc(alt);
         const auto seed = fresh_seed();
         SCOPED_TRACE(::testing::Message() << "alt " << alt << " m " << m << " n " << n << " seed " << seed);
@@ -147,9 +151,11 @@ const ScatterCase kCases[] = {
 
 TEST(ScatterGpu, ScatterReducePortableEqualsCpuEveryReduce) {
   SAMEBITS_REQUIRE_CUDA();
+  int case_number = 0;
   for (const auto& c : kCases)
     for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin, Reduce::prod})
       for (bool self : {false, true}) {
+        if (!testing::case_in_shard(case_number++)) continue;
         const auto seed = fresh_seed();
         SCOPED_TRACE(::testing::Message() << "dim " << c.dim << " " << to_string(r) << " self " << self << " seed " << seed);
         auto make = [&](const Shape& s, std::uint64_t sd) {
