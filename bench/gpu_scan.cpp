@@ -1,4 +1,5 @@
-// GPU benchmarks of cumsum, every CUDA variant: long float32 lines and [4096, 4096] along each dim.
+// GPU benchmarks of cumsum, every CUDA variant: long float32 lines, [4096, 4096] along each dim,
+// and many short lines (a thread per line).
 #include <fmt/format.h>
 
 #include "gpu_common.hpp"
@@ -14,7 +15,10 @@ void bench_scan(Report& r) {
   const Case cases[] = {{{std::int64_t{1} << 24}, 0, "n=2^24"},
                         {{std::int64_t{1} << 28}, 0, "n=2^28"},
                         {{4096, 4096}, 0, "[4096,4096] dim 0"},
-                        {{4096, 4096}, 1, "[4096,4096] dim 1"}};
+                        {{4096, 4096}, 1, "[4096,4096] dim 1"},
+                        {{std::int64_t{1} << 22, 4}, 1, "[2^22,4] dim 1"},
+                        {{std::int64_t{1} << 18, 64}, 1, "[2^18,64] dim 1"},
+                        {{std::int64_t{1} << 16, 256}, 1, "[2^16,256] dim 1"}};
   for (const Case& c : cases) {
     if (r.quick && c.shape[0] > (1 << 24)) continue;
     Tensor x = gpu_normal(c.shape);

@@ -13,6 +13,8 @@
 // Why not cub::DeviceScan: CCCL 3.0 (CUDA 13.0) documents its float scans as not deterministic
 // (the look-back combines predecessor aggregates as it finds them, like cuda.lookback_unordered),
 // and its tile shape is a tuning choice, so no CUB scan can give the canonical order.
+// Contiguous lines of at most 256 elements (one group) take a thread per line up to 16 elements and
+// a warp per line beyond, with the steps of the canonical order (both variants, deterministic).
 // Lines with inner > 1 (scans along a non-last dim) run as three passes, a thread per
 // (line, 256-element group): group totals, the carry chain per line, the rescan; both variants
 // use them (deterministic). Non-contiguous tensors are copied to contiguous ones first.
@@ -43,6 +45,7 @@ constexpr int kThreads = kScanTile / kScanSegment;  // 256: one thread per segme
 // unit's data stays in registers (64 per thread) between the two passes. 1 under the test hook.
 template <class T> constexpr int kUnitTiles = 32 / static_cast<int>(sizeof(T));
 constexpr unsigned kFull = 0xffffffffu;
+constexpr int kShortLine = 2 * kScanSegment;  // longer lines, up to a group, take a warp each
 static_assert(kScanGroup == 32 && kScanTileGroups * 32 == kThreads, "a warp per group");
 
 bool alt_launch() {
@@ -281,6 +284,71 @@ scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 un
   }
 }
 
+// Contiguous lines of at most kShortLine elements: a thread per line, taking the
+// steps scan_lines_kernel takes for a line's first group (carry -0.0, no group before it), so the
+// bits are the canonical order's. A block of 256 threads per line of a few elements would leave
+// nearly all of them idle.
+template <class T>
+__global__ void scan_short_lines_kernel(const T* x, T* out, i64 nlines, i64 len) {
+  const T z = T(-0.0);
+  for (i64 line = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; line < nlines;
+       line += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const T* xl = x + line * len;
+    T* ol = out + line * len;
+    T e = z;  // chain of the totals of the segments before this one
+    for (i64 i0 = 0; i0 < len; i0 += kScanSegment) {
+      T v[kScanSegment];
+      load_segment(xl, i0, len, v);
+      T total = z;
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j) total = total + v[j];
+      const T P = (z + z) + e;  // (carry + groups before) + segments before
+      T acc = z;
+#pragma unroll
+      for (int j = 0; j < kScanSegment; ++j) {
+        acc = acc + v[j];
+        v[j] = P + acc;
+      }
+      store_segment(ol, i0, len, v);
+      e = e + total;
+    }
+  }
+}
+
+// Contiguous lines of kShortLine to kScanGroupElems elements: a warp per line, lane i on segment i,
+// the group's steps of scan_lines_kernel (its warp 0 on a line's first tile), with coalesced loads.
+template <class T>
+__global__ void scan_warp_lines_kernel(const T* x, T* out, i64 nlines, i64 len) {
+  const T z = T(-0.0);
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int nseg = static_cast<int>((len + kScanSegment - 1) / kScanSegment);
+  const i64 warps = static_cast<i64>(gridDim.x) * (blockDim.x / 32);
+  for (i64 line = (blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x) / 32; line < nlines; line += warps) {
+    const T* xl = x + line * len;
+    T* ol = out + line * len;
+    T v[kScanSegment];
+    const i64 i0 = static_cast<i64>(lane) * kScanSegment;
+    load_segment(xl, i0, len, v);
+    T total = z;
+#pragma unroll
+    for (int j = 0; j < kScanSegment; ++j) total = total + v[j];
+    T e = z, gacc = z;  // e: chain of the totals of the segments before this lane's
+    for (int i = 0; i < nseg; ++i) {
+      const T t = __shfl_sync(kFull, total, i);
+      if (i == lane) e = gacc;
+      gacc = gacc + t;
+    }
+    const T P = (z + z) + e;  // (carry + groups before) + segments before
+    T acc = z;
+#pragma unroll
+    for (int j = 0; j < kScanSegment; ++j) {
+      acc = acc + v[j];
+      v[j] = P + acc;
+    }
+    if (lane < nseg) store_segment(ol, i0, len, v);
+  }
+}
+
 // Lines along a non-last dim of a contiguous [outer, len, inner] tensor, three passes over
 // (o, group, c) triples, c fastest (coalesced). gp: [outer, ngroups, inner].
 template <class T>
@@ -388,6 +456,19 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
   T* op = static_cast<T*>(out.data);
   char* w = static_cast<char*>(ws.data);
   const bool alt = alt_launch();
+  if (d.inner == 1 && d.len <= kScanGroupElems) {
+    const int block = alt ? 64 : 256;
+    const i64 per_block = d.len <= kShortLine ? block : block / 32;  // lines per block
+    const i64 grid = std::min<i64>((d.outer + per_block - 1) / per_block, alt ? 45 : i64{1} << 30);
+    if (per_block == block) {
+      scan_short_lines_kernel<T><<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
+      SAMEBITS_CUDA_CHECK_LAUNCH("scan_short_lines_kernel");
+    } else {
+      scan_warp_lines_kernel<T><<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
+      SAMEBITS_CUDA_CHECK_LAUNCH("scan_warp_lines_kernel");
+    }
+    return;
+  }
   if (d.inner == 1) {
     const i64 tiles_per_line = (d.len + kScanTile - 1) / kScanTile;
     const auto nt = static_cast<std::size_t>(d.outer * tiles_per_line);

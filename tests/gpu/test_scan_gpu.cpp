@@ -49,7 +49,7 @@ TEST(CumsumGpu, MatchesLongDoubleReference) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (const Shape& shape : {Shape{1}, Shape{9}, Shape{2049}, Shape{300001}, Shape{3, 5000}, Shape{9, 3, 300}})
+  for (const Shape& shape : {Shape{1}, Shape{9}, Shape{2049}, Shape{300001}, Shape{3, 5000}, Shape{9, 3, 300}, Shape{500, 37}})
     for (DType dt : {DType::f32, DType::f64})
       for (auto level : {kNg, kPo}) {
         Tensor x = testing::random_normal(shape, dt, seed);
@@ -67,7 +67,8 @@ TEST(CumsumGpu, PortableBitwiseEqualsCpuUnderTwoLaunchShapes) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Shape shapes[] = {{1},       {8},          {255},       {2048},         {2049},
                           {1 << 22}, {4096, 4096}, {7, 3000, 5}, {5000, 33},   {2, 300, 2, 9},
-                          {1, 1 << 20, 1}, {100000, 3}, {5, 40000}, {100003}, {3, 2048 * 33 + 5}};
+                          {1, 1 << 20, 1}, {100000, 3}, {5, 40000}, {100003}, {3, 2048 * 33 + 5},
+                          {300, 256}, {70, 257}, {1000, 255}, {20000, 1}, {3000, 16}, {3000, 17}};  // around the line kernels' limits
   int case_number = 0;
   for (const Shape& shape : shapes)
     for (DType dt : {DType::f32, DType::f64}) {
