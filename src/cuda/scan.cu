@@ -184,6 +184,27 @@ __device__ __forceinline__ void store_segment(T* p, i64 i0, i64 len, const T (&v
   }
 }
 
+// A segment's total, added in order from -0.0 (elements past a line's end, loaded as -0.0, change
+// nothing).
+template <class T>
+__device__ __forceinline__ T segment_total(const T (&v)[kScanSegment]) {
+  T acc = T(-0.0);
+#pragma unroll
+  for (int j = 0; j < kScanSegment; ++j) acc = acc + v[j];
+  return acc;
+}
+
+// A segment's outputs in place: v[j] = P + (v[0] + ... + v[j]), the running sum added from -0.0.
+template <class T>
+__device__ __forceinline__ void segment_outputs(T (&v)[kScanSegment], T P) {
+  T acc = T(-0.0);
+#pragma unroll
+  for (int j = 0; j < kScanSegment; ++j) {
+    acc = acc + v[j];
+    v[j] = P + acc;
+  }
+}
+
 // Contiguous lines [nlines, len]: a block scans one unit of up to K <= kUnitTiles<T> canonical
 // tiles at a time, units claimed in order. The unit's values are loaded once into registers;
 // pass 1 forms each tile's group chains and totals, warp 0 finds the unit's carry, pass 2 writes
@@ -218,9 +239,7 @@ scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 un
     for (int q = 0; q < kMax; ++q) {
       e_of[q] = z;
       if (q < nk) {
-        T acc = z;
-#pragma unroll
-        for (int j = 0; j < kScanSegment; ++j) acc = acc + v[q][j];
+        const T acc = segment_total(v[q]);
         // e: chain of the totals of the segments before this one in the group (the warp).
         T e = z, gacc = z;
 #pragma unroll
@@ -270,13 +289,7 @@ scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 un
       if (q < nk) {
         T f = z;
         for (int w = 0; w < warp; ++w) f = f + s_group[q][w];
-        const T P = (s_carry[q] + f) + e_of[q];
-        T acc = z;
-#pragma unroll
-        for (int j = 0; j < kScanSegment; ++j) {
-          acc = acc + v[q][j];
-          v[q][j] = P + acc;
-        }
+        segment_outputs(v[q], (s_carry[q] + f) + e_of[q]);
         store_segment(ol, seg0 + q * kScanTile, len, v[q]);
       }
     }
@@ -299,16 +312,8 @@ __global__ void scan_short_lines_kernel(const T* x, T* out, i64 nlines, i64 len)
     for (i64 i0 = 0; i0 < len; i0 += kScanSegment) {
       T v[kScanSegment];
       load_segment(xl, i0, len, v);
-      T total = z;
-#pragma unroll
-      for (int j = 0; j < kScanSegment; ++j) total = total + v[j];
-      const T P = (z + z) + e;  // (carry + groups before) + segments before
-      T acc = z;
-#pragma unroll
-      for (int j = 0; j < kScanSegment; ++j) {
-        acc = acc + v[j];
-        v[j] = P + acc;
-      }
+      const T total = segment_total(v);
+      segment_outputs(v, (z + z) + e);  // (carry + groups before) + segments before
       store_segment(ol, i0, len, v);
       e = e + total;
     }
@@ -329,22 +334,14 @@ __global__ void scan_warp_lines_kernel(const T* x, T* out, i64 nlines, i64 len) 
     T v[kScanSegment];
     const i64 i0 = static_cast<i64>(lane) * kScanSegment;
     load_segment(xl, i0, len, v);
-    T total = z;
-#pragma unroll
-    for (int j = 0; j < kScanSegment; ++j) total = total + v[j];
+    const T total = segment_total(v);
     T e = z, gacc = z;  // e: chain of the totals of the segments before this lane's
     for (int i = 0; i < nseg; ++i) {
       const T t = __shfl_sync(kFull, total, i);
       if (i == lane) e = gacc;
       gacc = gacc + t;
     }
-    const T P = (z + z) + e;  // (carry + groups before) + segments before
-    T acc = z;
-#pragma unroll
-    for (int j = 0; j < kScanSegment; ++j) {
-      acc = acc + v[j];
-      v[j] = P + acc;
-    }
+    segment_outputs(v, (z + z) + e);  // (carry + groups before) + segments before
     if (lane < nseg) store_segment(ol, i0, len, v);
   }
 }
