@@ -65,6 +65,8 @@ template <class T> __device__ __forceinline__ T step(int r, T acc, T c) {
   }
 }
 
+// What one source adds: alpha * v when a scale was asked for, else v itself (no multiply by 1).
+template <class T> __device__ __forceinline__ T contribution(T v, T alpha, bool scaled) { return scaled ? alpha * v : v; }
 template <class T> __device__ __forceinline__ T identity(int r) {
   switch (r) {
     case kProd: return T(1);
@@ -254,7 +256,7 @@ __global__ void atomic_rows_kernel(const T* src, const void* idx, bool is64, std
       *target = identity<T>(r);
     } else {
       const T v = src[i * src_row + f];
-      atomic_step(r, target, scaled ? alpha * v : v);
+      atomic_step(r, target, contribution(v, alpha, scaled));
       if (count != nullptr && f == 0) atomicAdd(count + m, 1);
     }
   }
@@ -279,7 +281,7 @@ __global__ void atomic_general_kernel(Geo4 g, const T* src, const void* idx, boo
       out[oo] = identity<T>(r);
     } else {
       const T v = src[so];
-      atomic_step(r, out + oo, scaled ? alpha * v : v);
+      atomic_step(r, out + oo, contribution(v, alpha, scaled));
       if (count != nullptr) atomicAdd(count + lin, 1);
     }
   }
@@ -385,8 +387,6 @@ __device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_
   r.pos = e;
   return r;
 }
-
-__device__ __forceinline__ float contribution(float v, float alpha, bool scaled) { return scaled ? alpha * v : v; }
 
 __global__ void fixed_check_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
                                    bool scaled, CheckResult* res) {
@@ -562,7 +562,7 @@ template <int R, class T> __device__ __forceinline__ T finish_pull(const Pull<T>
 // or gathered through the order.
 template <class T> __device__ __forceinline__ T source_value(const Pull<T>& p, std::int64_t s, std::int64_t f) {
   const T v = p.direct != nullptr ? p.direct[s] : p.src[load_index(p.order, p.ord64, s) * p.src_row + f];
-  return p.scaled ? p.alpha * v : v;
+  return contribution(v, p.alpha, p.scaled);
 }
 
 // One thread per (target, feature), sequential over the target's sources.
@@ -691,7 +691,7 @@ template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T
     } else {
       const Pack<T, V> w = row_at(load_index(p.order, p.ord64, s++) * p.src_row);
 #pragma unroll
-      for (int c = 0; c < V; ++c) acc[c] = p.scaled ? p.alpha * w.v[c] : w.v[c];
+      for (int c = 0; c < V; ++c) acc[c] = contribution(w.v[c], p.alpha, p.scaled);
     }
     for (; s < e; s += B) {
       Pack<T, V> w[B];
@@ -702,7 +702,7 @@ template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T
       for (int u = 0; u < B; ++u)
         if (s + u < e) {
 #pragma unroll
-          for (int c = 0; c < V; ++c) acc[c] = step(R, acc[c], p.scaled ? p.alpha * w[u].v[c] : w[u].v[c]);
+          for (int c = 0; c < V; ++c) acc[c] = step(R, acc[c], contribution(w[u].v[c], p.alpha, p.scaled));
         }
     }
     Pack<T, V> r;
@@ -744,14 +744,14 @@ template <class T, int R, int B> __global__ void __launch_bounds__(256, 2) pull_
     auto fold = [&](const T (&w)[B], std::int64_t s0) {
 #pragma unroll
       for (int u = 0; u < B; ++u)
-        if (s0 + u < e) acc = step(R, acc, p.scaled ? p.alpha * w[u] : w[u]);
+        if (s0 + u < e) acc = step(R, acc, contribution(w[u], p.alpha, p.scaled));
     };
     std::int64_t s = b;
     if (p.self) {
       acc = *o;
     } else {
       const T v = src[load_index(p.order, p.ord64, s++) * p.src_row];
-      acc = p.scaled ? p.alpha * v : v;
+      acc = contribution(v, p.alpha, p.scaled);
     }
     if (s < e) {
       load_rows(ra, s);
