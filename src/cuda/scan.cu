@@ -455,9 +455,10 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
   const bool alt = alt_launch();
   if (d.inner == 1 && d.len <= kScanGroupElems) {
     const int block = alt ? 64 : 256;
-    const i64 per_block = d.len <= kShortLine ? block : block / 32;  // lines per block
+    const bool thread_per_line = d.len <= kShortLine;  // else a warp per line
+    const i64 per_block = thread_per_line ? block : block / 32;
     const i64 grid = std::min<i64>((d.outer + per_block - 1) / per_block, alt ? 45 : i64{1} << 30);
-    if (per_block == block) {
+    if (thread_per_line) {
       scan_short_lines_kernel<T><<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
       SAMEBITS_CUDA_CHECK_LAUNCH("scan_short_lines_kernel");
     } else {
