@@ -1,6 +1,7 @@
 // GPU benchmarks of index_add, scatter_add and scatter_reduce: every CUDA variant on the anchor
 // shapes of docs/anchors.md plus large shapes, including the plan reused across calls and the
-// sort done on every call (fresh indices each call: the index is not cached between calls).
+// sort done on every call (automatic plan reuse off, so the index is sorted on every call as a
+// fresh one would be), and the same index passed again with automatic plan reuse on.
 #include <fmt/format.h>
 
 #include <functional>
@@ -36,6 +37,14 @@ TensorView expanded(const Tensor& vec, std::int64_t e, std::int64_t f) {
   return v;
 }
 
+// Automatic plan reuse (on by default) for its lifetime; the rest of this file times the sort on
+// every call, with it off.
+class AutomaticPlanReuse {
+ public:
+  AutomaticPlanReuse() { set_plan_cache_limit(std::size_t{1} << 30); }
+  ~AutomaticPlanReuse() { set_plan_cache_limit(0); }
+};
+
 void bench_shape(Report& r, const Shape3& s) {
   Tensor src = gpu_normal({s.e, s.f});
   Tensor index = gpu_index(s.e, s.n);
@@ -64,6 +73,14 @@ void bench_shape(Report& r, const Shape3& s) {
   };
   each_variant("index_add", "index_add", "sort every call",
                [&](const Options& o) { index_add(out, index, src, 1.0, o); });
+  {
+    // The same index on every call, nothing else changed: the first call remembers it, the next
+    // builds its plan, the rest compare the index with the copy and reuse the plan.
+    const AutomaticPlanReuse on;
+    add("index_add", "cuda.sort_pull (same index again)", Determinism::portable,
+        time_ms([&] { index_add(out, index, src, 1.0, {.level = Determinism::portable}); }, reps),
+        "automatic plan reuse");
+  }
   const IndexPlan plan = make_index_plan(index, s.n);
   add("index_add", "cuda.plan_pull (plan reused)", Determinism::portable,
       time_ms([&] { index_add(out, plan, src); }, reps), "plan built once");
@@ -88,6 +105,7 @@ void bench_shape(Report& r, const Shape3& s) {
 }  // namespace
 
 void bench_scatter(Report& r) {
+  set_plan_cache_limit(0);  // the same index is passed on every call: sort every call means it
   for (const auto& s : kAnchors) bench_shape(r, s);
   if (!r.quick)
     for (const auto& s : kLarge) bench_shape(r, s);

@@ -45,9 +45,9 @@ anchors = [(10_000_000, 1_000_000, 1), (2_000_000, 100_000, 64), (2_000_000, 100
 rows = ours["rows"]
 print(f"GPU: {ours['gpu']} ({ours['sms']} SMs); copy ceiling {ours['copy_ceiling_tbps']:.2f} TB/s\n")
 
-print("| op | shape | atomic ms | sort every call (portable) | run_to_run every call | plan reused | torch default | torch deterministic | run_to_run / torch det |")
-print("|---|---|---|---|---|---|---|---|---|")
-ratios = {"sort": [], "r2r": [], "plan": [], "vs_torch_det": []}
+print("| op | shape | atomic ms | sort every call (portable) | run_to_run every call | plan reused | same index again (automatic reuse) | torch default | torch deterministic | run_to_run / torch det |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+ratios = {"sort": [], "r2r": [], "plan": [], "again": [], "vs_torch_det": []}
 for op, tkey in (("index_add", "index_add"), ("scatter_add", "scatter_add")):
     for a in anchors:
         sel = [r for r in rows if r["op"] == op and shape_key(r["shape"]) == a]
@@ -65,16 +65,19 @@ for op, tkey in (("index_add", "index_add"), ("scatter_add", "scatter_add")):
         ratios["sort"].append(so / at)
         ratios["r2r"].append(rr / at)
         if pl: ratios["plan"].append(pl / at)
+        ag = get("cuda.sort_pull (same index again)")
+        if ag: ratios["again"].append(ag / at)
         if isinstance(tdd, (int, float)): ratios["vs_torch_det"].append(rr / tdd)
         f = lambda x: f"{x:.3f}" if isinstance(x, (int, float)) else "-"
         print(f"| {op} | E={a[0]} N={a[1]} F={a[2]} | {at:.3f} | {so:.3f} ({so/at:.2f}x) | "
               f"{rr:.3f} ({rr/at:.2f}x{', fixed point' if fx is not None else ', sort'}) | "
-              f"{f(pl)}{f' ({pl/at:.2f}x)' if pl else ''} | {f(td)} | {f(tdd)} | "
+              f"{f(pl)}{f' ({pl/at:.2f}x)' if pl else ''} | {f(ag)}{f' ({ag/at:.2f}x)' if ag else ''} | {f(td)} | {f(tdd)} | "
               f"{f(rr / tdd) if isinstance(tdd, (int, float)) else '-'} |")
 print()
 print(f"Geometric means over the anchor shapes: sort every call / atomic = {gmean(ratios['sort']):.2f}x; "
       f"run_to_run every call / atomic = {gmean(ratios['r2r']):.2f}x; "
       f"plan reused / atomic = {gmean(ratios['plan']):.2f}x; "
+      f"same index again (automatic reuse) / atomic = {gmean(ratios['again']):.2f}x; "
       f"run_to_run every call / PyTorch deterministic = {gmean(ratios['vs_torch_det']):.2f}x\n")
 
 print("Share of the copy ceiling (bytes that must move: inputs once, outputs once), large shapes:\n")
@@ -91,7 +94,7 @@ print("| op | portable / atomic (geomean) | shapes |")
 print("|---|---|---|")
 by_op = {}
 for r in rows:
-    if r["level"] == "portable" and r["ratio_to_atomic"] > 0 and "[" not in r["variant"] and "alone" not in r["variant"]:
+    if r["level"] == "portable" and r["ratio_to_atomic"] > 0 and "[" not in r["variant"] and "alone" not in r["variant"] and "again" not in r["variant"]:
         by_op.setdefault(r["op"], []).append(r["ratio_to_atomic"])
 for op, xs in by_op.items():
     print(f"| {op} | {gmean(xs):.2f}x | {len(xs)} |")

@@ -52,6 +52,20 @@ class ThreadCount {
   int saved_;
 };
 
+// Sets the byte limit of automatic plan reuse for its lifetime (0: every call sorts), starting
+// from an empty cache.
+class PlanCacheLimit {
+ public:
+  explicit PlanCacheLimit(std::size_t bytes) : saved_(plan_cache_stats().limit_bytes) {
+    set_plan_cache_limit(0);
+    set_plan_cache_limit(bytes);
+  }
+  ~PlanCacheLimit() { set_plan_cache_limit(saved_); }
+
+ private:
+  std::size_t saved_;
+};
+
 // True when a CUDA device is present; GPU tests call GTEST_SKIP() otherwise.
 #define SAMEBITS_REQUIRE_CUDA()                                              \
   do {                                                                       \

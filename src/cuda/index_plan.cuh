@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 
 #include "samebits/tensor.hpp"
 
@@ -86,6 +87,21 @@ void sort_index_vector(const TensorView& index, const void* values32, std::int64
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream);
 // Reads one element (at element offset `offset`) of an integer tensor on the GPU.
 std::int64_t read_index_value(const TensorView& index, std::int64_t offset);
+
+// Automatic plan reuse (src/cuda/plan_cache.cu). find_cached_plan: the plan of `index` when a copy
+// of the same contents (same address, length, stride, dtype and num_keys) was remembered; it
+// compares the contents on `stream` and waits for the answer, builds the plan on the first equal
+// call, and makes `stream` wait until the plan is ready. `hold` keeps the entry alive until the
+// caller has queued its reads. remember_index: keeps an int32 copy of a valid index (queued on
+// `stream`) when the cache wants one.
+struct CachedPlan {
+  const int* order = nullptr;
+  const int* offsets = nullptr;
+  std::shared_ptr<void> hold;
+  explicit operator bool() const { return order != nullptr; }
+};
+CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
+void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
 
 // Launch configuration: block size of the scatter kernels. SAMEBITS_CUDA_SCATTER_CONFIG=1 picks
 // an alternative (smaller blocks, other kernel thresholds) that must give the same bits; tests

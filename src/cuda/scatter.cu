@@ -884,13 +884,20 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
   const Rows rw = rows_of(a);
   const bool is64 = a.index.dtype == DType::i64;
   if (rw.ok) {
+    const TensorView vec = index_vector(a);
+    if (const CachedPlan cached = find_cached_plan(vec, rw.M, stream)) {
+      Pull<T> p = rows_pull<T>(a, rw);
+      p.order = cached.order;
+      p.offsets = cached.offsets;
+      launch_pull(p, a.reduce, stream);
+      return;
+    }
     const bool direct = std::is_same_v<T, float> && rw.F == 1;
     DeviceScratch scratch(sort_scratch_bytes(rw.L, rw.M) + 512, a.out.device);
     const WaitOnUnwind wait_on_error(stream);
     auto* bad = scratch.take<unsigned long long>(1);
     const SortBuffers sb = sort_buffers(scratch, rw.L, rw.M);
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
-    const TensorView vec = index_vector(a);
     // No wait after the sort: bad keys were sorted as 0, and the pull reads the check's result
     // itself and writes nothing when it found one. One round trip to the host per call.
     sort_index_vector(vec, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
@@ -902,6 +909,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     launch_pull(p, a.reduce, stream);
     if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)  // waits for the stream
       throw_bad_index(a, i, vector_geo(a, g));
+    remember_index(vec, rw.M, stream);
     return;  // the stream is idle: scratch can be freed
   }
   const std::int64_t keys = g.out_numel;  // (column, target) pairs

@@ -1,8 +1,9 @@
-// index_add, scatter_add, scatter_reduce and the index plan on CUDA: against the CPU float64
-// reference; portable variants bitwise equal to the CPU's portable results on many shapes and
-// two launch configurations; run_to_run bitwise over 100 repeats; the atomic variant's
-// nondeterminism; out-of-range indices reported with nothing written. The run_to_run fixed-point
-// sum is held bit for bit to its definition, computed here on the host.
+// index_add, scatter_add, scatter_reduce and the index plan on CUDA (the sort on every call:
+// automatic plan reuse off): against the CPU float64 reference; portable variants bitwise equal
+// to the CPU's portable results on many shapes and two launch configurations; run_to_run bitwise
+// over 100 repeats; the atomic variant's nondeterminism; out-of-range indices reported with
+// nothing written. The run_to_run fixed-point sum is held bit for bit to its definition, computed
+// here on the host.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -23,6 +24,14 @@ constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kR2r = Determinism::run_to_run;
 constexpr Determinism kPo = Determinism::portable;
 const Device kGpu = Device::cuda();
+
+// These tests hold the sort that runs on every call to its results, so automatic plan reuse is
+// off here (test_plan_cache_gpu.cpp tests it).
+class SortEveryCall : public ::testing::Environment {
+ public:
+  void SetUp() override { set_plan_cache_limit(0); }
+};
+const auto* const kSortEveryCall = ::testing::AddGlobalTestEnvironment(new SortEveryCall);
 
 // Switches the CUDA scatter kernels to their alternative launch configuration for its lifetime.
 class LaunchConfig {

@@ -41,6 +41,7 @@
 // the first bad position and value; shape, dtype or device mismatches throw InvalidArgument. In
 // every such case nothing has been written.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -71,6 +72,29 @@ struct IndexPlan {
 // [0, num_targets). index: int32/int64, 1-D, any stride.
 IndexPlan make_index_plan(const TensorView& index, std::int64_t num_targets,
                           const Options& opts = {});
+
+// Automatic plan reuse (CUDA). The sort that the portable and run_to_run scatters run on every
+// call is what a plan saves; a training loop over a fixed graph passes the same index again and
+// again without building one. So index_add, scatter_add and scatter_reduce on CUDA remember index
+// vectors (index_add's index, or an index that is one vector expanded over the other dims) of at
+// least kPlanCacheMinSources entries: the first call sorts as before and keeps a copy of the
+// index; a later call whose index is at the same address, of the same length, stride and dtype,
+// with the same number of targets, compares the contents with that copy on the device (one read
+// of both, one wait for the stream). Equal contents reuse the plan (built on the first equal call,
+// then kept): no sort, and the same bits, since a plan is the one stable sort of its index.
+// Different contents sort as before; after two such misses in a row the address is left alone (an
+// index refilled on every call costs nothing more). The copies and plans take at most the limit
+// below (default 1 GiB, or SAMEBITS_PLAN_CACHE_BYTES), least recently used first out.
+constexpr std::int64_t kPlanCacheMinSources = 65536;
+struct PlanCacheStats {
+  std::int64_t hits = 0;    // calls that reused a plan
+  std::int64_t misses = 0;  // calls whose index differed from the copy kept at its address
+  std::int64_t stored = 0;  // index copies kept
+  std::size_t entries = 0, bytes = 0, limit_bytes = 0;
+};
+// 0 turns automatic reuse off and frees what it kept (once the device is done with it).
+void set_plan_cache_limit(std::size_t bytes);
+PlanCacheStats plan_cache_stats();
 
 // out[index[i], ...] += alpha * src[i, ...] along dim 0. index: int32/int64 [n]; src: [n, ...];
 // out: [m, ...] (same trailing sizes as src).

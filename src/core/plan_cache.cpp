@@ -1,0 +1,117 @@
+// Automatic index-plan reuse: the backend-free bookkeeping (keys, byte budget, volatile keys).
+#include "core/plan_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "samebits/errors.hpp"
+
+namespace samebits {
+namespace detail {
+
+std::shared_ptr<void> PlanCache::find(const PlanKey& key) {
+  std::lock_guard lock(m_);
+  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
+  if (it == slots_.end()) return nullptr;
+  slots_.splice(slots_.begin(), slots_, it);
+  return slots_.front().entry;
+}
+
+PlanCache::Streak* PlanCache::streak_of(const PlanKey& key) {
+  for (auto& s : streaks_)
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+bool PlanCache::is_volatile(const PlanKey& key) const {
+  return std::any_of(streaks_.begin(), streaks_.end(),
+                     [&](const Streak& s) { return s.key == key && s.misses >= kVolatileAfter; });
+}
+
+void PlanCache::record(const PlanKey& key, bool hit) {
+  std::shared_ptr<void> dropped;  // released after the lock: an entry may wait for its device
+  std::lock_guard lock(m_);
+  if (hit) {
+    ++hits_;
+    streaks_.remove_if([&](const Streak& s) { return s.key == key; });
+    return;
+  }
+  ++misses_;
+  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
+  if (it != slots_.end()) {
+    dropped = std::move(it->entry);
+    bytes_ -= it->bytes;
+    slots_.erase(it);
+  }
+  if (Streak* s = streak_of(key)) {
+    ++s->misses;
+  } else {
+    streaks_.push_front({key, 1});
+    if (streaks_.size() > kMaxVolatileKeys) streaks_.pop_back();
+  }
+}
+
+bool PlanCache::wants(const PlanKey& key, std::size_t bytes) const {
+  std::lock_guard lock(m_);
+  return limit_ > 0 && bytes <= limit_ && !is_volatile(key);
+}
+
+void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes) {
+  std::list<Slot> dropped;  // destroyed after the lock is released
+  std::lock_guard lock(m_);
+  if (limit_ == 0 || bytes > limit_ || is_volatile(key)) return;
+  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
+  if (it != slots_.end()) {
+    bytes_ -= it->bytes;
+    dropped.splice(dropped.end(), slots_, it);
+  }
+  while (!slots_.empty() && (bytes_ + bytes > limit_ || slots_.size() + 1 > kMaxEntries)) {
+    bytes_ -= slots_.back().bytes;
+    dropped.splice(dropped.end(), slots_, std::prev(slots_.end()));
+  }
+  slots_.push_front({key, std::move(entry), bytes});
+  bytes_ += bytes;
+  ++stored_;
+}
+
+void PlanCache::set_limit(std::size_t bytes) {
+  std::list<Slot> dropped;
+  std::lock_guard lock(m_);
+  limit_ = bytes;
+  while (!slots_.empty() && bytes_ > limit_) {
+    bytes_ -= slots_.back().bytes;
+    dropped.splice(dropped.end(), slots_, std::prev(slots_.end()));
+  }
+  if (limit_ == 0) streaks_.clear();
+}
+
+PlanCacheStats PlanCache::stats() const {
+  std::lock_guard lock(m_);
+  return {hits_, misses_, stored_, slots_.size(), bytes_, limit_};
+}
+
+PlanCache& plan_cache() {
+  static auto* c = [] {
+    std::size_t limit = std::size_t{1} << 30;
+    if (const char* e = std::getenv("SAMEBITS_PLAN_CACHE_BYTES"); e != nullptr && *e != '\0') {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(e, &end, 10);
+      if (end == e || *end != '\0' || *e == '-')
+        throw InvalidArgument(fmt::format("SAMEBITS_PLAN_CACHE_BYTES='{}': expected a byte count (0 turns "
+                                          "automatic plan reuse off)", e));
+      limit = static_cast<std::size_t>(v);
+    }
+    return new PlanCache(limit);  // never destroyed: entries hold device memory
+  }();
+  return *c;
+}
+
+}  // namespace detail
+
+void set_plan_cache_limit(std::size_t bytes) { detail::plan_cache().set_limit(bytes); }
+PlanCacheStats plan_cache_stats() { return detail::plan_cache().stats(); }
+
+}  // namespace samebits

@@ -1,0 +1,76 @@
+// The bookkeeping of automatic index-plan reuse (see include/samebits/ops/scatter.hpp): which
+// index vectors are remembered, under what key, within what byte budget, and which keys are left
+// alone because their contents change between calls. Backend-free: an entry is an opaque
+// shared_ptr that the backend fills (src/cuda/plan_cache.cu holds the copy of the index and the
+// plan); a hit is decided by the backend comparing contents, never by the key alone.
+#pragma once
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+
+#include "samebits/dtype.hpp"
+#include "samebits/ops/scatter.hpp"
+
+namespace samebits::detail {
+
+// Where an index vector lives and what it sorts into: the same key is a hint that the contents
+// may be the same as last time, to be confirmed by comparing them.
+struct PlanKey {
+  int device = 0;
+  const void* data = nullptr;
+  DType dtype = DType::i64;
+  std::int64_t n = 0, stride = 1, num_keys = 0;
+  auto operator<=>(const PlanKey&) const = default;
+};
+
+class PlanCache {
+ public:
+  // Consecutive content misses after which a key is no longer remembered.
+  static constexpr int kVolatileAfter = 2;
+  static constexpr std::size_t kMaxEntries = 16;
+  static constexpr std::size_t kMaxVolatileKeys = 64;
+
+  explicit PlanCache(std::size_t limit_bytes) : limit_(limit_bytes) {}
+
+  // The entry remembered under `key` (made the most recently used), or null.
+  std::shared_ptr<void> find(const PlanKey& key);
+  // The contents behind `key` matched its entry (true) or did not (false: the entry is dropped,
+  // and after kVolatileAfter misses in a row the key is not remembered again).
+  void record(const PlanKey& key, bool hit);
+  // Whether an index with this key and entry size should be remembered now.
+  bool wants(const PlanKey& key, std::size_t bytes) const;
+  // Remembers `entry` under `key` (replacing any), dropping the least recently used entries to
+  // stay within the byte limit and kMaxEntries.
+  void store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes);
+  // A new byte limit; 0 turns the cache off. Entries beyond it are dropped.
+  void set_limit(std::size_t bytes);
+  PlanCacheStats stats() const;
+
+ private:
+  struct Slot {
+    PlanKey key;
+    std::shared_ptr<void> entry;
+    std::size_t bytes = 0;
+  };
+  struct Streak {
+    PlanKey key;
+    int misses = 0;
+  };
+  Streak* streak_of(const PlanKey& key);                    // caller holds m_
+  bool is_volatile(const PlanKey& key) const;               // caller holds m_
+
+  mutable std::mutex m_;
+  std::size_t limit_;
+  std::list<Slot> slots_;      // most recently used first
+  std::list<Streak> streaks_;  // keys with misses, newest first (at most kMaxVolatileKeys)
+  std::size_t bytes_ = 0;
+  std::int64_t hits_ = 0, misses_ = 0, stored_ = 0;
+};
+
+// The process-wide cache (limit from SAMEBITS_PLAN_CACHE_BYTES when set, else 1 GiB).
+PlanCache& plan_cache();
+
+}  // namespace samebits::detail

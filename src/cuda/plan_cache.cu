@@ -1,0 +1,157 @@
+// Automatic plan reuse on the GPU (include/samebits/ops/scatter.hpp says what users get;
+// core/plan_cache.hpp keeps the keys and the budget). An entry holds an int32 copy of an index
+// that was sorted and found valid, and, from the first call that passed the same contents again,
+// the plan of that index: the stable order and the CSR offsets, built by the same sort the
+// scatter runs. A lookup compares the caller's index with the copy on the caller's stream and
+// waits for the answer; nothing but equal contents reuses a plan.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <mutex>
+
+#include "core/plan_cache.hpp"
+#include "cuda/check.cuh"
+#include "cuda/index_plan.cuh"
+#include "cuda/launch.cuh"
+
+namespace samebits::detail {
+
+namespace {
+
+constexpr int kBlock = 256;
+
+struct Entry {
+  int device = 0;
+  Tensor copy;     // int32[n]: the index values
+  Tensor order;    // int32[n], once planned
+  Tensor offsets;  // int32[num_keys + 1], once planned
+  cudaEvent_t ready = nullptr;  // recorded after the copy, and again after the plan
+  bool planned = false;
+  std::mutex m;
+  Entry() = default;
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+  // Work queued on any stream may still read the entry: wait for the device before the memory
+  // goes back to the allocator.
+  ~Entry() {
+    int saved = 0;
+    if (cudaGetDevice(&saved) != cudaSuccess) return;
+    cudaSetDevice(device);
+    cudaDeviceSynchronize();
+    if (ready != nullptr) cudaEventDestroy(ready);
+    cudaSetDevice(saved);
+  }
+};
+
+std::size_t entry_bytes(std::int64_t n, std::int64_t num_keys) {
+  return static_cast<std::size_t>(8 * n + 4 * (num_keys + 1));
+}
+
+PlanKey key_of(const TensorView& index, std::int64_t num_keys) {
+  return {index.device.index, index.data, index.dtype, index.numel(), index.strides[0], num_keys};
+}
+
+bool cacheable(const TensorView& index, std::int64_t num_keys) {
+  return index.device.is_cuda() && index.numel() >= kPlanCacheMinSources && num_keys > 0 &&
+         num_keys < std::numeric_limits<int>::max();
+}
+
+unsigned grid_for(std::int64_t n) { return grid_size(ceil_div(n, kBlock), std::int64_t{sm_count()} * 16); }
+
+// *differs = 1 when some index[i] != copy[i]; threads stop early once one has seen a difference.
+template <class I>
+__global__ void differs_kernel(const I* idx, std::int64_t stride, std::int64_t n, const int* copy, int* differs) {
+  const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
+  int round = 0;
+  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += step) {
+    if ((round++ & 7) == 0 && *static_cast<volatile int*>(differs) != 0) return;
+    if (static_cast<std::int64_t>(idx[i * stride]) != copy[i]) *differs = 1;
+  }
+}
+
+template <class I> __global__ void narrow_kernel(const I* idx, std::int64_t stride, std::int64_t n, int* copy) {
+  const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += step)
+    copy[i] = static_cast<int>(idx[i * stride]);
+}
+
+bool same_contents(const TensorView& index, const Entry& e, cudaStream_t stream) {
+  const std::int64_t n = index.numel();
+  DeviceScratch flag(sizeof(int), index.device);
+  int* differs = flag.take<int>(1);
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(differs, 0, sizeof(int), stream));
+  const int* copy = e.copy.data<std::int32_t>();
+  if (index.dtype == DType::i32)
+    differs_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int32_t*>(index.data),
+                                                       index.strides[0], n, copy, differs);
+  else
+    differs_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int64_t*>(index.data),
+                                                       index.strides[0], n, copy, differs);
+  SAMEBITS_CUDA_CHECK_LAUNCH("plan cache differs_kernel");
+  int h = 1;
+  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, differs, sizeof h, cudaMemcpyDeviceToHost, stream));
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return h == 0;
+}
+
+// Sorts the entry's copy into its plan (the caller holds e.m), then marks it ready on `stream`.
+void build_plan(Entry& e, std::int64_t num_keys, cudaStream_t stream) {
+  const std::int64_t n = e.copy.numel();
+  Tensor order = Tensor::empty({n}, DType::i32, e.copy.device());
+  Tensor offsets = Tensor::empty({num_keys + 1}, DType::i32, e.copy.device());
+  {
+    DeviceScratch scratch(sort_scratch_bytes(n, num_keys) + 256, e.copy.device());
+    const WaitOnUnwind wait_on_error(stream);
+    SortBuffers b = sort_buffers(scratch, n, num_keys);
+    b.vals_out = order.data<std::int32_t>();  // the sort writes the plan in place
+    b.offsets = offsets.data<std::int32_t>();
+    sort_index_vector(e.copy.view(), nullptr, 0, b, nullptr, stream);
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the scratch goes back
+  }
+  e.order = std::move(order);
+  e.offsets = std::move(offsets);
+  e.planned = true;
+  SAMEBITS_CUDA_CHECK(cudaEventRecord(e.ready, stream));
+}
+
+}  // namespace
+
+CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream) {
+  if (!cacheable(index, num_keys)) return {};
+  const PlanKey key = key_of(index, num_keys);
+  auto held = plan_cache().find(key);
+  if (held == nullptr) return {};
+  auto& e = *static_cast<Entry*>(held.get());
+  SAMEBITS_CUDA_CHECK(cudaStreamWaitEvent(stream, e.ready, 0));
+  const bool same = same_contents(index, e, stream);
+  plan_cache().record(key, same);
+  if (!same) return {};
+  std::lock_guard lock(e.m);
+  if (!e.planned) build_plan(e, num_keys, stream);
+  else SAMEBITS_CUDA_CHECK(cudaStreamWaitEvent(stream, e.ready, 0));
+  return {e.order.data<std::int32_t>(), e.offsets.data<std::int32_t>(), std::move(held)};
+}
+
+void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t stream) {
+  if (!cacheable(index, num_keys)) return;
+  const PlanKey key = key_of(index, num_keys);
+  const std::int64_t n = index.numel();
+  const std::size_t bytes = entry_bytes(n, num_keys);
+  if (!plan_cache().wants(key, bytes)) return;
+  auto e = std::make_shared<Entry>();
+  e->device = index.device.index;
+  e->copy = Tensor::empty({n}, DType::i32, index.device);
+  int* copy = e->copy.data<std::int32_t>();
+  if (index.dtype == DType::i32)
+    narrow_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int32_t*>(index.data),
+                                                      index.strides[0], n, copy);
+  else
+    narrow_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int64_t*>(index.data),
+                                                      index.strides[0], n, copy);
+  SAMEBITS_CUDA_CHECK_LAUNCH("plan cache narrow_kernel");
+  SAMEBITS_CUDA_CHECK(cudaEventCreateWithFlags(&e->ready, cudaEventDisableTiming));
+  SAMEBITS_CUDA_CHECK(cudaEventRecord(e->ready, stream));
+  plan_cache().store(key, std::move(e), bytes);
+}
+
+}  // namespace samebits::detail
