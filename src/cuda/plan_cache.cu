@@ -77,7 +77,7 @@ template <class I> __global__ void narrow_kernel(const I* idx, std::int64_t stri
 
 bool same_contents(const TensorView& index, const Entry& e, cudaStream_t stream) {
   const std::int64_t n = index.numel();
-  DeviceScratch flag(sizeof(int), index.device);
+  DeviceScratch flag(256, index.device);  // one int (take() carves in 256-byte steps)
   int* differs = flag.take<int>(1);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(differs, 0, sizeof(int), stream));
   const int* copy = e.copy.data<std::int32_t>();

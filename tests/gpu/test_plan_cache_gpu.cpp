@@ -34,7 +34,7 @@ struct Results {
 
 Results on_cpu(const Tensor& out0, const Tensor& index, const Tensor& src) {
   const Tensor i = index.to(Device::cpu()), s = src.to(Device::cpu());
-  Results r{out0.to(Device::cpu()), out0.to(Device::cpu()), out0.to(Device::cpu())};
+  Results r{out0.clone(), out0.clone(), out0.clone()};  // out0 is on the CPU
   const std::int64_t e = s.size(0), f = s.size(1);
   index_add(r.added, i, s, 1.0, {.level = kPo});
   scatter_reduce(r.reduced_max, 0, expanded(i, e, f), s, Reduce::amax, false, {.level = kPo});
