@@ -1,7 +1,7 @@
 // Launch plumbing shared by the CUDA op families: checked launches that name the kernel, grid
 // sizing, the launch-configuration override that tests use (SAMEBITS_CUDA_BLOCK /
-// SAMEBITS_CUDA_GRID), a device guard, workspace carving, strided index decomposition and a
-// strided-to-contiguous gather.
+// SAMEBITS_CUDA_GRID), a device guard, workspace carving, strided index decomposition and
+// strided copies.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -203,28 +203,41 @@ struct StridedIndex {
   }
 };
 
-// --- strided gather --------------------------------------------------------------------------------
+// --- strided copies --------------------------------------------------------------------------------
 
-// dst[i] = src[index.offset(i)] for i < n: a contiguous row-major copy of a strided view. Word is
+// dst[i or dst_index.offset(i)] = src[src_index.offset(i)] for i < n, in row-major order. Word is
 // an unsigned integer of the element's size, so one kernel serves every dtype of that size.
-template <class Word>
-__global__ void gather_contiguous_kernel(const Word* __restrict__ src, Word* __restrict__ dst,
-                                         StridedIndex index, std::int64_t n) {
+template <class Word, bool ContiguousDst>
+__global__ void copy_strided_kernel(const Word* __restrict__ src, StridedIndex src_index, Word* __restrict__ dst,
+                                    StridedIndex dst_index, std::int64_t n) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += step)
-    dst[i] = src[index.offset(i)];
+    dst[ContiguousDst ? i : dst_index.offset(i)] = src[src_index.offset(i)];
 }
 
-// Writes a contiguous copy of `src` (a CUDA view of any strides) to `dst`, on `stream`.
-template <class Word> void gather_contiguous(const TensorView& src, void* dst, cudaStream_t stream) {
+// Copies the elements of `src` (a CUDA view of any strides) to `dst`, laid out as `dst_layout`
+// (same sizes) or contiguous row-major when it is null, on `stream`.
+template <class Word>
+void copy_strided(const TensorView& src, void* dst, const TensorView* dst_layout, cudaStream_t stream) {
   static_assert(sizeof(Word) == 4 || sizeof(Word) == 8);
   const std::int64_t n = src.numel();
   if (n == 0) return;
   constexpr int kBlock = 256;
-  gather_contiguous_kernel<Word><<<grid_size(ceil_div(n, kBlock), 65536), kBlock, 0, stream>>>(
-      static_cast<const Word*>(src.data), static_cast<Word*>(dst), StridedIndex::of(src), n);
-  SAMEBITS_CUDA_LAUNCHED("gather_contiguous_kernel");
+  const unsigned grid = grid_size(ceil_div(n, kBlock), 65536);
+  const auto* from = static_cast<const Word*>(src.data);
+  auto* to = static_cast<Word*>(dst);
+  if (dst_layout == nullptr)
+    copy_strided_kernel<Word, true><<<grid, kBlock, 0, stream>>>(from, StridedIndex::of(src), to, {}, n);
+  else
+    copy_strided_kernel<Word, false><<<grid, kBlock, 0, stream>>>(from, StridedIndex::of(src), to,
+                                                                  StridedIndex::of(*dst_layout), n);
+  SAMEBITS_CUDA_LAUNCHED("copy_strided_kernel");
+}
+
+// Writes a contiguous copy of `src` (a CUDA view of any strides) to `dst`, on `stream`.
+template <class Word> void gather_contiguous(const TensorView& src, void* dst, cudaStream_t stream) {
+  copy_strided<Word>(src, dst, nullptr, stream);
 }
 
 }  // namespace samebits::detail

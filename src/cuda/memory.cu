@@ -111,33 +111,13 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
   SAMEBITS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
 }
 
-namespace {
-
-template <class Word>
-__global__ void copy_strided_kernel(const Word* src, StridedIndex si, Word* dst, StridedIndex di, std::int64_t n) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
-    dst[di.offset(i)] = src[si.offset(i)];
-}
-
-template <class Word> void launch_copy_strided(const TensorView& src, const TensorView& dst) {
-  const std::int64_t n = src.numel();
-  constexpr int kBlock = 256;
-  copy_strided_kernel<Word><<<grid_size(ceil_div(n, kBlock), 65536), kBlock>>>(
-      static_cast<const Word*>(src.data), StridedIndex::of(src), static_cast<Word*>(dst.data),
-      StridedIndex::of(dst), n);
-  SAMEBITS_CUDA_LAUNCHED("copy_strided_kernel");
-}
-
-}  // namespace
-
 void cuda_copy_strided(const TensorView& src, const TensorView& dst) {
   if (src.numel() == 0) return;
   CudaDeviceGuard guard(dst.device);
   const std::size_t bytes = size_of(src.dtype);
   if (bytes != 4 && bytes != 8) throw InvalidArgument("cuda_copy_strided: elements of 4 or 8 bytes only");
-  if (bytes == 4) launch_copy_strided<unsigned>(src, dst);
-  else launch_copy_strided<unsigned long long>(src, dst);
+  if (bytes == 4) copy_strided<std::uint32_t>(src, dst.data, &dst, nullptr);
+  else copy_strided<std::uint64_t>(src, dst.data, &dst, nullptr);
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
