@@ -122,6 +122,7 @@ std::function<void(const std::string&)> g_warning_handler;
 }  // namespace
 
 void set_last_explain(std::string s) { t_last_explain = std::move(s); }
+void append_last_explain(std::string_view s) { t_last_explain.append(s); }
 
 void warn_once(const std::string& op, const std::string& message) {
   std::function<void(const std::string&)> handler;

@@ -106,6 +106,8 @@ class WorkspaceBuffer {
 };
 
 void set_last_explain(std::string s);
+// Adds what a variant did beyond its choice (a reused plan, say) to this thread's explanation.
+void append_last_explain(std::string_view s);
 // Emits `message` through the warning handler the first time `op` warns in this process.
 void warn_once(const std::string& op, const std::string& message);
 

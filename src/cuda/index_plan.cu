@@ -227,10 +227,11 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   p.device = a.index.device;
   p.order = Tensor::empty({n}, DType::i64, a.index.device);
   p.offsets = Tensor::empty({m + 1}, DType::i64, a.index.device);
-  DeviceScratch scratch(sort_scratch_bytes(n, m) + 256, a.index.device);
+  const SortLayout layout = sort_layout(n, m);
+  DeviceScratch scratch(layout.scratch_bytes + 256, a.index.device);
   const WaitOnUnwind wait_on_error(stream);
   auto* bad = scratch.take<unsigned long long>(1);
-  const SortBuffers b = sort_buffers(scratch, n, m);
+  const SortBuffers b = sort_buffers(scratch, layout);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
   sort_index_vector(a.index, nullptr, 0, b, bad, stream);
   if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
@@ -264,33 +265,42 @@ void* DeviceScratch::take_bytes(std::size_t bytes) {
   return p;
 }
 
-namespace {
-std::size_t sort_temp_bytes(std::int64_t n, std::int64_t num_keys) {
-  std::size_t bytes = std::max<std::size_t>(cub_temp_bytes(n, num_keys), 1);
-  if (const std::int64_t cells = count_cells(n, num_keys); cells > 0) bytes = std::max(bytes, scan_temp_bytes(cells));
-  return bytes;
+SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_counting) {
+  SortLayout l;
+  l.n = n;
+  l.num_keys = num_keys;
+  l.counting = allow_counting && counting_sort_applies(n, num_keys);
+  const auto ints = [](std::int64_t count) {
+    return align256(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(int));
+  };
+  if (l.counting) {
+    const std::int64_t cells = count_cells(n, num_keys);
+    l.temp_bytes = std::max<std::size_t>(scan_temp_bytes(cells), 1);
+    l.scratch_bytes = ints(n) + ints(num_keys + 1) + 2 * ints(cells) + align256(l.temp_bytes);
+  } else {
+    l.temp_bytes = std::max<std::size_t>(cub_temp_bytes(n, num_keys), 1);
+    l.scratch_bytes = 4 * ints(n) + ints(num_keys + 1) + align256(l.temp_bytes);
+  }
+  return l;
 }
-}  // namespace
 
-std::size_t sort_scratch_bytes(std::int64_t n, std::int64_t num_keys) {
-  const std::size_t pairs = align256(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * 4);
-  const std::size_t cells = align256(static_cast<std::size_t>(std::max<std::int64_t>(count_cells(n, num_keys), 1)) * 4);
-  return 4 * pairs + 2 * cells + align256(static_cast<std::size_t>(num_keys + 1) * 4) +
-         align256(sort_temp_bytes(n, num_keys));
-}
-
-SortBuffers sort_buffers(DeviceScratch& scratch, std::int64_t n, std::int64_t num_keys) {
+SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
   SortBuffers b;
-  b.n = n;
-  b.num_keys = num_keys;
-  b.keys_in = scratch.take<int>(n);
-  b.vals_in = scratch.take<int>(n);
-  b.keys_out = scratch.take<int>(n);
-  b.vals_out = scratch.take<int>(n);
-  b.offsets = scratch.take<int>(num_keys + 1);
-  b.counts = scratch.take<int>(std::max<std::int64_t>(count_cells(n, num_keys), 1));
-  b.starts = scratch.take<int>(std::max<std::int64_t>(count_cells(n, num_keys), 1));
-  b.temp_bytes = sort_temp_bytes(n, num_keys);
+  b.n = l.n;
+  b.num_keys = l.num_keys;
+  b.counting = l.counting;
+  if (l.counting) {
+    const std::int64_t cells = count_cells(l.n, l.num_keys);
+    b.counts = scratch.take<int>(std::max<std::int64_t>(cells, 1));
+    b.starts = scratch.take<int>(std::max<std::int64_t>(cells, 1));
+  } else {
+    b.keys_in = scratch.take<int>(l.n);
+    b.vals_in = scratch.take<int>(l.n);
+    b.keys_out = scratch.take<int>(l.n);
+  }
+  b.vals_out = scratch.take<int>(l.n);
+  b.offsets = scratch.take<int>(l.num_keys + 1);
+  b.temp_bytes = l.temp_bytes;
   b.temp = scratch.take_bytes(b.temp_bytes);
   return b;
 }
@@ -312,6 +322,7 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
 }
 
 void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
+  if (b.counting) throw Error("scatter: internal error: a counting-sort layout given to the radix sort");
   if (b.n > 0) {
     std::size_t temp = b.temp_bytes;
     SAMEBITS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(b.temp, temp, static_cast<const int*>(b.keys_in),
@@ -325,7 +336,7 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
 
 void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride, const SortBuffers& b,
                        unsigned long long* bad, cudaStream_t stream) {
-  if (!counting_sort_applies(b.n, b.num_keys)) {
+  if (!b.counting) {
     build_vector_keys(index, b.num_keys, values32, vstride, b, bad, stream);
     sort_pairs_and_offsets(b, stream);
     return;

@@ -49,7 +49,19 @@ class WaitOnUnwind {
   int pending_;
 };
 
-// Sorting n (key, value) pairs with keys in [0, num_keys): buffers and CUB's temporary storage.
+// Sorting n (key, value) pairs with keys in [0, num_keys): which sort runs and the scratch it takes
+// (CUB's temporary sizes are queried once, here). The counting sort (few keys) needs no key or
+// input buffers; the general scatter path, which sorts composite keys, asks for the radix sort.
+struct SortLayout {
+  std::int64_t n = 0, num_keys = 0;
+  bool counting = false;
+  std::size_t temp_bytes = 0;     // CUB's temporary storage (radix sort, or the counting sort's scan)
+  std::size_t scratch_bytes = 0;  // what sort_buffers carves
+};
+SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_counting = true);
+
+// The buffers of one sort, carved from scratch sized with the layout's scratch_bytes (plus the
+// caller's own). Pointers a path does not use stay null.
 struct SortBuffers {
   int* keys_in = nullptr;
   int* vals_in = nullptr;
@@ -61,10 +73,9 @@ struct SortBuffers {
   void* temp = nullptr;
   std::size_t temp_bytes = 0;
   std::int64_t n = 0, num_keys = 0;
+  bool counting = false;
 };
-// Bytes of scratch that sort_buffers takes (call it to size a DeviceScratch).
-std::size_t sort_scratch_bytes(std::int64_t n, std::int64_t num_keys);
-SortBuffers sort_buffers(DeviceScratch& scratch, std::int64_t n, std::int64_t num_keys);
+SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& layout);
 
 // keys_in[i] = index[i] (1-D view, int32/int64, any stride), vals_in[i] = values32[i * vstride]
 // when values32 is set (32-bit payloads, e.g. float bits), else i. A value outside [0, m) lowers
@@ -73,13 +84,14 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
                        std::int64_t vstride, const SortBuffers& b, unsigned long long* bad,
                        cudaStream_t stream);
 
-// Stable sort of the pairs by key, then offsets[k] = first sorted position with key >= k.
+// Stable sort of the pairs by key, then offsets[k] = first sorted position with key >= k (radix
+// layouts only).
 void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 
 // The same for a 1-D index (int32/int64, any stride) in one call, with keys in [0, b.num_keys):
 // vals_out holds values32[i * vstride] (or i) in stable key order and offsets the CSR offsets;
-// keys_* are not kept. Few keys take a counting sort, the rest build_vector_keys and the radix
-// sort. A value outside the range lowers *bad to its position and sorts as key 0.
+// keys_* are not kept. The layout says which sort: the counting sort, or build_vector_keys and
+// the radix sort. A value outside the range lowers *bad to its position and sorts as key 0.
 void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride, const SortBuffers& b,
                        unsigned long long* bad, cudaStream_t stream);
 

@@ -100,9 +100,10 @@ void build_plan(Entry& e, std::int64_t num_keys, cudaStream_t stream) {
   Tensor order = Tensor::empty({n}, DType::i32, e.copy.device());
   Tensor offsets = Tensor::empty({num_keys + 1}, DType::i32, e.copy.device());
   {
-    DeviceScratch scratch(sort_scratch_bytes(n, num_keys) + 256, e.copy.device());
+    const SortLayout layout = sort_layout(n, num_keys);
+    DeviceScratch scratch(layout.scratch_bytes, e.copy.device());
     const WaitOnUnwind wait_on_error(stream);
-    SortBuffers b = sort_buffers(scratch, n, num_keys);
+    SortBuffers b = sort_buffers(scratch, layout);
     b.vals_out = order.data<std::int32_t>();  // the sort writes the plan in place
     b.offsets = offsets.data<std::int32_t>();
     sort_index_vector(e.copy.view(), nullptr, 0, b, nullptr, stream);

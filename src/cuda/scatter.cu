@@ -565,16 +565,16 @@ template <class T> __device__ __forceinline__ T source_value(const Pull<T>& p, s
   return contribution(v, p.alpha, p.scaled);
 }
 
-// One thread per (target, feature), sequential over the target's sources.
+// Rows of one value that the sort carried in order (p.direct): one thread per target, sequential
+// over its sources.
 template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p) {
   if (gated(p)) return;
-  const std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (g >= p.M * p.F) return;
-  const std::int64_t t = p.F == 1 ? g : g / p.F, f = g - t * p.F;
+  const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= p.M) return;
   const std::int64_t b = load_index(p.offsets, p.ord64, t), e = load_index(p.offsets, p.ord64, t + 1);
   if (b == e) return;
-  T* o = p.out + t * p.out_row + f;
-  auto val = [&](std::int64_t s) { return source_value(p, s, f); };
+  T* o = p.out + t * p.out_row;
+  auto val = [&](std::int64_t s) { return contribution(p.direct[s], p.alpha, p.scaled); };
   std::int64_t s = b;
   T acc = p.self ? *o : val(s++);
   constexpr int kAhead = 8;
@@ -890,13 +890,16 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
       p.order = cached.order;
       p.offsets = cached.offsets;
       launch_pull(p, a.reduce, stream);
+      append_last_explain("; the index equals the copy kept at its address, so its plan was reused "
+                          "(automatic plan reuse: no sort)");
       return;
     }
     const bool direct = std::is_same_v<T, float> && rw.F == 1;
-    DeviceScratch scratch(sort_scratch_bytes(rw.L, rw.M) + 512, a.out.device);
+    const SortLayout layout = sort_layout(rw.L, rw.M);
+    DeviceScratch scratch(layout.scratch_bytes + 256, a.out.device);
     const WaitOnUnwind wait_on_error(stream);
     auto* bad = scratch.take<unsigned long long>(1);
-    const SortBuffers sb = sort_buffers(scratch, rw.L, rw.M);
+    const SortBuffers sb = sort_buffers(scratch, layout);
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
     // No wait after the sort: bad keys were sorted as 0, and the pull reads the check's result
     // itself and writes nothing when it found one. One round trip to the host per call.
@@ -913,10 +916,11 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     return;  // the stream is idle: scratch can be freed
   }
   const std::int64_t keys = g.out_numel;  // (column, target) pairs
-  DeviceScratch scratch(sort_scratch_bytes(g.numel, keys) + 512, a.out.device);
+  const SortLayout layout = sort_layout(g.numel, keys, /*allow_counting=*/false);
+  DeviceScratch scratch(layout.scratch_bytes + 256, a.out.device);
   const WaitOnUnwind wait_on_error(stream);
   auto* bad = scratch.take<unsigned long long>(1);
-  const SortBuffers sb = sort_buffers(scratch, g.numel, keys);
+  const SortBuffers sb = sort_buffers(scratch, layout);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
   const int block = block_size();
   general_keys_kernel<<<std::min<unsigned>(grid_for(g.numel, block), 1u << 20), block, 0, stream>>>(

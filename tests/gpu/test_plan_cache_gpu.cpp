@@ -83,6 +83,7 @@ TEST(PlanCacheGpu, RepeatedIndexReusesThePlanWithTheCpuBits) {
     scatter_reduce(again, 0, expanded(index, sh.e, sh.f), src, Reduce::amax, false, {.level = kR2r});
     EXPECT_EQ(content_hash(again), content_hash(cpu.reduced_max));
     EXPECT_EQ(plan_cache_stats().hits - after.hits, 1);
+    EXPECT_NE(last_explain().find("plan was reused"), std::string::npos) << last_explain();
   }
 }
 
