@@ -150,6 +150,24 @@ TEST(PlanCache, EntriesAreReleasedOutsideTheLock) {
   EXPECT_EQ(released, 4);
 }
 
+TEST(PlanCache, ForgetAndClearDropEntriesWithoutCountingMisses) {
+  PlanCache c(1000);
+  c.store(key(1), entry(1), 100);
+  c.store(key(2), entry(2), 100);
+  c.store(key(3), entry(3), 100);
+  c.forget(key(2));
+  c.forget(key(9));  // nothing kept there: nothing happens
+  EXPECT_EQ(c.find(key(2)), nullptr);
+  EXPECT_EQ(c.stats().entries, 2u);
+  EXPECT_EQ(c.stats().bytes, 200u);
+  c.clear();
+  EXPECT_EQ(c.stats().entries, 0u);
+  EXPECT_EQ(c.stats().bytes, 0u);
+  EXPECT_EQ(c.stats().misses, 0);
+  EXPECT_EQ(c.stats().limit_bytes, 1000u);
+  EXPECT_TRUE(c.wants(key(1), 100));
+}
+
 TEST(PlanCache, PublicLimitAndStats) {
   const testing::PlanCacheLimit limit(12345);
   EXPECT_EQ(plan_cache_stats().limit_bytes, 12345u);

@@ -77,6 +77,22 @@ void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size
   ++stored_;
 }
 
+void PlanCache::forget(const PlanKey& key) {
+  std::list<Slot> dropped;  // destroyed after the lock is released
+  std::lock_guard lock(m_);
+  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
+  if (it == slots_.end()) return;
+  bytes_ -= it->bytes;
+  dropped.splice(dropped.end(), slots_, it);
+}
+
+void PlanCache::clear() {
+  std::list<Slot> dropped;
+  std::lock_guard lock(m_);
+  dropped.swap(slots_);
+  bytes_ = 0;
+}
+
 void PlanCache::set_limit(std::size_t bytes) {
   std::list<Slot> dropped;
   std::lock_guard lock(m_);

@@ -45,6 +45,10 @@ class PlanCache {
   // Remembers `entry` under `key` (replacing any), dropping the least recently used entries to
   // stay within the byte limit and kMaxEntries.
   void store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes);
+  // Drops the entry of `key` (a plan that could not be built, say) without counting a miss.
+  void forget(const PlanKey& key);
+  // Drops every entry (device memory is short); the limit and the counts stay.
+  void clear();
   // A new byte limit; 0 turns the cache off. Entries beyond it are dropped.
   void set_limit(std::size_t bytes);
   PlanCacheStats stats() const;

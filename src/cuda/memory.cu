@@ -10,6 +10,7 @@
 
 #include "core/backends.hpp"
 #include "core/memory.hpp"
+#include "core/plan_cache.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch.cuh"
 
@@ -79,7 +80,10 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
   cudaError_t e = cudaMalloc(&p, c);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    {  // release the cache and try once more
+    // Index copies and plans kept for automatic reuse go first (their blocks return to the free
+    // lists, after a wait for the device), then every free block; then one more try.
+    plan_cache().clear();
+    {
       std::lock_guard lock(k.m);
       for (auto& [key, list] : k.free_blocks)
         for (void* q : list) { cudaFree(q); k.sizes.erase(q); }

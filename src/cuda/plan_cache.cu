@@ -128,8 +128,17 @@ CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cuda
   plan_cache().record(key, same);
   if (!same) return {};
   std::lock_guard lock(e.m);
-  if (!e.planned) build_plan(e, num_keys, stream);
-  else SAMEBITS_CUDA_CHECK(cudaStreamWaitEvent(stream, e.ready, 0));
+  if (!e.planned) {
+    try {
+      build_plan(e, num_keys, stream);
+    } catch (const CudaError&) {
+      // No memory for the plan (or its sort): this call sorts as if nothing had been kept.
+      plan_cache().forget(key);
+      return {};
+    }
+  } else {
+    SAMEBITS_CUDA_CHECK(cudaStreamWaitEvent(stream, e.ready, 0));
+  }
   return {e.order.data<std::int32_t>(), e.offsets.data<std::int32_t>(), std::move(held)};
 }
 
@@ -141,7 +150,11 @@ void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t
   if (!plan_cache().wants(key, bytes)) return;
   auto e = std::make_shared<Entry>();
   e->device = index.device.index;
-  e->copy = Tensor::empty({n}, DType::i32, index.device);
+  try {
+    e->copy = Tensor::empty({n}, DType::i32, index.device);
+  } catch (const CudaError&) {
+    return;  // no memory to spare: the call has done its work, nothing is kept
+  }
   int* copy = e->copy.data<std::int32_t>();
   if (index.dtype == DType::i32)
     narrow_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int32_t*>(index.data),

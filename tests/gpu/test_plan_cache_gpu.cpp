@@ -186,6 +186,25 @@ TEST(PlanCacheGpu, SmallIndicesAndLimitZeroAreLeftAlone) {
   EXPECT_EQ(plan_cache_stats().bytes, 0u);
 }
 
+// When device memory runs out, what the cache keeps is given back before the allocation fails.
+TEST(PlanCacheGpu, ShortDeviceMemoryEmptiesTheCache) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  const std::int64_t e = 200000, n = 1000, f = 2;
+  Tensor src = testing::random_normal({e, f}, DType::f64, seed, kGpu);
+  Tensor index = testing::random_index(e, n, DType::i64, seed + 1, kGpu);
+  Tensor out = Tensor::zeros({n, f}, DType::f64, kGpu);
+  const testing::PlanCacheLimit on(kOn);
+  for (int r = 0; r < 2; ++r) index_add(out, index, src, 1.0, {.level = kPo});
+  ASSERT_EQ(plan_cache_stats().entries, 1u);
+  EXPECT_THROW(Tensor::empty({std::int64_t{1} << 42}, DType::f32, kGpu), CudaError);  // 16 TiB
+  EXPECT_EQ(plan_cache_stats().entries, 0u);
+  EXPECT_EQ(plan_cache_stats().bytes, 0u);
+  // And the next calls remember again.
+  for (int r = 0; r < 2; ++r) index_add(out, index, src, 1.0, {.level = kPo});
+  EXPECT_EQ(plan_cache_stats().entries, 1u);
+}
+
 // Two threads, each on its own stream, reusing one remembered plan at once (built on whichever
 // stream gets there first, read on both).
 TEST(PlanCacheGpu, TwoStreamsShareAPlan) {

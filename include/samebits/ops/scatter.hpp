@@ -84,7 +84,9 @@ IndexPlan make_index_plan(const TensorView& index, std::int64_t num_targets,
 // then kept): no sort, and the same bits, since a plan is the one stable sort of its index.
 // Different contents sort as before; after two such misses in a row the address is left alone (an
 // index refilled on every call costs nothing more). The copies and plans take at most the limit
-// below (default 1 GiB, or SAMEBITS_PLAN_CACHE_BYTES), least recently used first out.
+// below (default 1 GiB, or SAMEBITS_PLAN_CACHE_BYTES), least recently used first out, and are
+// all given back when a device allocation would otherwise fail. last_explain() says when a call
+// reused a plan.
 constexpr std::int64_t kPlanCacheMinSources = 65536;
 struct PlanCacheStats {
   std::int64_t hits = 0;    // calls that reused a plan
