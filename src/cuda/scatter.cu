@@ -406,11 +406,22 @@ __global__ void fixed_check_kernel(FixedSites s, const float* src, const void* i
   publish_check(bad, mx, sp, res);
 }
 
+// False when the check found a bad index (then nothing is written: the host throws after the
+// stream is done); else the shift of the check's max |c| (negative for very large values).
+__device__ __forceinline__ bool checked_shift(const CheckResult* res, std::int64_t n, int& shift) {
+  if (res->first_bad != ULLONG_MAX) return false;
+  shift = fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits)));
+  return true;
+}
+
 // acc[t] += round(c * 2^shift) for every contribution; non-finite ones set bits of mask[t]. With
 // `smem`, each block sums into shared memory first (few targets), then adds its non-zero sums.
 __global__ void fixed_add_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
-                                 bool scaled, int shift, unsigned long long* acc, unsigned* mask, bool smem) {
+                                 bool scaled, const CheckResult* res, unsigned long long* acc, unsigned* mask,
+                                 bool smem) {
   extern __shared__ unsigned long long fixed_sh[];
+  int shift = 0;
+  if (!checked_shift(res, s.g.numel, shift)) return;  // the same answer in every thread
   const std::int64_t targets = s.g.out_numel;
   if (smem) {
     for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x) fixed_sh[t] = 0;
@@ -437,8 +448,11 @@ __global__ void fixed_add_kernel(FixedSites s, const float* src, const void* idx
   }
 }
 
-__global__ void fixed_finish_kernel(Geo4 g, float* out, const unsigned long long* acc, const unsigned* mask,
-                                    int shift) {
+__global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out, const unsigned long long* acc,
+                                    const unsigned* mask, const CheckResult* res) {
+  int shift = 0;
+  if (!checked_shift(res, n, shift)) return;
+  if (res->special == 0) mask = nullptr;
   for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < g.out_numel;
        t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const auto q = static_cast<long long>(acc[t]);
@@ -501,32 +515,31 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   const int block = block_size();
   const unsigned sms = static_cast<unsigned>(sm_count());
 
-  // 1. Indices and max |c|, before anything is written.
-  CheckResult h{};
+  // 1. Indices and max |c|. The next kernels read the result on the device: a bad index makes
+  // them write nothing, and the host learns of it once, at the end (one wait per call).
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(CheckResult), stream));
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(unsigned long long), stream));
   fixed_check_kernel<<<std::min(grid_for(s.g.numel, block), sms * 16u), block, 0, stream>>>(s, src, a.index.data, is64, alpha, scaled, res);
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_check_kernel");
-  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
-  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (h.first_bad != ULLONG_MAX)
-    throw_bad_index(a, static_cast<std::int64_t>(h.first_bad), rw.ok ? vector_geo(a, s.g) : s.g);
 
   // 2. Exact integer sums.
-  const int shift = fixed_point_shift(s.g.numel, std::bit_cast<double>(h.max_bits));
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(targets) * 8, stream));
-  if (h.special != 0) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(mask, 0, static_cast<std::size_t>(targets) * 4, stream));
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(mask, 0, static_cast<std::size_t>(targets) * 4, stream));
   const bool smem = static_cast<std::size_t>(targets) * 8 <= kFixedSmemBytes;
   const unsigned add_grid = std::min(grid_for(s.g.numel, block), smem ? sms * 2u : 1u << 20);
   fixed_add_kernel<<<add_grid, block, smem ? static_cast<std::size_t>(targets) * 8 : 0, stream>>>(
-      s, src, a.index.data, is64, alpha, scaled, shift, acc, mask, smem);
+      s, src, a.index.data, is64, alpha, scaled, res, acc, mask, smem);
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_add_kernel");
 
   // 3. out + sum, once per target.
   fixed_finish_kernel<<<std::min<unsigned>(grid_for(targets, block), 1u << 20), block, 0, stream>>>(
-      s.g, static_cast<float*>(a.out.data), acc, h.special != 0 ? mask : nullptr, shift);
+      s.g, s.g.numel, static_cast<float*>(a.out.data), acc, mask, res);
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_finish_kernel");
-  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // scratch is freed on return
+  CheckResult h{};
+  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // also: scratch is freed on return
+  if (h.first_bad != ULLONG_MAX)
+    throw_bad_index(a, static_cast<std::int64_t>(h.first_bad), rw.ok ? vector_geo(a, s.g) : s.g);
 }
 
 // --- pull over sorted sources (portable) ------------------------------------------------------

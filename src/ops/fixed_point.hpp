@@ -16,11 +16,17 @@ namespace samebits::detail {
 
 // The shift s: values are scaled by 2^s. n: number of values (>= 1); max_abs: the largest |v|
 // over finite values (0 if none).
-inline int fixed_point_shift(std::int64_t n, double max_abs) {
+// Host and device compute it alike (a kernel may take it from a max found on the device).
+SAMEBITS_HD inline int fixed_point_shift(std::int64_t n, double max_abs) {
   if (!(max_abs > 0)) return 0;
   int e = 0;
-  (void)std::frexp(max_abs, &e);  // max_abs = f * 2^e, f in [0.5, 1): max_abs < 2^e
+#if defined(__CUDA_ARCH__)
+  (void)frexp(max_abs, &e);  // max_abs = f * 2^e, f in [0.5, 1): max_abs < 2^e
+  const int log2n = 64 - __clzll(static_cast<long long>(n - 1));  // bit width of n - 1
+#else
+  (void)std::frexp(max_abs, &e);
   const int log2n = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(n - 1)));
+#endif
   return 62 - e - log2n;
 }
 
