@@ -91,7 +91,10 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
     }
     e = cudaMalloc(&p, c);
   }
-  if (e != cudaSuccess) throw_cuda_error(e, ("cudaMalloc(" + std::to_string(c) + " bytes)").c_str(), __FILE__, __LINE__);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // reported by the exception: not left for the next call's check to find
+    throw_cuda_error(e, ("cudaMalloc(" + std::to_string(c) + " bytes)").c_str(), __FILE__, __LINE__);
+  }
   std::lock_guard lock(k.m);
   k.sizes[p] = c;
   return p;
@@ -113,6 +116,10 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
                                   ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                   : cudaMemcpyDeviceToHost;
   SAMEBITS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+  // cudaMemcpy may return before a copy from pageable host memory, or between two device buffers,
+  // has landed; work queued later on a non-blocking stream is not ordered after it. Wait, so that
+  // the copy is done for every stream, as callers are promised.
+  if (kind != cudaMemcpyDeviceToHost) SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void cuda_copy_strided(const TensorView& src, const TensorView& dst) {

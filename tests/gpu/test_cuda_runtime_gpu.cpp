@@ -194,5 +194,31 @@ TEST(CudaRuntime, FillAndSynchronizeOnAStream) {
   SAMEBITS_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
+// A copy to the device, or between device buffers, has landed when it returns: work queued right
+// after it on a non-blocking stream (not ordered after the copy by CUDA) reads the copied values.
+// 256 MiB from pageable host memory takes milliseconds over PCIe, far longer than the launch.
+TEST(CudaRuntime, CopiesHaveLandedForNonBlockingStreams) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  const std::int64_t n = std::int64_t{1} << 26;
+  Tensor host = testing::random_normal({n}, DType::f32, seed);
+  Tensor expect = Tensor::empty({1}, DType::f32);
+  sum(host, expect, {.level = Determinism::portable});
+  cudaStream_t s = nullptr;
+  SAMEBITS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  Tensor out = Tensor::empty({1}, DType::f32, kGpu);
+  for (int r = 0; r < 3; ++r) {
+    Tensor dev = host.to(kGpu);
+    sum(dev, out, {.level = Determinism::portable, .stream = Stream{s}});
+    detail::cuda_synchronize(Stream{s});
+    EXPECT_EQ(content_hash(out), content_hash(expect)) << "host to device, round " << r << ", seed " << seed;
+    Tensor twin = dev.clone();
+    sum(twin, out, {.level = Determinism::portable, .stream = Stream{s}});
+    detail::cuda_synchronize(Stream{s});
+    EXPECT_EQ(content_hash(out), content_hash(expect)) << "device to device, round " << r << ", seed " << seed;
+  }
+  SAMEBITS_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
 }  // namespace
 }  // namespace samebits
