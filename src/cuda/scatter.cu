@@ -925,8 +925,8 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     launch_pull(p, a.reduce, stream);
     if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)  // waits for the stream
       throw_bad_index(a, i, vector_geo(a, g));
-    remember_index(vec, rw.M, stream);
-    return;  // the stream is idle: scratch can be freed
+    remember_index(vec, rw.M, stream);  // may queue a copy of the index, which does not use scratch
+    return;  // the sort and pull are done: scratch can be freed
   }
   const std::int64_t keys = g.out_numel;  // (column, target) pairs
   const SortLayout layout = sort_layout(g.numel, keys, /*allow_counting=*/false);
