@@ -11,7 +11,9 @@
 //   cuda.sort_pull  portable        fresh indices every call: (index, position) pairs put in
 //                                   stable order with CSR offsets (cuda/index_plan.cu: a counting
 //                                   sort for few targets, CUB's radix sort otherwise), then each
-//                                   target pulls its sources in ascending order
+//                                   target pulls its sources in ascending order; an index passed
+//                                   again whose contents compare equal reuses the plan kept for it
+//                                   (cuda/plan_cache.cu)
 //   cuda.plan_pull  portable        the same pull over a plan built once (index_add with a plan)
 //
 // The pull is the canonical order of include/samebits/ops/scatter.hpp (sequential per target,
@@ -999,7 +1001,8 @@ void register_cuda_scatter(Registry& r) {
   const char* atomic_how = "atomicAdd / atomicCAS into targets in hardware schedule order";
   const char* sort_how =
       "stable sort of (index, position) every call (counting sort up to 1536 targets, CUB radix sort "
-      "beyond), then ordered pull per target";
+      "beyond), then ordered pull per target; an index passed again at the same address reuses its plan "
+      "when its contents compare equal";
   auto atomic = by_dtype<run_atomic<float>, run_atomic<double>>;
   auto sorted = by_dtype<run_sort_pull<float>, run_sort_pull<double>>;
   const char* fixed_how =
