@@ -394,10 +394,7 @@ TEST(ScatterReduce, ExpandedIndexEveryReduceEveryVariant) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t e = 4000, n = 60, f = 12;
   Tensor vec = testing::random_index(e, n, DType::i32, seed);
-  TensorView expanded = vec.view();
-  expanded.ndim = 2;
-  expanded.shape = {e, f};
-  expanded.strides = {1, 0};
+  const TensorView expanded = testing::expanded_index(vec, {e, f});
   Tensor dense = Tensor::copy_of(expanded);
   Tensor src = testing::random_uniform({e, f}, DType::f64, 0.99, 1.01, seed + 1);
   Tensor out0 = testing::random_normal({n, f}, DType::f64, seed + 2);

@@ -18,6 +18,16 @@ std::uint64_t fresh_seed() {
   return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
 
+TensorView expanded_index(const Tensor& vec, const Shape& shape) {
+  TensorView v = vec.view();
+  v.ndim = static_cast<int>(shape.size());
+  for (int j = 0; j < v.ndim; ++j) {
+    v.shape[static_cast<std::size_t>(j)] = shape[static_cast<std::size_t>(j)];
+    v.strides[static_cast<std::size_t>(j)] = j == 0 ? vec.view().strides[0] : 0;
+  }
+  return v;
+}
+
 bool case_in_shard(int c) {
   static const std::pair<int, int> shard = [] {
     const char* e = std::getenv("SAMEBITS_TEST_SHARD");

@@ -37,6 +37,10 @@ double error_against_scale(const TensorView& out, const std::vector<double>& ref
 // larger buffer. `keep` owns the storage.
 TensorView strided_copy(const Tensor& t, Tensor& keep);
 
+// A 1-D index vector seen with `shape` (its dim 0 along the vector, stride 0 on every other dim):
+// the index of scatter_add / scatter_reduce that names one target per source row.
+TensorView expanded_index(const Tensor& vec, const Shape& shape);
+
 // Splits the cases of a long test loop between processes: with SAMEBITS_TEST_SHARD="i/n" in the
 // environment, case c runs only in the process where c % n == i (every case when unset). Slow
 // checkers such as compute-sanitizer run the shards side by side.

@@ -14,19 +14,12 @@
 namespace samebits {
 namespace {
 
+using testing::expanded_index;
 using testing::fresh_seed;
 constexpr Determinism kR2r = Determinism::run_to_run;
 constexpr Determinism kPo = Determinism::portable;
 const Device kGpu = Device::cuda();
 constexpr std::size_t kOn = std::size_t{1} << 30;
-
-TensorView expanded(const Tensor& vec, std::int64_t e, std::int64_t f) {
-  TensorView v = vec.view();
-  v.ndim = 2;
-  v.shape = {e, f, 0, 0};
-  v.strides = {vec.view().strides[0], 0, 0, 0};
-  return v;
-}
 
 // The CPU's portable results of the three scatters over one index (the reference bits).
 struct Results {
@@ -38,8 +31,8 @@ Results on_cpu(const Tensor& out0, const Tensor& index, const Tensor& src) {
   Results r{out0.clone(), out0.clone(), out0.clone()};  // out0 is on the CPU
   const std::int64_t e = s.size(0), f = s.size(1);
   index_add(r.added, i, s, 1.0, {.level = kPo});
-  scatter_reduce(r.reduced_max, 0, expanded(i, e, f), s, Reduce::amax, false, {.level = kPo});
-  scatter_reduce(r.reduced_mean, 0, expanded(i, e, f), s, Reduce::mean, true, {.level = kPo});
+  scatter_reduce(r.reduced_max, 0, expanded_index(i, {e, f}), s, Reduce::amax, false, {.level = kPo});
+  scatter_reduce(r.reduced_mean, 0, expanded_index(i, {e, f}), s, Reduce::mean, true, {.level = kPo});
   return r;
 }
 
@@ -47,8 +40,8 @@ Results on_gpu(const Tensor& out0, const Tensor& index, const Tensor& src, Deter
   Results r{out0.to(kGpu), out0.to(kGpu), out0.to(kGpu)};
   const std::int64_t e = src.size(0), f = src.size(1);
   index_add(r.added, index, src, 1.0, {.level = level});
-  scatter_reduce(r.reduced_max, 0, expanded(index, e, f), src, Reduce::amax, false, {.level = level});
-  scatter_reduce(r.reduced_mean, 0, expanded(index, e, f), src, Reduce::mean, true, {.level = level});
+  scatter_reduce(r.reduced_max, 0, expanded_index(index, {e, f}), src, Reduce::amax, false, {.level = level});
+  scatter_reduce(r.reduced_mean, 0, expanded_index(index, {e, f}), src, Reduce::mean, true, {.level = level});
   return r;
 }
 
@@ -81,7 +74,7 @@ TEST(PlanCacheGpu, RepeatedIndexReusesThePlanWithTheCpuBits) {
     EXPECT_EQ(after.misses, before.misses);
     // scatter_reduce has no fixed-point variant: at run_to_run it reuses the plan too.
     Tensor again = out0.to(kGpu);
-    scatter_reduce(again, 0, expanded(index, sh.e, sh.f), src, Reduce::amax, false, {.level = kR2r});
+    scatter_reduce(again, 0, expanded_index(index, {sh.e, sh.f}), src, Reduce::amax, false, {.level = kR2r});
     EXPECT_EQ(content_hash(again), content_hash(cpu.reduced_max));
     EXPECT_EQ(plan_cache_stats().hits - after.hits, 1);
     EXPECT_NE(last_explain().find("plan was reused"), std::string::npos) << last_explain();

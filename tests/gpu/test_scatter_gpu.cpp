@@ -19,6 +19,7 @@
 namespace samebits {
 namespace {
 
+using testing::expanded_index;
 using testing::fresh_seed;
 constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kR2r = Determinism::run_to_run;
@@ -39,16 +40,6 @@ class LaunchConfig {
   explicit LaunchConfig(bool alternative) { setenv("SAMEBITS_CUDA_SCATTER_CONFIG", alternative ? "1" : "0", 1); }
   ~LaunchConfig() { unsetenv("SAMEBITS_CUDA_SCATTER_CONFIG"); }
 };
-
-TensorView expanded(const Tensor& vec, const Shape& shape) {
-  TensorView v = vec.view();
-  v.ndim = static_cast<int>(shape.size());
-  for (int j = 0; j < v.ndim; ++j) {
-    v.shape[static_cast<std::size_t>(j)] = shape[static_cast<std::size_t>(j)];
-    v.strides[static_cast<std::size_t>(j)] = j == 0 ? vec.view().strides[0] : 0;
-  }
-  return v;
-}
 
 double index_add_ref_error(const Tensor& gpu_out, const Tensor& out0, const Tensor& index, const Tensor& src) {
   auto ref = testing::to_doubles(out0);
@@ -179,8 +170,8 @@ TEST(ScatterGpu, ScatterReducePortableEqualsCpuEveryReduce) {
                                              m, DType::i32, seed + 3);
         dense = Tensor::copy_of(dense.view().reshape(c.index));
         Tensor gvec = vec.to(kGpu), gdense = dense.to(kGpu);
-        const TensorView cidx = c.expand ? expanded(vec, c.index) : dense.view();
-        const TensorView gidx = c.expand ? expanded(gvec, c.index) : gdense.view();
+        const TensorView cidx = c.expand ? expanded_index(vec, c.index) : dense.view();
+        const TensorView gidx = c.expand ? expanded_index(gvec, c.index) : gdense.view();
         Tensor cpu = out0.clone();
         scatter_reduce(cpu, c.dim, cidx, src, r, self, {.level = kPo});
         Tensor gsrc = src.to(kGpu);
@@ -396,7 +387,7 @@ TEST(ScatterGpu, RunToRunBitwiseOver100Repeats) {
       indexed.insert(content_hash(out));
       index_add(out, plan, src);
       planned.insert(content_hash(out));
-      scatter_reduce(out, 0, expanded(index, {sh.e, sh.f}), src, Reduce::mean, r % 2 == 0, {.level = kR2r});
+      scatter_reduce(out, 0, expanded_index(index, {sh.e, sh.f}), src, Reduce::mean, r % 2 == 0, {.level = kR2r});
       reduced.insert(content_hash(out) ^ static_cast<std::uint64_t>(r % 2));
     }
     EXPECT_EQ(indexed.size(), 1u) << "seed " << seed << " F=" << sh.f;
@@ -455,11 +446,11 @@ TEST(ScatterGpu, ChainsOfEveryLengthEqualTheCpu) {
           Tensor gsrc = src.to(kGpu);
           for (bool self : {false, true}) {
             Tensor cpu = out0.clone();
-            scatter_reduce(cpu, 0, expanded(index, {e, f}), src, r, self, {.level = kPo});
+            scatter_reduce(cpu, 0, expanded_index(index, {e, f}), src, r, self, {.level = kPo});
             for (bool alt : {false, true}) {
               LaunchConfig lc(alt);
               Tensor out = out0.to(kGpu);
-              scatter_reduce(out, 0, expanded(gindex, {e, f}), gsrc, r, self, {.level = kPo});
+              scatter_reduce(out, 0, expanded_index(gindex, {e, f}), gsrc, r, self, {.level = kPo});
               EXPECT_TRUE(bitwise_equal(out, cpu)) << "self " << self << " alt " << alt;
             }
           }
@@ -489,7 +480,7 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
     host_index.data<std::int64_t>()[4500] = bad;
     host_index.data<std::int64_t>()[4999] = -1;
     Tensor index = host_index.to(kGpu);
-    Tensor dense = Tensor::copy_of(expanded(host_index, {5000, 4})).to(kGpu);
+    Tensor dense = Tensor::copy_of(expanded_index(host_index, {5000, 4})).to(kGpu);
     Tensor src1 = testing::random_normal({5000, 1}, DType::f32, fresh_seed(), kGpu);
     for (bool alt : {false, true})
       for (auto level : {kNg, kR2r, kPo}) {
@@ -499,7 +490,7 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
         Tensor out1 = testing::random_normal({10, 1}, DType::f32, 6, kGpu);
         const auto before1 = content_hash(out1);
         EXPECT_THROW(index_add(out1, index, src1, 1.0, {.level = level}), IndexOutOfRange);
-        EXPECT_THROW(scatter_reduce(out1, 0, expanded(index, {5000, 1}), src1, Reduce::mean, true, {.level = level}),
+        EXPECT_THROW(scatter_reduce(out1, 0, expanded_index(index, {5000, 1}), src1, Reduce::mean, true, {.level = level}),
                      IndexOutOfRange);
         EXPECT_EQ(content_hash(out1), before1);
         Tensor out = testing::random_normal({10, 4}, DType::f32, 5, kGpu);
@@ -522,7 +513,7 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
         }
         EXPECT_EQ(content_hash(out), before);
         for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax}) {
-          EXPECT_THROW(scatter_reduce(out, 0, expanded(index, {5000, 4}), src, r, false, {.level = level}), IndexOutOfRange);
+          EXPECT_THROW(scatter_reduce(out, 0, expanded_index(index, {5000, 4}), src, r, false, {.level = level}), IndexOutOfRange);
           EXPECT_THROW(scatter_reduce(out, 0, dense, src, r, true, {.level = level}), IndexOutOfRange);
           EXPECT_EQ(content_hash(out), before) << to_string(r);
         }
