@@ -12,9 +12,22 @@
 namespace samebits {
 namespace detail {
 
+std::list<PlanCache::Slot>::iterator PlanCache::slot_of(const PlanKey& key) {
+  return std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
+}
+
+void PlanCache::take(std::list<Slot>::iterator it, std::list<Slot>& into) {
+  bytes_ -= it->bytes;
+  into.splice(into.end(), slots_, it);
+}
+
+void PlanCache::shrink(std::size_t bytes, std::size_t entries, std::list<Slot>& into) {
+  while (!slots_.empty() && (bytes_ > bytes || slots_.size() > entries)) take(std::prev(slots_.end()), into);
+}
+
 std::shared_ptr<void> PlanCache::find(const PlanKey& key) {
   std::lock_guard lock(m_);
-  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
+  auto it = slot_of(key);
   if (it == slots_.end()) return nullptr;
   slots_.splice(slots_.begin(), slots_, it);
   return slots_.front().entry;
@@ -31,8 +44,11 @@ bool PlanCache::is_volatile(const PlanKey& key) const {
                      [&](const Streak& s) { return s.key == key && s.misses >= kVolatileAfter; });
 }
 
+// Each of the calls below that drops entries collects them in `dropped`, declared before the lock:
+// they are released after it, since a device entry waits for its GPU when released.
+
 void PlanCache::record(const PlanKey& key, bool hit) {
-  std::shared_ptr<void> dropped;  // released after the lock: an entry may wait for its device
+  std::list<Slot> dropped;
   std::lock_guard lock(m_);
   if (hit) {
     ++hits_;
@@ -40,12 +56,7 @@ void PlanCache::record(const PlanKey& key, bool hit) {
     return;
   }
   ++misses_;
-  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
-  if (it != slots_.end()) {
-    dropped = std::move(it->entry);
-    bytes_ -= it->bytes;
-    slots_.erase(it);
-  }
+  if (auto it = slot_of(key); it != slots_.end()) take(it, dropped);
   if (Streak* s = streak_of(key)) {
     ++s->misses;
   } else {
@@ -60,47 +71,33 @@ bool PlanCache::wants(const PlanKey& key, std::size_t bytes) const {
 }
 
 void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes) {
-  std::list<Slot> dropped;  // destroyed after the lock is released
+  std::list<Slot> dropped;
   std::lock_guard lock(m_);
   if (limit_ == 0 || bytes > limit_ || is_volatile(key)) return;
-  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
-  if (it != slots_.end()) {
-    bytes_ -= it->bytes;
-    dropped.splice(dropped.end(), slots_, it);
-  }
-  while (!slots_.empty() && (bytes_ + bytes > limit_ || slots_.size() + 1 > kMaxEntries)) {
-    bytes_ -= slots_.back().bytes;
-    dropped.splice(dropped.end(), slots_, std::prev(slots_.end()));
-  }
+  if (auto it = slot_of(key); it != slots_.end()) take(it, dropped);
+  shrink(limit_ - bytes, kMaxEntries - 1, dropped);  // room for this one
   slots_.push_front({key, std::move(entry), bytes});
   bytes_ += bytes;
   ++stored_;
 }
 
 void PlanCache::forget(const PlanKey& key) {
-  std::list<Slot> dropped;  // destroyed after the lock is released
+  std::list<Slot> dropped;
   std::lock_guard lock(m_);
-  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.key == key; });
-  if (it == slots_.end()) return;
-  bytes_ -= it->bytes;
-  dropped.splice(dropped.end(), slots_, it);
+  if (auto it = slot_of(key); it != slots_.end()) take(it, dropped);
 }
 
 void PlanCache::clear() {
   std::list<Slot> dropped;
   std::lock_guard lock(m_);
-  dropped.swap(slots_);
-  bytes_ = 0;
+  shrink(0, 0, dropped);
 }
 
 void PlanCache::set_limit(std::size_t bytes) {
   std::list<Slot> dropped;
   std::lock_guard lock(m_);
   limit_ = bytes;
-  while (!slots_.empty() && bytes_ > limit_) {
-    bytes_ -= slots_.back().bytes;
-    dropped.splice(dropped.end(), slots_, std::prev(slots_.end()));
-  }
+  shrink(limit_, kMaxEntries, dropped);
   if (limit_ == 0) streaks_.clear();
 }
 

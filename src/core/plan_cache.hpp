@@ -63,8 +63,13 @@ class PlanCache {
     PlanKey key;
     int misses = 0;
   };
-  Streak* streak_of(const PlanKey& key);                    // caller holds m_
-  bool is_volatile(const PlanKey& key) const;               // caller holds m_
+  // The helpers below: the caller holds m_. Dropped slots go to `into`, to be released after it.
+  std::list<Slot>::iterator slot_of(const PlanKey& key);
+  void take(std::list<Slot>::iterator it, std::list<Slot>& into);
+  // Drops least recently used slots until at most `bytes` and `entries` are kept.
+  void shrink(std::size_t bytes, std::size_t entries, std::list<Slot>& into);
+  Streak* streak_of(const PlanKey& key);
+  bool is_volatile(const PlanKey& key) const;
 
   mutable std::mutex m_;
   std::size_t limit_;
