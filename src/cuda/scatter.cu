@@ -240,7 +240,7 @@ void check_indices(const ScatterArgs& a, const Geo4& check, cudaStream_t stream,
 template <class T>
 __global__ void atomic_rows_kernel(const T* src, const void* idx, bool is64, std::int64_t istride, T* out,
                                    std::int64_t L, std::int64_t F, std::int64_t src_row, std::int64_t out_row,
-                                   int r, int mode, T alpha, bool scaled, int* count) {
+                                   int r, int mode, T alpha, bool scaled, unsigned long long* count) {
   const std::int64_t total = L * F;
   for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; g < total;
        g += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -259,14 +259,14 @@ __global__ void atomic_rows_kernel(const T* src, const void* idx, bool is64, std
     } else {
       const T v = src[i * src_row + f];
       atomic_step(r, target, contribution(v, alpha, scaled));
-      if (count != nullptr && f == 0) atomicAdd(count + m, 1);
+      if (count != nullptr && f == 0) atomicAdd(count + m, 1ull);
     }
   }
 }
 
 template <class T>
 __global__ void atomic_general_kernel(Geo4 g, const T* src, const void* idx, bool is64, T* out, int r, int mode,
-                                      T alpha, bool scaled, int* count) {
+                                      T alpha, bool scaled, unsigned long long* count) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < g.numel;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     std::int64_t c[4];
@@ -284,7 +284,7 @@ __global__ void atomic_general_kernel(Geo4 g, const T* src, const void* idx, boo
     } else {
       const T v = src[so];
       atomic_step(r, out + oo, contribution(v, alpha, scaled));
-      if (count != nullptr) atomicAdd(count + lin, 1);
+      if (count != nullptr) atomicAdd(count + lin, 1ull);
     }
   }
 }
@@ -292,10 +292,11 @@ __global__ void atomic_general_kernel(Geo4 g, const T* src, const void* idx, boo
 // mean: divides every target that received n > 0 contributions by n (+1 with include_self).
 // per_row: count is per target row (rows path, F features share it), else per element.
 template <class T>
-__global__ void mean_kernel(Geo4 g, T* out, const int* count, bool per_row, std::int64_t F, bool self) {
+__global__ void mean_kernel(Geo4 g, T* out, const unsigned long long* count, bool per_row, std::int64_t F,
+                            bool self) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < g.out_numel;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const int n = count[per_row ? e / F : e];
+    const unsigned long long n = count[per_row ? e / F : e];
     if (n == 0) continue;
     T& t = out[offset_of(e, g.out_size, g.out_st, g.nd)];
     t = t / static_cast<T>(n + (self ? 1 : 0));
@@ -310,11 +311,12 @@ template <class T> void run_atomic(const ScatterArgs& a, cudaStream_t stream) {
   const int r = static_cast<int>(a.reduce);
   const bool mean = a.reduce == Reduce::mean;
   const std::int64_t count_n = mean ? (vec ? g.M : g.out_numel) : 0;
-  DeviceScratch scratch(256 + static_cast<std::size_t>(count_n) * 4 + 256, a.out.device);
+  // 64-bit counts: one target can receive more than 2^31 contributions.
+  DeviceScratch scratch(256 + static_cast<std::size_t>(count_n) * 8 + 256, a.out.device);
   auto* bad = scratch.take<unsigned long long>(1);
-  int* count = mean ? scratch.take<int>(count_n) : nullptr;
+  unsigned long long* count = mean ? scratch.take<unsigned long long>(count_n) : nullptr;
   check_indices(a, vec ? vector_geo(a, g) : g, stream, bad);
-  if (count != nullptr) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(count, 0, static_cast<std::size_t>(count_n) * 4, stream));
+  if (count != nullptr) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(count, 0, static_cast<std::size_t>(count_n) * 8, stream));
   const T* src = static_cast<const T*>(a.src.data);
   T* out = static_cast<T*>(a.out.data);
   const T alpha = static_cast<T>(a.alpha);
