@@ -54,7 +54,7 @@ Choice choose_variant(std::string_view op, DeviceType backend, const std::vector
                       Mode mode, std::string_view forced) {
   Choice ch;
   const std::string head = fmt::format("{} on {} at {}", op, to_string(backend), to_string(mode.level));
-  std::string skipped;
+  std::string skipped, cannot;  // every variant passed over; those that cannot take the arguments
   auto note = [&](const Candidate& c, std::string_view why) {
     skipped += fmt::format("; skipped {} ({}): {}", c.info->name, to_string(c.info->level), why);
   };
@@ -65,7 +65,11 @@ Choice choose_variant(std::string_view op, DeviceType backend, const std::vector
     if (c.info->backend != backend) continue;
     any_backend = true;
     if (!forced.empty() && c.info->name != forced) continue;
-    if (!c.why_not.empty()) { note(c, c.why_not); continue; }
+    if (!c.why_not.empty()) {
+      note(c, c.why_not);
+      cannot += fmt::format("; {} cannot take them: {}", c.info->name, c.why_not);
+      continue;
+    }
     any_implementable = true;
     if (!satisfies(c.info->level, mode.level)) { note(c, "below the requested level"); continue; }
     ch.index = static_cast<int>(i);
@@ -92,9 +96,9 @@ Choice choose_variant(std::string_view op, DeviceType backend, const std::vector
   }
   // 2. Nothing meets the level.
   ch.refused = true;
-  ch.explain = fmt::format("{}: no variant guarantees {} ({}). Ask for a weaker level, or set "
-                           "warn-only mode to run the best variant there is",
-                           head, to_string(mode.level), levels_list(op, backend, cs));
+  ch.explain = fmt::format("{}: no variant guarantees {} for these arguments ({}{}). Ask for a "
+                           "weaker level, or set warn-only mode to run the best variant there is",
+                           head, to_string(mode.level), levels_list(op, backend, cs), cannot);
   if (!mode.warn_only) return ch;
   int best = -1;
   for (std::size_t i = 0; i < cs.size(); ++i) {

@@ -125,8 +125,11 @@ void dispatch(std::string_view op, Device device, const Args& args, const Option
   }
   const Mode m = effective_mode(opts);
   Choice choice = choose_variant(op, device.type, candidates, m, opts.variant);
-  if (choice.refused && !choice.degraded) throw NondeterministicError(choice.explain);
-  if (choice.index < 0) throw InvalidArgument(choice.explain);
+  if (choice.index < 0) {
+    set_last_explain(choice.explain);  // a refused call explains itself too
+    if (choice.refused) throw NondeterministicError(choice.explain);
+    throw InvalidArgument(choice.explain);
+  }
   if (choice.degraded) warn_once(std::string(op), choice.explain);
   const auto& v = table[static_cast<std::size_t>(choice.index)];
   set_last_explain(std::move(choice.explain));
