@@ -220,5 +220,30 @@ TEST(CudaRuntime, CopiesHaveLandedForNonBlockingStreams) {
   SAMEBITS_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
+// The same promise for copies of a few MiB, the size of a typical output tensor: from pageable
+// memory such a copy may return with its last piece still on the way, and the sum queued at once
+// on a non-blocking stream must still see every value.
+TEST(CudaRuntime, FewMiBCopiesHaveLandedForNonBlockingStreams) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  cudaStream_t s = nullptr;
+  SAMEBITS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  Tensor out = Tensor::empty({1}, DType::f32, kGpu);
+  for (const std::int64_t n : {std::int64_t{1} << 20, std::int64_t{3} << 20, std::int64_t{961} << 10}) {
+    Tensor host = testing::random_normal({n}, DType::f32, seed + static_cast<std::uint64_t>(n));
+    Tensor expect = Tensor::empty({1}, DType::f32);
+    sum(host, expect, {.level = Determinism::portable});
+    int wrong = 0;
+    for (int r = 0; r < 40; ++r) {
+      Tensor dev = host.to(kGpu);
+      sum(dev, out, {.level = Determinism::portable, .stream = Stream{s}});
+      detail::cuda_synchronize(Stream{s});
+      if (content_hash(out) != content_hash(expect)) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0) << "of 40 copies of " << n << " floats, seed " << seed;
+  }
+  SAMEBITS_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
 }  // namespace
 }  // namespace samebits
