@@ -20,6 +20,20 @@ Tensor sorted_offsets(std::int64_t edges, std::int64_t segs, std::uint64_t seed)
   return Tensor::from_vector(off, {segs + 1}, Device::cuda());
 }
 
+// `edges` edges on `nodes` nodes, each from a uniformly random node to a node at most `reach`
+// node numbers away (wrapping around), as a validated CSR on the host.
+Csr local_graph(std::int64_t nodes, std::int64_t edges, std::int64_t reach, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<std::int64_t> node(0, nodes - 1), step(-reach, reach);
+  std::vector<std::int32_t> src(static_cast<std::size_t>(edges)), dst(static_cast<std::size_t>(edges));
+  for (std::size_t k = 0; k < src.size(); ++k) {
+    const std::int64_t d = node(gen);
+    dst[k] = static_cast<std::int32_t>(d);
+    src[k] = static_cast<std::int32_t>(((d + step(gen)) % nodes + nodes) % nodes);
+  }
+  return csr_from_edges(Tensor::from_vector(src, {edges}), Tensor::from_vector(dst, {edges}), nodes);
+}
+
 std::string count(std::int64_t n) {
   if (n % 1000000 == 0) return fmt::format("{}M", n / 1000000);
   if (n % 1000 == 0) return fmt::format("{}k", n / 1000);
@@ -68,6 +82,20 @@ void bench_segment(Report& r) {
              shape, v.name, std::string(to_string(v.level)), ms, bytes,
              fmt::format("validated Csr; gathered rows {:.1f} GB", 4.0 * edges * f / 1e9)});
     }
+  // A graph with locality (a mesh, or a graph whose nodes were reordered for it): the same sizes,
+  // every neighbour within kReach node numbers of its node, so the gathered rows come from L2.
+  {
+    constexpr std::int64_t kReach = 2048;
+    const Csr lg = local_graph(nodes, edges, kReach, 6).to(Device::cuda());
+    const std::string lshape = fmt::format("local graph N={} E={} F={}", count(nodes), count(edges), f);
+    for (const auto& v : list_variants("aggregate")) {
+      if (v.backend != DeviceType::cuda) continue;
+      Options o{.level = v.level, .variant = v.name};
+      const double ms = time_ms([&] { aggregate(lg.view(), x, out, Reduce::sum, o); }, 20, 3);
+      r.add({"segment", "aggregate sum", lshape, v.name, std::string(to_string(v.level)), ms, bytes,
+             fmt::format("validated Csr; neighbours within {} nodes", kReach)});
+    }
+  }
   // The same with an unvalidated graph view: the index check kernel and a host sync every call.
   for (const auto& v : list_variants("aggregate")) {
     if (v.backend != DeviceType::cuda || v.level != Determinism::portable) continue;

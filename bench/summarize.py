@@ -33,8 +33,11 @@ def num(s):
     return int(float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6}[m.group(2)])
 
 def shape_key(shape):
-    m = re.search(r"E=([\d.]+[kM]?) N=([\d.]+[kM]?) F=(\d+)", shape)
-    return (num(m.group(1)), num(m.group(2)), int(m.group(3))) if m else None
+    """(E, N, F) of a shape label that names all three, in any order ("graph N=1M E=20M F=128")."""
+    found = {k: re.search(rf"\b{k}=([\d.]+[kM]?)", shape) for k in "ENF"}
+    if not all(found.values()):
+        return None
+    return (num(found["E"].group(1)), num(found["N"].group(1)), int(num(found["F"].group(1))))
 
 def gmean(xs):
     xs = [x for x in xs if x > 0]
