@@ -50,16 +50,19 @@ using i64 = std::int64_t;
 // one step ahead so each thread has global loads in flight while it computes.
 // PF: the next k step's tiles are loaded into registers while this step is computed (the deep
 // tiles' long k walk would otherwise wait for global memory at every step).
-struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; static constexpr bool PF = false; };
-struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; static constexpr bool PF = false; };
-struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1; static constexpr bool PF = true; };
+// MINB: blocks per SM the compiler must fit in registers. The float wide tiles fit two (the wider
+// double accumulators would spill), and load the next k step ahead (PF) while one is computed.
+struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, MINB = 1; static constexpr bool PF = false; };
+struct WideFloatTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, MINB = 2; static constexpr bool PF = true; };
+struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1, MINB = 1; static constexpr bool PF = false; };
+struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1, MINB = 1; static constexpr bool PF = true; };
 template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / Cfg::TN);
 
 // Block (x, y, z) computes rows [x*BM, +BM) x columns [y*BN, +BN) over k in [z*k_chunk, +k_chunk).
 // Tiles past m, n or the chunk's end are filled with +0: a +0 product added to an accumulator that
 // is never -0 leaves it unchanged, and rows/columns past m/n are not written.
 template <class T, class Cfg>
-__global__ void __launch_bounds__(kThreads<Cfg>)
+__global__ void __launch_bounds__(kThreads<Cfg>, Cfg::MINB)
 gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 k_chunk,
            Epilogue<T> epi, bool atomic) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
@@ -323,7 +326,9 @@ template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool spli
     return;
   }
   switch (choose_tiles(g.m(), g.n(), g.k())) {
-    case Tiles::wide: return run_tiles_cfg<T, WideTiles>(g, epi, s, split_k);
+    case Tiles::wide:
+      if constexpr (sizeof(T) == 4) return run_tiles_cfg<T, WideFloatTiles>(g, epi, s, split_k);
+      else return run_tiles_cfg<T, WideTiles>(g, epi, s, split_k);
     case Tiles::narrow: return run_tiles_cfg<T, NarrowTiles>(g, epi, s, split_k);
     case Tiles::deep: return run_tiles_cfg<T, DeepTiles>(g, epi, s, split_k);
   }
