@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,25 +51,57 @@ using i64 = std::int64_t;
 // one step ahead so each thread has global loads in flight while it computes.
 // PF: the next k step's tiles are loaded into registers while this step is computed (the deep
 // tiles' long k walk would otherwise wait for global memory at every step).
-// MINB: blocks per SM the compiler must fit in registers. The float wide tiles fit two (the wider
-// double accumulators would spill), and load the next k step ahead (PF) while one is computed.
-struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, MINB = 1; static constexpr bool PF = false; };
-struct WideFloatTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, MINB = 2; static constexpr bool PF = true; };
-struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1, MINB = 1; static constexpr bool PF = false; };
-struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1, MINB = 1; static constexpr bool PF = true; };
+// CONTIG: a thread's TM rows and TN columns are adjacent, so it reads them from shared memory,
+// and writes its rows of c, 16 bytes at a time (else they are RY and RX apart, one element each).
+// The float wide tiles also load the next k step ahead (PF).
+struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; static constexpr bool PF = false, CONTIG = false; };
+struct WideFloatTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; static constexpr bool PF = true, CONTIG = true; };
+struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; static constexpr bool PF = false, CONTIG = false; };
+struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1; static constexpr bool PF = true, CONTIG = false; };
+
+// 16 bytes of T.
+template <class T> struct Vec16;
+template <> struct Vec16<float> { using type = float4; static constexpr int N = 4; };
+template <> struct Vec16<double> { using type = double2; static constexpr int N = 2; };
+template <class T, int N> __device__ __forceinline__ void load16(const T* p, T (&r)[N]) {
+  using V = typename Vec16<T>::type;
+  constexpr int W = Vec16<T>::N;
+#pragma unroll
+  for (int q = 0; q < N / W; ++q) {
+    const V v = reinterpret_cast<const V*>(p)[q];
+    const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+    for (int w = 0; w < W; ++w) r[q * W + w] = e[w];
+  }
+}
+template <class T, int N> __device__ __forceinline__ void store16(T* p, const T (&r)[N]) {
+  using V = typename Vec16<T>::type;
+  constexpr int W = Vec16<T>::N;
+#pragma unroll
+  for (int q = 0; q < N / W; ++q) {
+    V v;
+    T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+    for (int w = 0; w < W; ++w) e[w] = r[q * W + w];
+    reinterpret_cast<V*>(p)[q] = v;
+  }
+}
 template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / Cfg::TN);
 
 // Block (x, y, z) computes rows [x*BM, +BM) x columns [y*BN, +BN) over k in [z*k_chunk, +k_chunk).
 // Tiles past m, n or the chunk's end are filled with +0: a +0 product added to an accumulator that
 // is never -0 leaves it unchanged, and rows/columns past m/n are not written.
 template <class T, class Cfg>
-__global__ void __launch_bounds__(kThreads<Cfg>, Cfg::MINB)
+__global__ void __launch_bounds__(kThreads<Cfg>)
 gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 k_chunk,
            Epilogue<T> epi, bool atomic) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int NT = kThreads<Cfg>, RY = BM / TM, RX = BN / TN;
-  __shared__ T As[BK][BM + 1];  // (BK, BM): +1 spreads the k-fast stores over the banks
-  __shared__ T Bs[BK][BN];      // (BK, BN)
+  constexpr bool CONTIG = Cfg::CONTIG;
+  // (BK, BM): the padding spreads the k-fast stores over the banks (4 keeps 16-byte alignment)
+  constexpr int PAD = CONTIG ? 4 : 1;
+  __shared__ __align__(16) T As[BK][BM + PAD];
+  __shared__ __align__(16) T Bs[BK][BN];  // (BK, BN)
   const int tid = static_cast<int>(threadIdx.x);
   const int tx = tid % RX, ty = tid / RX;
   const i64 row0 = static_cast<i64>(blockIdx.x) * BM, col0 = static_cast<i64>(blockIdx.y) * BN;
@@ -138,10 +171,15 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       T ra[TM], rb[TN];
+      if constexpr (CONTIG) {
+        load16(&As[kk][ty * TM], ra);
+        load16(&Bs[kk][tx * TN], rb);
+      } else {
 #pragma unroll
-      for (int i = 0; i < TM; ++i) ra[i] = As[kk][ty + i * RY];
+        for (int i = 0; i < TM; ++i) ra[i] = As[kk][ty + i * RY];
 #pragma unroll
-      for (int j = 0; j < TN; ++j) rb[j] = Bs[kk][tx + j * RX];
+        for (int j = 0; j < TN; ++j) rb[j] = Bs[kk][tx + j * RX];
+      }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -150,6 +188,31 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
     __syncthreads();
   }
 
+  if constexpr (CONTIG) {
+    const i64 col = col0 + tx * TN;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const i64 r = row0 + ty * TM + i;
+      if (r >= m) continue;
+      T* e = c + r * crs + col * ccs;
+      if (!atomic && ccs == 1 && col + TN <= n && reinterpret_cast<std::uintptr_t>(e) % 16 == 0) {
+        T old[TN], val[TN];
+        if (epi.beta != T(0)) load16(e, old);
+#pragma unroll
+        for (int j = 0; j < TN; ++j) val[j] = epi(acc[i][j], &old[j]);
+        store16(e, val);
+        continue;
+      }
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        if (col + j >= n) continue;
+        T* ej = e + j * ccs;
+        if (atomic) atomicAdd(ej, epi.alpha == T(1) ? acc[i][j] : rn_mul(epi.alpha, acc[i][j]));
+        else *ej = epi(acc[i][j], ej);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
