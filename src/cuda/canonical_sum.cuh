@@ -16,15 +16,13 @@
 
 #include <cstdint>
 
+#include "cuda/vec16.cuh"
+
 namespace samebits::detail::canonical {
 
 inline constexpr int kLanes = 256;
 inline constexpr int kSteps = 16;
 inline constexpr std::int64_t kChunk = kLanes * kSteps;  // 4096 elements
-
-template <class T> struct Vec16;
-template <> struct Vec16<float> { using type = float4; };
-template <> struct Vec16<double> { using type = double2; };
 
 template <class T> inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
 template <class T> inline constexpr int kSlots = kLanes / (32 * kVec<T>);

@@ -35,6 +35,7 @@
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/register.hpp"
+#include "cuda/vec16.cuh"
 #include "ops/gemm.hpp"
 
 namespace samebits::detail {
@@ -60,33 +61,6 @@ struct WideFloatTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8,
 struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; static constexpr bool PF = false, CONTIG = false; };
 struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1; static constexpr bool PF = true, CONTIG = false; };
 
-// 16 bytes of T.
-template <class T> struct Vec16;
-template <> struct Vec16<float> { using type = float4; static constexpr int N = 4; };
-template <> struct Vec16<double> { using type = double2; static constexpr int N = 2; };
-template <class T, int N> __device__ __forceinline__ void load16(const T* p, T (&r)[N]) {
-  using V = typename Vec16<T>::type;
-  constexpr int W = Vec16<T>::N;
-#pragma unroll
-  for (int q = 0; q < N / W; ++q) {
-    const V v = reinterpret_cast<const V*>(p)[q];
-    const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-    for (int w = 0; w < W; ++w) r[q * W + w] = e[w];
-  }
-}
-template <class T, int N> __device__ __forceinline__ void store16(T* p, const T (&r)[N]) {
-  using V = typename Vec16<T>::type;
-  constexpr int W = Vec16<T>::N;
-#pragma unroll
-  for (int q = 0; q < N / W; ++q) {
-    V v;
-    T* e = reinterpret_cast<T*>(&v);
-#pragma unroll
-    for (int w = 0; w < W; ++w) e[w] = r[q * W + w];
-    reinterpret_cast<V*>(p)[q] = v;
-  }
-}
 template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / Cfg::TN);
 
 // Block (x, y, z) computes rows [x*BM, +BM) x columns [y*BN, +BN) over k in [z*k_chunk, +k_chunk).

@@ -72,7 +72,7 @@ template <class T> __device__ void store_final(const ChunkOut<T>& d, std::int64_
 // One warp per (output, chunk) task, tasks in grid-stride order.
 template <class T, bool kDot, bool kAtomic>
 __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) {
-  using V = typename canonical::Vec16<T>::type;
+  using V = typename Vec16<T>::type;
   constexpr int kVec = canonical::kVec<T>;
   constexpr int kSlots = canonical::kSlots<T>;
   const int lane = static_cast<int>(threadIdx.x & 31);

@@ -32,6 +32,7 @@
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/register.hpp"
+#include "cuda/vec16.cuh"
 #include "ops/scan.hpp"
 
 namespace samebits::detail {
@@ -139,24 +140,11 @@ __device__ T lookback_unordered(const TileStatus<T>& st, i64 G, i64 first, int l
   }
 }
 
-template <class T> struct Vec16;
-template <> struct Vec16<float> { using type = float4; };
-template <> struct Vec16<double> { using type = double2; };
-
 // Loads elements [i0, i0 + 8) of a line (missing ones as -0.0, the exact identity of +).
 template <class T>
 __device__ __forceinline__ void load_segment(const T* p, i64 i0, i64 len, T (&v)[kScanSegment]) {
-  using V = typename Vec16<T>::type;
-  constexpr int kPer = 16 / sizeof(T);
   if (i0 + kScanSegment <= len && (reinterpret_cast<std::uintptr_t>(p + i0) & 15) == 0) {
-    const V* vp = reinterpret_cast<const V*>(p + i0);
-#pragma unroll
-    for (int q = 0; q < kScanSegment / kPer; ++q) {
-      const V w = vp[q];
-      const T* wt = reinterpret_cast<const T*>(&w);
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) v[q * kPer + j] = wt[j];
-    }
+    load16(p + i0, v);
   } else {
 #pragma unroll
     for (int j = 0; j < kScanSegment; ++j) v[j] = i0 + j < len ? p[i0 + j] : T(-0.0);
@@ -165,18 +153,8 @@ __device__ __forceinline__ void load_segment(const T* p, i64 i0, i64 len, T (&v)
 
 template <class T>
 __device__ __forceinline__ void store_segment(T* p, i64 i0, i64 len, const T (&v)[kScanSegment]) {
-  using V = typename Vec16<T>::type;
-  constexpr int kPer = 16 / sizeof(T);
   if (i0 + kScanSegment <= len && (reinterpret_cast<std::uintptr_t>(p + i0) & 15) == 0) {
-    V* vp = reinterpret_cast<V*>(p + i0);
-#pragma unroll
-    for (int q = 0; q < kScanSegment / kPer; ++q) {
-      V w;
-      T* wt = reinterpret_cast<T*>(&w);
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) wt[j] = v[q * kPer + j];
-      vp[q] = w;
-    }
+    store16(p + i0, v);
   } else {
 #pragma unroll
     for (int j = 0; j < kScanSegment; ++j)
