@@ -58,6 +58,20 @@ TEST(Selection, RefusalNamesOpBackendLevelAndExistingLevels) {
   EXPECT_THAT(ch.explain, HasSubstr("a_atomic (not_guaranteed)"));
 }
 
+// A variant that would meet the level but cannot take these arguments: the refusal says why, and
+// does not pretend the level has no variant at all.
+TEST(Selection, RefusalSaysWhyAQualifyingVariantCannotRun) {
+  auto a = info("a_atomic", Determinism::not_guaranteed);
+  auto b = info("b_sorted", Determinism::portable);
+  std::vector<detail::Candidate> cs{cand(a), cand(b, "more than 2^31 - 1 sources")};
+  auto ch = detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::portable});
+  EXPECT_TRUE(ch.refused);
+  EXPECT_EQ(ch.index, -1);
+  EXPECT_THAT(ch.explain, HasSubstr("for these arguments"));
+  EXPECT_THAT(ch.explain, HasSubstr("b_sorted cannot take them: more than 2^31 - 1 sources"));
+  EXPECT_THAT(ch.explain, ::testing::Not(HasSubstr("a_atomic cannot")));
+}
+
 TEST(Selection, WarnOnlyRunsTheStrongestThereIs) {
   auto a = info("a", Determinism::not_guaranteed);
   auto b = info("b", Determinism::run_to_run);
@@ -189,6 +203,7 @@ TEST(Dispatch, RefusesWithNondeterministicErrorNamingTheOp) {
   } catch (const NondeterministicError& e) {
     EXPECT_THAT(e.what(), HasSubstr("test_only_atomic_op on cpu at run_to_run"));
     EXPECT_THAT(e.what(), HasSubstr("cpu.atomic (not_guaranteed)"));
+    EXPECT_EQ(last_explain(), e.what()) << "a refused call leaves its explanation behind";
   }
   EXPECT_EQ(counter, 0);
 }
