@@ -189,18 +189,18 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
         else *ej = epi(acc[i][j], ej);
       }
     }
-    return;
+  } else {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const i64 r = row0 + ty + i * RY, col = col0 + tx + j * RX;
+        if (r >= m || col >= n) continue;
+        T* e = c + r * crs + col * ccs;
+        if (atomic) atomicAdd(e, epi.alpha == T(1) ? acc[i][j] : rn_mul(epi.alpha, acc[i][j]));
+        else *e = epi(acc[i][j], e);
+      }
   }
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const i64 r = row0 + ty + i * RY, col = col0 + tx + j * RX;
-      if (r >= m || col >= n) continue;
-      T* e = c + r * crs + col * ccs;
-      if (atomic) atomicAdd(e, epi.alpha == T(1) ? acc[i][j] : rn_mul(epi.alpha, acc[i][j]));
-      else *e = epi(acc[i][j], e);
-    }
 }
 
 // Few outputs with a long k (a weight gradient such as h^T @ dO: 16 x 7 outputs, k = 2708): one
