@@ -9,6 +9,7 @@
 // bits reads or misses one of them. Those tests, and the whole-tensor sum (a 17 GB gathered copy),
 // need about 30 GB of device memory and skip on smaller GPUs; the host needs 9 GB.
 #include <cuda_runtime.h>
+#include <gmock/gmock.h>
 
 #include <algorithm>
 #include <bit>
@@ -21,6 +22,9 @@
 
 namespace samebits {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kR2r = Determinism::run_to_run;
@@ -84,7 +88,6 @@ template <class E, class F> std::string thrown(F&& f) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // --- indexing ---------------------------------------------------------------------------------
 
@@ -104,8 +107,7 @@ TEST(LargeGpu, IndexSelectAndGatherReachRowsPastTwoToThe31) {
       Tensor bad = Tensor::from_vector(std::vector<std::int64_t>{0, bad_value}, {2}, kGpu);
       Tensor out2 = Tensor::full({2, 2}, 7.0, DType::f64, kGpu);
       const std::string m = thrown<IndexOutOfRange>([&] { index_select(x, 0, bad, out2, {.level = level}); });
-      EXPECT_TRUE(contains(m, "index_select") && contains(m, "position 1") && contains(m, std::to_string(kBig)))
-          << m;
+      EXPECT_THAT(m, AllOf(HasSubstr("index_select"), HasSubstr("position 1"), HasSubstr(std::to_string(kBig))));
       EXPECT_EQ(mismatch(out2, std::vector<double>(4, 7.0)), "") << "index " << bad_value;
     }
     Tensor gidx = Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, kTwo31, 0, kTwo31 + 7, 1, kBig - 2},
@@ -116,7 +118,7 @@ TEST(LargeGpu, IndexSelectAndGatherReachRowsPastTwoToThe31) {
     Tensor gbad = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2, kTwo32 + 1}, {2, 2}, kGpu);
     Tensor gout2 = Tensor::full({2, 2}, 7.0, DType::f64, kGpu);
     const std::string m = thrown<IndexOutOfRange>([&] { gather(x, 0, gbad, gout2, {.level = level}); });
-    EXPECT_TRUE(contains(m, "gather") && contains(m, "position 3")) << m;
+    EXPECT_THAT(m, AllOf(HasSubstr("gather"), HasSubstr("position 3"))) << m;
     EXPECT_EQ(mismatch(gout2, std::vector<double>(4, 7.0)), "");
   }
 }
@@ -215,7 +217,7 @@ TEST(LargeGpu, SegmentReduceOverMoreThanTwoToThe31Positions) {
     for (auto level : {kNg, kPo}) {
       Tensor out = Tensor::full({segs, 1}, 7.0, DType::f64, kGpu);
       const std::string m = thrown<IndexOutOfRange>([&] { segment_reduce(x, bad, out, Reduce::sum, {.level = level}); });
-      EXPECT_TRUE(contains(m, "segment_reduce") && contains(m, std::to_string(kBig))) << m;
+      EXPECT_THAT(m, AllOf(HasSubstr("segment_reduce"), HasSubstr(std::to_string(kBig)))) << m;
       EXPECT_EQ(mismatch(out, std::vector<double>(static_cast<std::size_t>(segs), 7.0)), "")
           << "last offset " << last << " at " << to_string(level);
     }
@@ -316,8 +318,8 @@ TEST(LargeGpu, ScatterRefusesWhereNoVariantTakesTheSources) {
                      std::string(to_string(level)));
         Tensor out = Tensor::full({kTargets, 1}, 7.0, dt, kGpu);
         const std::string m = thrown<NondeterministicError>([&] { run_scatter(op, in, out, level); });
-        EXPECT_TRUE(contains(m, name_of(op))) << "the error names the op: " << m;
-        EXPECT_TRUE(contains(m, "2^31")) << "the error names the limit the sources passed: " << m;
+        EXPECT_THAT(m, HasSubstr(name_of(op))) << "the error names the op: " << m;
+        EXPECT_THAT(m, HasSubstr("2^31")) << "the error names the limit the sources passed: " << m;
         EXPECT_EQ(mismatch(out, std::vector<double>(kTargets, 7.0)), "") << "nothing written";
       }
   }
@@ -332,7 +334,7 @@ TEST(LargeGpu, ScatterFixedPointAtRunToRunCountsEverySource) {
   for (ScatterOp op : {ScatterOp::index_add, ScatterOp::scatter_add}) {
     Tensor out = Tensor::from_vector(std::vector<float>{7, 7, -536870912.0f, 7}, {kTargets, 1}, kGpu);
     run_scatter(op, in, out, kR2r);
-    EXPECT_TRUE(contains(last_explain(), "ran cuda.fixed_point")) << last_explain();
+    EXPECT_THAT(last_explain(), HasSubstr("ran cuda.fixed_point")) << last_explain();
     EXPECT_EQ(mismatch(out, {7, 7, 2, 7}), "") << name_of(op);
   }
 }
@@ -343,7 +345,7 @@ TEST(LargeGpu, IndexAddAtNotGuaranteedIsExact) {
   const ScatterInputs in(DType::f64, 0.25);
   Tensor out = Tensor::from_vector(std::vector<double>{7, 7, 1, 7}, {kTargets, 1}, kGpu);
   run_scatter(ScatterOp::index_add, in, out, kNg);
-  EXPECT_TRUE(contains(last_explain(), "ran cuda.atomic")) << last_explain();
+  EXPECT_THAT(last_explain(), HasSubstr("ran cuda.atomic")) << last_explain();
   EXPECT_EQ(mismatch(out, {7, 7, 1 + 0.25 * static_cast<double>(kBig), 7}), "");
 }
 
@@ -355,7 +357,7 @@ TEST(LargeGpu, ScatterReduceMeanAtNotGuaranteedDividesByTheFullCount) {
   const ScatterInputs in(DType::f64, 0.25);
   Tensor out = Tensor::from_vector(std::vector<double>{7, 7, 0.25, 7}, {kTargets, 1}, kGpu);
   scatter_reduce(out, 0, in.index, in.src, Reduce::mean, true, {.level = kNg});
-  EXPECT_TRUE(contains(last_explain(), "ran cuda.atomic")) << last_explain();
+  EXPECT_THAT(last_explain(), HasSubstr("ran cuda.atomic")) << last_explain();
   EXPECT_EQ(mismatch(out, {7, 7, 0.25, 7}), "");
 }
 
@@ -365,7 +367,7 @@ TEST(LargeGpu, MakeIndexPlanRefusesMoreThanTwoToThe31Sources) {
   SAMEBITS_REQUIRE_CUDA();
   const ScatterInputs in(DType::f64, 0.25);
   const std::string m = thrown<InvalidArgument>([&] { (void)make_index_plan(in.index_vector, kTargets); });
-  EXPECT_TRUE(contains(m, "make_index_plan") && contains(m, "2^31")) << m;
+  EXPECT_THAT(m, AllOf(HasSubstr("make_index_plan"), HasSubstr("2^31"))) << m;
 }
 
 // --- a real tensor of 2^31 + 8 float32 ------------------------------------------------------------
