@@ -53,15 +53,21 @@ void expect_same_bits(const Results& a, const Results& b, const char* what) {
 
 TEST(PlanCacheGpu, RepeatedIndexReusesThePlanWithTheCpuBits) {
   SAMEBITS_REQUIRE_CUDA();
-  struct S { std::int64_t e, n, f; DType dtype, index_dtype; };
+  struct S { std::int64_t e, n, f; DType dtype, index_dtype; bool heavy = false; };
   // Rows of one float (the sort carries values: the plan is built on the first repeat), rows of
-  // several, float64, an int32 index, few targets (the counting sort) and many.
+  // several, float64, an int32 index, few targets (the counting sort) and many (the radix sort),
+  // and many targets of a few sources each with one of 400.
   for (const S sh : {S{200000, 5000, 1, DType::f32, DType::i64}, S{100000, 3000, 16, DType::f32, DType::i32},
-                     S{70000, 100, 5, DType::f64, DType::i64}, S{300000, 200000, 2, DType::f32, DType::i64}}) {
+                     S{70000, 100, 5, DType::f64, DType::i64}, S{300000, 200000, 2, DType::f32, DType::i64},
+                     S{120000, 20000, 1, DType::f32, DType::i64, true}}) {
     const auto seed = fresh_seed();
-    SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " seed " << seed);
+    SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " heavy " << sh.heavy
+                                      << " seed " << seed);
     Tensor src = testing::random_normal({sh.e, sh.f}, sh.dtype, seed, kGpu);
-    Tensor index = testing::random_index(sh.e, sh.n, sh.index_dtype, seed + 1, kGpu);
+    Tensor index = testing::random_index(sh.e, sh.n, sh.index_dtype, seed + 1);
+    if (sh.heavy)
+      for (std::int64_t i = 0; i < 400; ++i) index.data<std::int64_t>()[i * 97] = 7;
+    index = index.to(kGpu);
     Tensor out0 = testing::random_normal({sh.n, sh.f}, sh.dtype, seed + 2);
     const Results cpu = on_cpu(out0, index, src);
     const testing::PlanCacheLimit on(kOn);

@@ -132,6 +132,51 @@ TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
   EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>());
 }
 
+// Many targets (more than the counting sort's 1536, a few sources each on average) with some of
+// every length from 0 to 1000 sources, in shuffled positions: the plan, and index_add at portable
+// on rows of one float (the sort carries the values), one double and 64 floats, equal the CPU's
+// under both launch configurations.
+TEST(ScatterGpu, ManyTargetsOfEverySourceCountEqualTheCpu) {
+  SAMEBITS_REQUIRE_CUDA();
+  for (bool long_segments : {false, true}) {
+    std::vector<std::int64_t> lengths = {0, 1, 2, 3, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200, 255, 256};
+    if (long_segments) lengths.insert(lengths.end(), {257, 1000});
+    const auto seed = fresh_seed();
+    std::mt19937_64 rng(seed);
+    while (lengths.size() < 3000) lengths.push_back(static_cast<std::int64_t>(rng() % 7));
+    std::shuffle(lengths.begin(), lengths.end(), rng);
+    const auto m = static_cast<std::int64_t>(lengths.size());
+    std::vector<std::int64_t> idx;
+    for (std::int64_t t = 0; t < m; ++t) idx.insert(idx.end(), static_cast<std::size_t>(lengths[t]), t);
+    std::shuffle(idx.begin(), idx.end(), rng);
+    const auto e = static_cast<std::int64_t>(idx.size());
+    SCOPED_TRACE(::testing::Message() << "long segments " << long_segments << " E=" << e << " seed " << seed);
+    Tensor index = Tensor::from_vector(idx, {e});
+    Tensor gindex = index.to(kGpu);
+    const IndexPlan c = make_index_plan(index, m);
+    for (bool alt : {false, true}) {
+      LaunchConfig lc(alt);
+      const IndexPlan g = make_index_plan(gindex, m);
+      EXPECT_EQ(g.order.to_vector<std::int64_t>(), c.order.to_vector<std::int64_t>()) << "alt " << alt;
+      EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>()) << "alt " << alt;
+    }
+    for (const auto& [dtype, f] : {std::pair{DType::f32, std::int64_t{1}}, std::pair{DType::f64, std::int64_t{1}},
+                                   std::pair{DType::f32, std::int64_t{64}}}) {
+      Tensor src = testing::random_normal({e, f}, dtype, seed + 1);
+      Tensor out0 = testing::random_normal({m, f}, dtype, seed + 2);
+      Tensor cpu = out0.clone();
+      index_add(cpu, index, src, 0.3, {.level = kPo});
+      Tensor gsrc = src.to(kGpu);
+      for (bool alt : {false, true}) {
+        LaunchConfig lc(alt);
+        Tensor out = out0.to(kGpu);
+        index_add(out, gindex, gsrc, 0.3, {.level = kPo});
+        EXPECT_TRUE(bitwise_equal(out, cpu)) << to_string(dtype) << " F=" << f << " alt " << alt;
+      }
+    }
+  }
+}
+
 struct ScatterCase {
   Shape out, index, src;
   int dim;
@@ -473,9 +518,11 @@ TEST(ScatterGpu, ChainsOfEveryLengthEqualTheCpu) {
 
 TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
   SAMEBITS_REQUIRE_CUDA();
-  for (std::int64_t bad : {-3, 10, 1 << 30}) {
+  // 10 targets (the counting sort) and 2000 (the radix sort).
+  for (const auto& [m, bad] : {std::pair<std::int64_t, std::int64_t>{10, -3}, {10, 10}, {10, 1 << 30}, {2000, -1},
+                               {2000, 2000}}) {
     Tensor src = testing::random_normal({5000, 4}, DType::f32, fresh_seed(), kGpu);
-    Tensor host_index = testing::random_index(5000, 10, DType::i64, fresh_seed());
+    Tensor host_index = testing::random_index(5000, m, DType::i64, fresh_seed());
     host_index.data<std::int64_t>()[3210] = bad;  // the first bad position; more in a later sort tile
     host_index.data<std::int64_t>()[4500] = bad;
     host_index.data<std::int64_t>()[4999] = -1;
@@ -485,15 +532,15 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
     for (bool alt : {false, true})
       for (auto level : {kNg, kR2r, kPo}) {
         LaunchConfig lc(alt);
-        SCOPED_TRACE(::testing::Message() << "bad " << bad << " alt " << alt << " " << to_string(level));
+        SCOPED_TRACE(::testing::Message() << "targets " << m << " bad " << bad << " alt " << alt << " " << to_string(level));
         // Rows of one value (the sorted values read directly).
-        Tensor out1 = testing::random_normal({10, 1}, DType::f32, 6, kGpu);
+        Tensor out1 = testing::random_normal({m, 1}, DType::f32, 6, kGpu);
         const auto before1 = content_hash(out1);
         EXPECT_THROW(index_add(out1, index, src1, 1.0, {.level = level}), IndexOutOfRange);
         EXPECT_THROW(scatter_reduce(out1, 0, expanded_index(index, {5000, 1}), src1, Reduce::mean, true, {.level = level}),
                      IndexOutOfRange);
         EXPECT_EQ(content_hash(out1), before1);
-        Tensor out = testing::random_normal({10, 4}, DType::f32, 5, kGpu);
+        Tensor out = testing::random_normal({m, 4}, DType::f32, 5, kGpu);
         const auto before = content_hash(out);
         try {
           index_add(out, index, src, 1.0, {.level = level});
@@ -521,7 +568,7 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
     for (bool alt : {false, true}) {
       LaunchConfig lc(alt);
       try {
-        (void)make_index_plan(index, 10);
+        (void)make_index_plan(index, m);
         ADD_FAILURE() << "no error";
       } catch (const IndexOutOfRange& e) {
         EXPECT_NE(std::string(e.what()).find("position 3210"), std::string::npos) << e.what();
