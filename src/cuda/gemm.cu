@@ -54,12 +54,16 @@ using i64 = std::int64_t;
 // tiles' long k walk would otherwise wait for global memory at every step).
 // CONTIG: a thread's TM rows and TN columns are adjacent, so it reads them from shared memory,
 // and writes its rows of c, 16 bytes at a time (else they are RY and RX apart, one element each).
-// The float wide tiles also load the next k step ahead (PF); the double ones stay element-wise
-// (16-byte loads made them slower on an H200).
-struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; static constexpr bool PF = false, CONTIG = false; };
-struct WideFloatTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; static constexpr bool PF = true, CONTIG = true; };
-struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; static constexpr bool PF = false, CONTIG = false; };
-struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1; static constexpr bool PF = true, CONTIG = false; };
+// The float wide tiles also load the next k step ahead (PF), 16 k deep, into two buffers, 16 bytes
+// at a time where they can (DB, VEC); the double ones stay element-wise (16-byte loads made them
+// slower on an H200).
+// DB: two shared-memory buffers, so that a k step is stashed while the other is read (one
+// barrier per step instead of two). VEC: 16-byte global loads of whole tiles when A's rows run
+// along k and B's along n, aligned, and the tile lies inside the matrices.
+struct WideTiles { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false; };
+struct WideFloatTiles { static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8; static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true; };
+struct NarrowTiles { static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1; static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false; };
+struct DeepTiles { static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1; static constexpr bool PF = true, CONTIG = false, DB = false, VEC = false; };
 
 template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / Cfg::TN);
 
@@ -76,16 +80,24 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int NT = kThreads<Cfg>, RY = BM / TM, RX = BN / TN;
   constexpr bool CONTIG = Cfg::CONTIG;
+  constexpr int NB = Cfg::DB ? 2 : 1;
+  static_assert(!Cfg::DB || Cfg::PF, "two buffers go with the next step loaded ahead");
   // (BK, BM): the padding spreads the k-fast stores over the banks (4 keeps 16-byte alignment)
   constexpr int PAD = CONTIG ? 4 : 1;
-  __shared__ __align__(16) T As[BK][BM + PAD];
-  __shared__ __align__(16) T Bs[BK][BN];  // (BK, BN)
+  __shared__ __align__(16) T As[NB][BK][BM + PAD];
+  __shared__ __align__(16) T Bs[NB][BK][BN];  // (BK, BN)
   const int tid = static_cast<int>(threadIdx.x);
   const int tx = tid % RX, ty = tid / RX;
   const i64 row0 = static_cast<i64>(blockIdx.x) * BM, col0 = static_cast<i64>(blockIdx.y) * BN;
   const i64 kb = static_cast<i64>(blockIdx.z) * k_chunk;
   const i64 ke = kb + k_chunk < k ? kb + k_chunk : k;
   const bool a_k_fast = A.cs == 1, b_n_fast = B.cs == 1;  // which index is contiguous in memory
+  constexpr int W = kPerVec16<T>;
+  const auto aligned16 = [](const T* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  // Whole tiles by 16-byte loads: every k step that lies inside the chunk, in a block whose tile
+  // lies inside m and n (the others take the element-wise path below).
+  const bool vec_block = Cfg::VEC && a_k_fast && b_n_fast && A.rs % W == 0 && B.rs % W == 0 && kb % W == 0 &&
+                         aligned16(A.data) && aligned16(B.data) && row0 + BM <= m && col0 + BN <= n;
 
   T acc[TM][TN];
 #pragma unroll
@@ -103,11 +115,51 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
     cc = b_n_fast ? idx % BN : idx / BK;
     kk = b_n_fast ? idx / BN : idx % BK;
   };
+  // With 16-byte loads, vector l of this thread (W elements) starts at row r, k kk of A's tile
+  // and at k kk, column cc of B's.
+  constexpr int VA = Cfg::VEC ? BM * BK / W / NT : 1, VB = Cfg::VEC ? BK * BN / W / NT : 1;
+  static_assert(!Cfg::VEC || (VA * W == LA && VB * W == LB && BM * BK % (W * NT) == 0 && BK * BN % (W * NT) == 0),
+                "16-byte tile loads need whole vectors per thread");
+  auto a_vec_at = [&](int l, int& r, int& kk) {
+    const int v = tid + l * NT;
+    r = v / (BK / W);
+    kk = v % (BK / W) * W;
+  };
+  auto b_vec_at = [&](int l, int& cc, int& kk) {
+    const int v = tid + l * NT;
+    kk = v / (BN / W);
+    cc = v % (BN / W) * W;
+  };
   // A k step's tiles go global -> registers (fetch) -> shared memory (stash). Without PF the
   // fetch of a step comes right before its stash; with PF it is issued one step early, so its
   // loads are in flight while the previous step is computed.
   T pa[LA], pb[LB];
+  bool fetched_vec = false;
   auto fetch = [&](i64 k0) {
+    fetched_vec = vec_block && k0 + BK <= ke;
+    if constexpr (Cfg::VEC) {
+      if (fetched_vec) {
+#pragma unroll
+        for (int l = 0; l < VA; ++l) {
+          int r, kk;
+          a_vec_at(l, r, kk);
+          T v[W];
+          load16(A.data + (row0 + r) * A.rs + k0 + kk, v);
+#pragma unroll
+          for (int q = 0; q < W; ++q) pa[l * W + q] = v[q];
+        }
+#pragma unroll
+        for (int l = 0; l < VB; ++l) {
+          int cc, kk;
+          b_vec_at(l, cc, kk);
+          T v[W];
+          load16(B.data + (k0 + kk) * B.rs + col0 + cc, v);
+#pragma unroll
+          for (int q = 0; q < W; ++q) pb[l * W + q] = v[q];
+        }
+        return;
+      }
+    }
 #pragma unroll
     for (int l = 0; l < LA; ++l) {
       const int idx = tid + l * NT;
@@ -125,45 +177,88 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
       pb[l] = (idx < BK * BN && gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
     }
   };
-  auto stash = [&]() {
+  auto stash = [&](int buf) {
+    if constexpr (Cfg::VEC) {
+      if (fetched_vec) {
+#pragma unroll
+        for (int l = 0; l < VA; ++l) {
+          int r, kk;
+          a_vec_at(l, r, kk);
+#pragma unroll
+          for (int q = 0; q < W; ++q) As[buf][kk + q][r] = pa[l * W + q];
+        }
+#pragma unroll
+        for (int l = 0; l < VB; ++l) {
+          int cc, kk;
+          b_vec_at(l, cc, kk);
+          T v[W];
+#pragma unroll
+          for (int q = 0; q < W; ++q) v[q] = pb[l * W + q];
+          store16(&Bs[buf][kk][cc], v);
+        }
+        return;
+      }
+    }
 #pragma unroll
     for (int l = 0; l < LA; ++l) {
       int r, kk;
       a_at(tid + l * NT, r, kk);
-      if (tid + l * NT < BM * BK) As[kk][r] = pa[l];
+      if (tid + l * NT < BM * BK) As[buf][kk][r] = pa[l];
     }
 #pragma unroll
     for (int l = 0; l < LB; ++l) {
       int cc, kk;
       b_at(tid + l * NT, cc, kk);
-      if (tid + l * NT < BK * BN) Bs[kk][cc] = pb[l];
+      if (tid + l * NT < BK * BN) Bs[buf][kk][cc] = pb[l];
     }
   };
-  if (Cfg::PF && kb < ke) fetch(kb);
-
-  for (i64 k0 = kb; k0 < ke; k0 += BK) {
-    if (!Cfg::PF) fetch(k0);
-    stash();
-    __syncthreads();
-    if (Cfg::PF && k0 + BK < ke) fetch(k0 + BK);
+  // The products of one k step from buffer buf, each output's chain in ascending k.
+  auto compute = [&](int buf) {
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       T ra[TM], rb[TN];
       if constexpr (CONTIG) {
-        load16(&As[kk][ty * TM], ra);
-        load16(&Bs[kk][tx * TN], rb);
+        load16(&As[buf][kk][ty * TM], ra);
+        load16(&Bs[buf][kk][tx * TN], rb);
       } else {
 #pragma unroll
-        for (int i = 0; i < TM; ++i) ra[i] = As[kk][ty + i * RY];
+        for (int i = 0; i < TM; ++i) ra[i] = As[buf][kk][ty + i * RY];
 #pragma unroll
-        for (int j = 0; j < TN; ++j) rb[j] = Bs[kk][tx + j * RX];
+        for (int j = 0; j < TN; ++j) rb[j] = Bs[buf][kk][tx + j * RX];
       }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = rn_add(acc[i][j], rn_mul(ra[i], rb[j]));
     }
+  };
+  if constexpr (Cfg::DB) {
+    // Step s is read from buffer s % 2 while step s + 1 is loaded and then stashed into the other;
+    // the barrier after each step makes the stash visible and frees the buffer just read.
+    if (kb < ke) {
+      fetch(kb);
+      stash(0);
+    }
     __syncthreads();
+    int buf = 0;
+    for (i64 k0 = kb; k0 < ke; k0 += BK) {
+      const bool more = k0 + BK < ke;
+      if (more) fetch(k0 + BK);
+      compute(buf);
+      if (more) stash(buf ^ 1);
+      __syncthreads();
+      buf ^= 1;
+    }
+  } else {
+    if (Cfg::PF && kb < ke) fetch(kb);
+    for (i64 k0 = kb; k0 < ke; k0 += BK) {
+      if (!Cfg::PF) fetch(k0);
+      stash(0);
+      __syncthreads();
+      if (Cfg::PF && k0 + BK < ke) fetch(k0 + BK);
+      compute(0);
+      __syncthreads();
+    }
   }
 
   if constexpr (CONTIG) {
