@@ -9,7 +9,8 @@
 //   cuda.tiled           portable        shared-memory tiles; each thread owns output elements and
 //                                        walks k ascending with __fmul_rn/__fadd_rn, so every tile
 //                                        shape gives the CPU's bits (at most 1024 outputs with
-//                                        k >= 1024: a warp per output, the same chain)
+//                                        k >= 1024: a warp per output, the same chain; few output
+//                                        tiles with a long k: gemm_long_k, a thread per output)
 //
 // Why cuda.cublas is run_to_run under concurrent streams: cuBLAS gives the same bits for the same
 // call, handle configuration and GPU; what changes results between otherwise equal calls is the
@@ -20,6 +21,7 @@
 // of a fixed size, so a call sees the same configuration whatever runs elsewhere; and calls on
 // one stream are ordered, so they never use the workspace at the same time.
 #include <cublas_v2.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -48,8 +50,9 @@ using i64 = std::int64_t;
 
 // Tile shapes: BM x BN outputs per block of (BM/TM) x (BN/TN) threads, k in steps of BK.
 // Wide: large outputs (register-blocked 8x8 per thread). Narrow: thin outputs with short k.
-// Deep: few output tiles and long k (weight gradients): more blocks, and 128-deep k steps loaded
-// one step ahead so each thread has global loads in flight while it computes.
+// Deep: few output tiles and long k (weight gradients) cut into chunks of k by split-K: more
+// blocks, and 128-deep k steps loaded one step ahead so each thread has global loads in flight
+// while it computes (without split-K such products take gemm_long_k).
 // PF: the next k step's tiles are loaded into registers while this step is computed (the deep
 // tiles' long k walk would otherwise wait for global memory at every step).
 // CONTIG: a thread's TM rows and TN columns are adjacent, so it reads them from shared memory,
@@ -298,6 +301,90 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
   }
 }
 
+// Few outputs with a long k at portable (weight gradients such as h^T @ dO over a million rows):
+// the chains cannot be split along k, so all the parallelism is in the outputs. One output per
+// thread and 8 x 16 outputs per block, so that even 128 x 128 outputs spread over 128 SMs; k in
+// steps of 256 bytes kept in shared memory along k ([row][k] and [col][k]), so that a thread reads
+// the next 16 bytes of k of its a and its b with one load each. With so few threads per SM the
+// time goes to waiting for global memory, so kLongStages - 1 steps are in flight at once
+// (asynchronous copies into a ring of buffers). Elements past m, n or k are +0 on both sides, so
+// they add +0 to chains that are never -0 (see gemm_tiles).
+constexpr int kLongRows = 8, kLongCols = 16, kLongStages = 4;
+constexpr int kLongThreads = kLongRows * kLongCols;
+template <class T>
+__global__ void __launch_bounds__(kLongThreads)
+gemm_long_k(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, Epilogue<T> epi) {
+  constexpr int R = kLongRows, C = kLongCols, NS = kLongStages, NT = kLongThreads, W = kPerVec16<T>;
+  constexpr int S = 256 / static_cast<int>(sizeof(T));  // k per step
+  constexpr int LA = R * S / NT, LB = C * S / NT;
+  __shared__ __align__(16) T As[NS][R][S + W];  // + W: rows 16-byte aligned, spread over the banks
+  __shared__ __align__(16) T Bs[NS][C][S + W];
+  const int tid = static_cast<int>(threadIdx.x), tx = tid % C, ty = tid / C;
+  const i64 row0 = static_cast<i64>(blockIdx.x) * R, col0 = static_cast<i64>(blockIdx.y) * C;
+  const bool a_k_fast = A.cs == 1, b_n_fast = B.cs == 1;  // neighbours in memory run along k / n
+  // Element l of this thread's share of a step: consecutive threads take neighbours in memory.
+  auto a_at = [&](int l, int& r, int& kk) {
+    const int idx = tid + l * NT;
+    r = a_k_fast ? idx / S : idx % R;
+    kk = a_k_fast ? idx % S : idx / R;
+  };
+  auto b_at = [&](int l, int& cc, int& kk) {
+    const int idx = tid + l * NT;
+    cc = b_n_fast ? idx % C : idx / S;
+    kk = b_n_fast ? idx / C : idx % S;
+  };
+  const i64 steps = (k + S - 1) / S;
+  // Step t into buffer t % NS: asynchronous copies of the elements inside the matrices, +0 stored
+  // for the others; one commit per step, also for steps past the end (the wait counts groups).
+  auto issue = [&](i64 t) {
+    if (t < steps) {
+      const int buf = static_cast<int>(t % NS);
+      const i64 k0 = t * S;
+#pragma unroll
+      for (int l = 0; l < LA; ++l) {
+        int r, kk;
+        a_at(l, r, kk);
+        const i64 gr = row0 + r, gk = k0 + kk;
+        if (gr < m && gk < k) __pipeline_memcpy_async(&As[buf][r][kk], A.data + gr * A.rs + gk * A.cs, sizeof(T));
+        else As[buf][r][kk] = T(0);
+      }
+#pragma unroll
+      for (int l = 0; l < LB; ++l) {
+        int cc, kk;
+        b_at(l, cc, kk);
+        const i64 gk = k0 + kk, gc = col0 + cc;
+        if (gk < k && gc < n) __pipeline_memcpy_async(&Bs[buf][cc][kk], B.data + gk * B.rs + gc * B.cs, sizeof(T));
+        else Bs[buf][cc][kk] = T(0);
+      }
+    }
+    __pipeline_commit();
+  };
+#pragma unroll
+  for (int t = 0; t < NS - 1; ++t) issue(t);
+  T acc = T(0);
+  for (i64 t = 0; t < steps; ++t) {
+    // Step t has landed (this thread's copies, then everyone's), and every thread is done with
+    // step t - 1, whose buffer the copies of step t + NS - 1 now fill.
+    __pipeline_wait_prior(NS - 2);
+    __syncthreads();
+    issue(t + NS - 1);
+    const int buf = static_cast<int>(t % NS);
+#pragma unroll
+    for (int q = 0; q < S; q += W) {
+      T a[W], b[W];
+      load16(&As[buf][ty][q], a);
+      load16(&Bs[buf][tx][q], b);
+#pragma unroll
+      for (int w = 0; w < W; ++w) acc = rn_add(acc, rn_mul(a[w], b[w]));
+    }
+  }
+  const i64 r = row0 + ty, col = col0 + tx;
+  if (r < m && col < n) {
+    T* e = c + r * crs + col * ccs;
+    *e = epi(acc, e);
+  }
+}
+
 // Few outputs with a long k (a weight gradient such as h^T @ dO: 16 x 7 outputs, k = 2708): one
 // tile would be one block walking k alone. Here a warp per output element: lanes form the rounded
 // products of 128 consecutive k (the next 512 already loading), stage them in shared memory, and
@@ -427,11 +514,19 @@ void launch_tiles(const GemmArgs& g, Epilogue<T> epi, i64 splits, i64 k_chunk, b
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_tiles");
 }
 
+template <class T> void launch_long_k(const GemmArgs& g, Epilogue<T> epi, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((g.m() + kLongRows - 1) / kLongRows),
+                  static_cast<unsigned>((g.n() + kLongCols - 1) / kLongCols));
+  gemm_long_k<T><<<grid, kLongThreads, 0, s>>>(g.mat_a<T>(), g.mat_b<T>(), static_cast<T*>(g.c.data), g.c.strides[0],
+                                              g.c.strides[1], g.m(), g.n(), g.k(), epi);
+  SAMEBITS_CUDA_CHECK_LAUNCH("gemm_long_k");
+}
+
 // Grid limits: m tiles on x (2^31 - 1), n tiles on y (65535); the smallest tiles decide.
 std::string tiles_why_not(const GemmArgs& g) {
   if ((g.n() + DeepTiles::BN - 1) / DeepTiles::BN > 65535)
     return "n = " + std::to_string(g.n()) + " needs more than 65535 column tiles";
-  if ((g.m() + DeepTiles::BM - 1) / DeepTiles::BM > INT_MAX)
+  if ((g.m() + kLongRows - 1) / kLongRows > INT_MAX)
     return "m = " + std::to_string(g.m()) + " needs more than 2^31 - 1 row tiles";
   return {};
 }
@@ -466,7 +561,9 @@ template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool spli
       if constexpr (sizeof(T) == 4) return run_tiles_cfg<T, WideFloatTiles>(g, epi, s, split_k);
       else return run_tiles_cfg<T, WideTiles>(g, epi, s, split_k);
     case Tiles::narrow: return run_tiles_cfg<T, NarrowTiles>(g, epi, s, split_k);
-    case Tiles::deep: return run_tiles_cfg<T, DeepTiles>(g, epi, s, split_k);
+    case Tiles::deep:
+      if (split_k) return run_tiles_cfg<T, DeepTiles>(g, epi, s, split_k);
+      return launch_long_k<T>(g, epi, s);
   }
 }
 
