@@ -523,6 +523,7 @@ template <class T> void launch_long_k(const GemmArgs& g, Epilogue<T> epi, cudaSt
 }
 
 // Grid limits: m tiles on x (2^31 - 1), n tiles on y (65535); the smallest tiles decide.
+static_assert(DeepTiles::BN == kLongCols && NarrowTiles::BN == kLongCols, "the narrowest column tiles set the n limit");
 std::string tiles_why_not(const GemmArgs& g) {
   if ((g.n() + DeepTiles::BN - 1) / DeepTiles::BN > 65535)
     return "n = " + std::to_string(g.n()) + " needs more than 65535 column tiles";

@@ -113,6 +113,7 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       {kN, kN, {17, 3, 4097}, 0.0, 1.5},    {kN, kT, {3, 40, 600}, 1.0, 0.0},
       {kT, kT, {33, 20, 300}, -0.5, 1.0},   {kT, kN, {5, 9, 3000}, 0.7, 0.3},
       {kN, kT, {32, 32, 1500}, 1.0, 0.0},   {kN, kN, {1, 1, 1024}, -2.0, 0.0},
+      {kN, kN, {260, 300, 1000}, 1.0, 0.5},  // whole 16-byte tiles, then a last k step of 8
   };
   int case_number = 0;
   for (DType dtype : {DType::f32, DType::f64})
