@@ -518,8 +518,8 @@ TEST(ScatterGpu, ChainsOfEveryLengthEqualTheCpu) {
 
 TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
   SAMEBITS_REQUIRE_CUDA();
-  // 10 targets (the counting sort) and 2000 (the radix sort).
-  // For 2000 targets also values that look in range once cut to the sort's 11 key bits or to 32 bits.
+  // 10 targets (the counting sort) and 2000 (the radix sort), for 2000 also values that would look
+  // in range if they were cut to the sort's 11 key bits or to 32 bits.
   for (const auto& [m, bad] : {std::pair<std::int64_t, std::int64_t>{10, -3}, {10, 10}, {10, 1 << 30}, {2000, -1},
                                {2000, 2000}, {2000, 2048 + 5}, {2000, (std::int64_t{1} << 32) + 5}}) {
     Tensor src = testing::random_normal({5000, 4}, DType::f32, fresh_seed(), kGpu);
