@@ -96,7 +96,6 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
   const i64 ke = kb + k_chunk < k ? kb + k_chunk : k;
   const bool a_k_fast = A.cs == 1, b_n_fast = B.cs == 1;  // which index is contiguous in memory
   constexpr int W = kPerVec16<T>;
-  const auto aligned16 = [](const T* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   // Whole tiles by 16-byte loads: every k step that lies inside the chunk, in a block whose tile
   // lies inside m and n (the others take the element-wise path below).
   const bool vec_block = Cfg::VEC && a_k_fast && b_n_fast && A.rs % W == 0 && B.rs % W == 0 && kb % W == 0 &&
@@ -271,7 +270,7 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
       const i64 r = row0 + ty * TM + i;
       if (r >= m) continue;
       T* e = c + r * crs + col * ccs;
-      if (!atomic && ccs == 1 && col + TN <= n && reinterpret_cast<std::uintptr_t>(e) % 16 == 0) {
+      if (!atomic && ccs == 1 && col + TN <= n && aligned16(e)) {
         T old[TN], val[TN];
         if (epi.beta != T(0)) load16(e, old);
 #pragma unroll

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "cuda/check.cuh"
+#include "cuda/vec16.cuh"
 #include "samebits/tensor.hpp"
 
 namespace samebits::detail {
@@ -108,8 +109,6 @@ class CudaDeviceGuard {
  private:
   int saved_ = 0;
 };
-
-inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // V consecutive values of T loaded or stored as one access (16 bytes when V * sizeof(T) == 16);
 // the address must be aligned to the pack's size.

@@ -3,12 +3,17 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace samebits::detail {
 
 template <class T> struct Vec16;
 template <> struct Vec16<float> { using type = float4; };
 template <> struct Vec16<double> { using type = double2; };
 template <class T> inline constexpr int kPerVec16 = 16 / static_cast<int>(sizeof(T));
+
+// Whether p may be read or written 16 bytes at a time.
+__host__ __device__ inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // r[0..N) = p[0..N), N a multiple of kPerVec16<T>.
 template <class T, int N> __device__ __forceinline__ void load16(const T* p, T (&r)[N]) {
