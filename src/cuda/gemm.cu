@@ -74,8 +74,9 @@ template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / C
 // Tiles past m, n or the chunk's end are filled with +0: a +0 product added to an accumulator that
 // is never -0 leaves it unchanged, and rows/columns past m/n are not written.
 // One block per SM as the launch bound: the compiler may then keep the wide tiles' 8 x 8
-// accumulators, operands and next k step in registers (212 for float) instead of aiming at more
-// blocks with fewer (166) and a longer instruction stream (7.48 -> 7.03 ms for 4096^3 on an H200).
+// accumulators, operands and next k step in registers (255 for float, no spills) instead of
+// aiming at more blocks with fewer and a longer instruction stream (with 8-deep steps and one
+// buffer this bound took 4096^3 from 7.48 to 7.03 ms on an H200).
 template <class T, class Cfg>
 __global__ void __launch_bounds__(kThreads<Cfg>, 1)
 gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 k_chunk,
@@ -304,10 +305,10 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
 // the chains cannot be split along k, so all the parallelism is in the outputs. One output per
 // thread and 8 x 16 outputs per block, so that even 128 x 128 outputs spread over 128 SMs; k in
 // steps of 256 bytes kept in shared memory along k ([row][k] and [col][k]), so that a thread reads
-// the next 16 bytes of k of its a and its b with one load each. With so few threads per SM the
-// time goes to waiting for global memory, so kLongStages - 1 steps are in flight at once
-// (asynchronous copies into a ring of buffers). Elements past m, n or k are +0 on both sides, so
-// they add +0 to chains that are never -0 (see gemm_tiles).
+// the next 16 bytes of k of its a and its b with one load each. kLongStages - 1 steps are in
+// flight at once (asynchronous copies into a ring of buffers), so that the few warps of an SM
+// rarely wait for global memory. Elements past m, n or k are +0 on both sides, so they add +0 to
+// chains that are never -0 (see gemm_tiles).
 constexpr int kLongRows = 8, kLongCols = 16, kLongStages = 4;
 constexpr int kLongThreads = kLongRows * kLongCols;
 template <class T>
