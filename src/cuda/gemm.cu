@@ -301,6 +301,16 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
   }
 }
 
+// One element from global to shared memory (shared address `to`), asynchronously: the copy
+// __pipeline_memcpy_async makes, without its conversion of a generic address per call.
+template <class T> __device__ __forceinline__ void copy_async(unsigned to, const T* from) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(from), "n"(sizeof(T)));
+#else
+  __pipeline_memcpy_async(__cvta_shared_to_generic(to), from, sizeof(T));
+#endif
+}
+
 // Few outputs with a long k at portable (weight gradients such as h^T @ dO over a million rows):
 // the chains cannot be split along k, so all the parallelism is in the outputs. One output per
 // thread and 8 x 16 outputs per block, so that even 128 x 128 outputs spread over 128 SMs; k in
@@ -336,25 +346,54 @@ gemm_long_k(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, Epi
   const i64 steps = (k + S - 1) / S;
   // Step t into buffer t % NS: asynchronous copies of the elements inside the matrices, +0 stored
   // for the others; one commit per step, also for steps past the end (the wait counts groups).
+  // In a block inside m and n, every step but a last partial one copies all its elements: their
+  // sources and places are worked out once, and such a step costs an add and a copy per element.
+  const bool inside = row0 + R <= m && col0 + C <= n;
+  const T* a_src[LA];
+  const T* b_src[LB];
+  unsigned a_dst[LA], b_dst[LB];  // shared-memory addresses in buffer 0
+#pragma unroll
+  for (int l = 0; l < LA; ++l) {
+    int r, kk;
+    a_at(l, r, kk);
+    a_src[l] = A.data + (row0 + r) * A.rs + kk * A.cs;
+    a_dst[l] = static_cast<unsigned>(__cvta_generic_to_shared(&As[0][r][kk]));
+  }
+#pragma unroll
+  for (int l = 0; l < LB; ++l) {
+    int cc, kk;
+    b_at(l, cc, kk);
+    b_src[l] = B.data + kk * B.rs + (col0 + cc) * B.cs;
+    b_dst[l] = static_cast<unsigned>(__cvta_generic_to_shared(&Bs[0][cc][kk]));
+  }
+  constexpr unsigned kABuf = sizeof(As[0]), kBBuf = sizeof(Bs[0]);
   auto issue = [&](i64 t) {
     if (t < steps) {
       const int buf = static_cast<int>(t % NS);
       const i64 k0 = t * S;
+      if (inside && k0 + S <= k) {
+        const i64 ak = k0 * A.cs, bk = k0 * B.rs;
 #pragma unroll
-      for (int l = 0; l < LA; ++l) {
-        int r, kk;
-        a_at(l, r, kk);
-        const i64 gr = row0 + r, gk = k0 + kk;
-        if (gr < m && gk < k) __pipeline_memcpy_async(&As[buf][r][kk], A.data + gr * A.rs + gk * A.cs, sizeof(T));
-        else As[buf][r][kk] = T(0);
-      }
+        for (int l = 0; l < LA; ++l) copy_async<T>(a_dst[l] + buf * kABuf, a_src[l] + ak);
 #pragma unroll
-      for (int l = 0; l < LB; ++l) {
-        int cc, kk;
-        b_at(l, cc, kk);
-        const i64 gk = k0 + kk, gc = col0 + cc;
-        if (gk < k && gc < n) __pipeline_memcpy_async(&Bs[buf][cc][kk], B.data + gk * B.rs + gc * B.cs, sizeof(T));
-        else Bs[buf][cc][kk] = T(0);
+        for (int l = 0; l < LB; ++l) copy_async<T>(b_dst[l] + buf * kBBuf, b_src[l] + bk);
+      } else {
+#pragma unroll
+        for (int l = 0; l < LA; ++l) {
+          int r, kk;
+          a_at(l, r, kk);
+          const i64 gr = row0 + r, gk = k0 + kk;
+          if (gr < m && gk < k) __pipeline_memcpy_async(&As[buf][r][kk], A.data + gr * A.rs + gk * A.cs, sizeof(T));
+          else As[buf][r][kk] = T(0);
+        }
+#pragma unroll
+        for (int l = 0; l < LB; ++l) {
+          int cc, kk;
+          b_at(l, cc, kk);
+          const i64 gk = k0 + kk, gc = col0 + cc;
+          if (gk < k && gc < n) __pipeline_memcpy_async(&Bs[buf][cc][kk], B.data + gk * B.rs + gc * B.cs, sizeof(T));
+          else Bs[buf][cc][kk] = T(0);
+        }
       }
     }
     __pipeline_commit();
