@@ -50,14 +50,28 @@ __global__ void vector_keys_kernel(const I* idx, std::int64_t stride, std::int64
   }
 }
 
-// offsets[k] = first position s with keys[s] >= k, for k in [0, num_keys]; thread s (0..n)
+// offsets[k] = first position s with keys[s] >= k, for k in [0, num_keys]; position s (0..n)
 // writes the offsets of the keys in (keys[s-1], keys[s]] (with keys[-1] = -1, keys[n] = num_keys).
+// A thread takes kOffsetsPerThread consecutive positions, so that a few waves of threads with
+// several loads each in flight cover the keys instead of one load per thread.
+constexpr int kOffsetsPerThread = 8;
 __global__ void offsets_kernel(const int* keys, std::int64_t n, std::int64_t num_keys, int* offsets) {
-  for (std::int64_t s = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; s <= n;
-       s += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t lo = s == 0 ? -1 : keys[s - 1];
-    const std::int64_t hi = s == n ? num_keys : keys[s];
-    for (std::int64_t k = lo + 1; k <= hi; ++k) offsets[k] = static_cast<int>(s);
+  const std::int64_t chunks = n / kOffsetsPerThread + 1;
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < chunks;
+       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t s0 = c * kOffsetsPerThread;
+    int k[kOffsetsPerThread + 1];
+#pragma unroll
+    for (int u = 0; u <= kOffsetsPerThread; ++u) {
+      const std::int64_t s = s0 + u - 1;
+      k[u] = s < 0 ? -1 : s >= n ? static_cast<int>(num_keys) : keys[s];
+    }
+#pragma unroll
+    for (int u = 1; u <= kOffsetsPerThread; ++u) {
+      const std::int64_t s = s0 + u - 1;
+      if (s > n) break;
+      for (std::int64_t key = std::int64_t{k[u - 1]} + 1; key <= k[u]; ++key) offsets[key] = static_cast<int>(s);
+    }
   }
 }
 
@@ -207,12 +221,17 @@ int key_bits(std::int64_t num_keys) {
   return std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(num_keys - 1, 1)))));
 }
 
+// Stable radix sort of n (key, value) pairs on the key's low `bits` bits; temp == nullptr asks
+// for the temporary size in `bytes`.
+cudaError_t radix_sort_pairs(void* temp, std::size_t& bytes, const int* keys_in, int* keys_out, const int* vals_in,
+                             int* vals_out, std::int64_t n, int bits, cudaStream_t stream) {
+  return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out, static_cast<int>(n), 0,
+                                         bits, stream);
+}
+
 std::size_t cub_temp_bytes(std::int64_t n, std::int64_t num_keys) {
   std::size_t bytes = 0;
-  SAMEBITS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int*>(nullptr),
-                                                      static_cast<int*>(nullptr), static_cast<const int*>(nullptr),
-                                                      static_cast<int*>(nullptr), static_cast<int>(n), 0,
-                                                      key_bits(num_keys)));
+  SAMEBITS_CUDA_CHECK(radix_sort_pairs(nullptr, bytes, nullptr, nullptr, nullptr, nullptr, n, key_bits(num_keys), nullptr));
   return bytes;
 }
 
@@ -325,12 +344,11 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
   if (b.counting) throw Error("scatter: internal error: a counting-sort layout given to the radix sort");
   if (b.n > 0) {
     std::size_t temp = b.temp_bytes;
-    SAMEBITS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(b.temp, temp, static_cast<const int*>(b.keys_in),
-                                                        b.keys_out, static_cast<const int*>(b.vals_in),
-                                                        b.vals_out, static_cast<int>(b.n), 0,
-                                                        key_bits(b.num_keys), stream));
+    SAMEBITS_CUDA_CHECK(radix_sort_pairs(b.temp, temp, b.keys_in, b.keys_out, b.vals_in, b.vals_out, b.n,
+                                         key_bits(b.num_keys), stream));
   }
-  offsets_kernel<<<grid_for(b.n + 1), kBlock, 0, stream>>>(b.keys_out, b.n, b.num_keys, b.offsets);
+  offsets_kernel<<<grid_for(b.n / kOffsetsPerThread + 1), kBlock, 0, stream>>>(b.keys_out, b.n, b.num_keys,
+                                                                                b.offsets);
   SAMEBITS_CUDA_CHECK_LAUNCH("offsets_kernel");
 }
 

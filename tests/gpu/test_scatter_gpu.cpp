@@ -106,9 +106,13 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
 TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
   int case_number = 0;
+  // Keys of 1 to 26 bits: the counting sort up to 1536 targets, the radix sort in two (5000), three
+  // (100000, 2^20) and four (2^25 + 3 targets) digit passes.
   for (bool alt : {false, true})
-    for (std::int64_t m : {1, 777, 1536, 1537, 5000})
+    for (std::int64_t m : {std::int64_t{1}, std::int64_t{777}, std::int64_t{1536}, std::int64_t{1537},
+                           std::int64_t{5000}, std::int64_t{100000}, std::int64_t{1} << 20, (std::int64_t{1} << 25) + 3})
       for (std::int64_t n : {0, 1, 1000, 4095, 4096, 4097, 300000}) {
+        if (m > (1 << 20) && n < 4097) continue;
         if (!testing::case_in_shard(case_number++)) continue;
         LaunchConfig lc(alt);
         const auto seed = fresh_seed();
