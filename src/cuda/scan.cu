@@ -143,7 +143,7 @@ __device__ T lookback_unordered(const TileStatus<T>& st, i64 G, i64 first, int l
 // Loads elements [i0, i0 + 8) of a line (missing ones as -0.0, the exact identity of +).
 template <class T>
 __device__ __forceinline__ void load_segment(const T* p, i64 i0, i64 len, T (&v)[kScanSegment]) {
-  if (i0 + kScanSegment <= len && (reinterpret_cast<std::uintptr_t>(p + i0) & 15) == 0) {
+  if (i0 + kScanSegment <= len && aligned16(p + i0)) {
     load16(p + i0, v);
   } else {
 #pragma unroll
@@ -153,7 +153,7 @@ __device__ __forceinline__ void load_segment(const T* p, i64 i0, i64 len, T (&v)
 
 template <class T>
 __device__ __forceinline__ void store_segment(T* p, i64 i0, i64 len, const T (&v)[kScanSegment]) {
-  if (i0 + kScanSegment <= len && (reinterpret_cast<std::uintptr_t>(p + i0) & 15) == 0) {
+  if (i0 + kScanSegment <= len && aligned16(p + i0)) {
     store16(p + i0, v);
   } else {
 #pragma unroll
