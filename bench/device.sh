@@ -95,12 +95,14 @@ if has tools; then
   $B/samebits diff /tmp/rr1.trace /tmp/rr2.trace 2>&1 | head -8 | tee -a "$log"
 fi
 if has profile; then
-  say "per-kernel GPU time of the Cora forward pass per level (ncu, CUDA graph nodes)"
+  # PROFILE_GRAPHS=synthetic profiles the 1M-node graph instead of Cora.
+  graphs=${PROFILE_GRAPHS:-cora}
+  say "per-kernel GPU time of the $graphs forward pass per level (ncu, CUDA graph nodes)"
   for level in ${PROFILE_LEVELS:-not_guaranteed run_to_run}; do
     ncu --csv --print-units base --metrics gpu__time_duration.sum \
-      $B/samebits bench graphsage --graphs cora --device cuda --levels "$level" --reps 3 \
+      $B/samebits bench graphsage --graphs "$graphs" --device cuda --levels "$level" --reps 3 \
       >"$OUT/ncu_$level.csv" 2>"$OUT/ncu_$level.err"
-    python3 bench/kernel_times.py "$OUT/ncu_$level.csv" --title "$level" | tee -a "$log"
+    python3 bench/kernel_times.py "$OUT/ncu_$level.csv" --title "$graphs, $level" | tee -a "$log"
   done
 fi
 if has torch; then

@@ -1,6 +1,6 @@
 // GPU benchmarks of gemm, every CUDA variant: the shapes of GraphSAGE on Cora (forward, weight
 // and input gradients), a square 4096^3 float32 product, and the synthetic large graph's
-// [1M x 128] @ [128 x 128] with its weight gradient. GFLOP/s (2mnk per call) in the note.
+// [1M x 128] @ [128 x 128] with its weight gradient, and its second layer's [1M x 128] @ [128 x 16]. GFLOP/s (2mnk per call) in the note.
 #include <fmt/format.h>
 
 #include "gpu_common.hpp"
@@ -25,6 +25,7 @@ void bench_gemm(Report& r) {
       {"4096^3 f32", 4096, 4096, 4096, N, N, DType::f32, true},
       {"4096^3 f64", 4096, 4096, 4096, N, N, DType::f64, true},
       {"graph [1M x 128]@[128x128]", 1 << 20, 128, 128, N, N, DType::f32, true},
+      {"graph [1M x 128]@[128x16]", 1 << 20, 16, 128, N, N, DType::f32, true},
       {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, N, DType::f32, true},
   };
   for (const auto& c : cases) {

@@ -10,7 +10,8 @@
 //                                        walks k ascending with __fmul_rn/__fadd_rn, so every tile
 //                                        shape gives the CPU's bits (at most 1024 outputs with
 //                                        k >= 1024: a warp per output, the same chain; few output
-//                                        tiles with a long k: gemm_long_k, a thread per output)
+//                                        tiles with a long k: gemm_long_k, a thread per output;
+//                                        many rows and at most 32 columns: gemm_thin)
 //
 // Why cuda.cublas is run_to_run under concurrent streams: cuBLAS gives the same bits for the same
 // call, handle configuration and GPU; what changes results between otherwise equal calls is the
@@ -485,6 +486,105 @@ gemm_warp_per_output(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i
   }
 }
 
+// Tall, thin products at portable (a million rows times a 128 x 16 weight): the tiles above are
+// 128 columns wide for large outputs, so 16 columns wasted 7/8 of their work. Here a thread owns
+// kThinRows<T> rows (kThinBlock apart, so that a warp's stores of c cover consecutive rows) and 16
+// columns, and walks k ascending 8 at a time: the next 8 elements of each of its rows of a are
+// loaded (32 bytes a row when a's rows run along k and are aligned) while the current 8 are
+// multiplied, and b's rows come from shared memory in chunks of k, every lane of a warp reading the
+// same row (one broadcast). Columns past n read +0 from b and are not written; k is not padded.
+constexpr int kThinCols = 16, kThinBlock = 128, kThinK = 8, kThinChunk = 256;
+constexpr i64 kThinMinRows = 65536;  // fewer rows: too few blocks for a large GPU
+template <class T> constexpr int kThinRows = sizeof(T) == 4 ? 4 : 2;
+template <class T>
+__global__ void __launch_bounds__(kThinBlock)
+gemm_thin(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, Epilogue<T> epi) {
+  constexpr int R = kThinRows<T>, C = kThinCols, KS = kThinK, W = kPerVec16<T>;
+  __shared__ __align__(16) T Bs[kThinChunk][C];
+  const i64 col0 = static_cast<i64>(blockIdx.y) * C;
+  const i64 row0 = static_cast<i64>(blockIdx.x) * R * kThinBlock + threadIdx.x;
+  const bool vec = A.cs == 1 && A.rs % W == 0 && aligned16(A.data);
+  T acc[R][C];
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int j = 0; j < C; ++j) acc[i][j] = T(0);
+  // a[i][q] = A(row i, p + q) for whole steps of KS inside k; rows past m read +0 (never written).
+  auto load_step = [&](i64 p, T (&a)[R][KS]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const i64 r = row0 + i * kThinBlock;
+      if (r >= m) {
+#pragma unroll
+        for (int q = 0; q < KS; ++q) a[i][q] = T(0);
+      } else if (vec) {
+        load16(A.data + r * A.rs + p, a[i]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < KS; ++q) a[i][q] = A(r, p + q);
+      }
+    }
+  };
+  auto multiply = [&](const T (&a)[R][KS], int kk, int steps) {
+#pragma unroll
+    for (int q = 0; q < KS; ++q) {
+      if (q >= steps) break;
+      T b[C];
+      load16(&Bs[kk + q][0], b);
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int j = 0; j < C; ++j) acc[i][j] = rn_add(acc[i][j], rn_mul(a[i][q], b[j]));
+    }
+  };
+  for (i64 k0 = 0; k0 < k; k0 += kThinChunk) {
+    const int kc = static_cast<int>(k - k0 < kThinChunk ? k - k0 : kThinChunk);
+    __syncthreads();  // the previous chunk of b has been read
+    for (int e = static_cast<int>(threadIdx.x); e < kc * C; e += kThinBlock) {
+      const int kk = e / C, j = e % C;
+      Bs[kk][j] = col0 + j < n ? B(k0 + kk, col0 + j) : T(0);
+    }
+    __syncthreads();
+    const int whole = kc / KS * KS;
+    T a[2][R][KS];
+    if (whole > 0) load_step(k0, a[0]);
+    for (int kk = 0; kk < whole; kk += 2 * KS) {
+      if (kk + KS < whole) load_step(k0 + kk + KS, a[1]);
+      multiply(a[0], kk, KS);
+      if (kk + KS >= whole) break;
+      if (kk + 2 * KS < whole) load_step(k0 + kk + 2 * KS, a[0]);
+      multiply(a[1], kk + KS, KS);
+    }
+    if (whole < kc) {  // the last 1-7 elements of k
+      T t[R][KS];
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const i64 r = row0 + i * kThinBlock;
+#pragma unroll
+        for (int q = 0; q < KS; ++q) t[i][q] = r < m && whole + q < kc ? A(r, k0 + whole + q) : T(0);
+      }
+      multiply(t, whole, kc - whole);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const i64 r = row0 + i * kThinBlock;
+    if (r >= m) continue;
+    T* e = c + r * crs + col0 * ccs;
+    if (ccs == 1 && col0 + C <= n && aligned16(e)) {
+      T old[C], val[C];
+      if (epi.beta != T(0)) load16(e, old);
+#pragma unroll
+      for (int j = 0; j < C; ++j) val[j] = epi(acc[i][j], &old[j]);
+      store16(e, val);
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+      if (col0 + j < n) e[j * ccs] = epi(acc[i][j], e + j * ccs);
+  }
+}
+
 // c = epi(+0, c) for every element: k == 0, alpha == 0, and the beta * c step of split-K.
 template <class T>
 __global__ void gemm_scale(T* c, i64 crs, i64 ccs, i64 m, i64 n, Epilogue<T> epi) {
@@ -498,7 +598,8 @@ __global__ void gemm_scale(T* c, i64 crs, i64 ccs, i64 m, i64 n, Epilogue<T> epi
 
 enum class Tiles { wide = 1, narrow = 2, deep = 3 };
 
-// Test hook: 0 picks the tile shape from the problem size; 1, 2, 3 force wide, narrow, deep.
+// Test hook: 0 picks the tile shape from the problem size; 1, 2, 3 force wide, narrow, deep tiles
+// and bypass the warp-per-output and thin kernels; 4 forces the thin kernel.
 std::atomic<int> g_tile_override{0};
 
 template <class Cfg> i64 tile_count(i64 m, i64 n) {
@@ -588,7 +689,16 @@ void run_tiles_cfg(const GemmArgs& g, Epilogue<T> epi, cudaStream_t s, bool spli
 template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool split_k) {
   const Epilogue<T> epi = epilogue_of<T>(g);
   if (g.k() == 0 || epi.alpha == T(0)) return launch_scale<T>(g, epi, s);
-  if (!split_k && g_tile_override.load() == 0 && g.m() * g.n() <= 1024 && g.k() >= 1024) {
+  const int forced = g_tile_override.load();
+  if (!split_k && (forced == 4 || (forced == 0 && g.n() <= 2 * kThinCols && g.m() >= kThinMinRows))) {
+    const dim3 grid(static_cast<unsigned>((g.m() + kThinRows<T> * kThinBlock - 1) / (kThinRows<T> * kThinBlock)),
+                    static_cast<unsigned>((g.n() + kThinCols - 1) / kThinCols));
+    gemm_thin<T><<<grid, kThinBlock, 0, s>>>(g.mat_a<T>(), g.mat_b<T>(), static_cast<T*>(g.c.data), g.c.strides[0],
+                                           g.c.strides[1], g.m(), g.n(), g.k(), epi);
+    SAMEBITS_CUDA_CHECK_LAUNCH("gemm_thin");
+    return;
+  }
+  if (!split_k && forced == 0 && g.m() * g.n() <= 1024 && g.k() >= 1024) {
     const i64 blocks = (g.m() * g.n() + kWarpsPerBlock - 1) / kWarpsPerBlock;
     gemm_warp_per_output<T><<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, s>>>(
         g.mat_a<T>(), g.mat_b<T>(), static_cast<T*>(g.c.data), g.c.strides[0], g.c.strides[1],

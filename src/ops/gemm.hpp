@@ -80,8 +80,8 @@ template <class T> struct Epilogue {
 // Test hook (CUDA builds only, src/cuda/gemm.cu): the tile shape of cuda.tiled and
 // cuda.split_k_atomic. 0 picks by problem size (the default), 1 forces 128x128 tiles, 2 forces
 // 32x16 tiles, 3 forces the long-k shape (cuda.tiled: 8x16 outputs per block, a thread per
-// output; split-K: 16x16 tiles with 128-deep k steps). Results of cuda.tiled are the same bits
-// whatever the choice.
+// output; split-K: 16x16 tiles with 128-deep k steps), 4 forces cuda.tiled's thin kernel (a
+// thread per few rows and 16 columns). Results of cuda.tiled are the same bits whatever the choice.
 void set_cuda_gemm_tiles(int which);
 
 }  // namespace samebits::detail

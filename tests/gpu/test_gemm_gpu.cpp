@@ -114,6 +114,8 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       {kT, kT, {33, 20, 300}, -0.5, 1.0},   {kT, kN, {5, 9, 3000}, 0.7, 0.3},
       {kN, kT, {32, 32, 1500}, 1.0, 0.0},   {kN, kN, {1, 1, 1024}, -2.0, 0.0},
       {kN, kN, {260, 300, 1000}, 1.0, 0.5},  // whole 16-byte tiles, then a last k step of 8
+      {kN, kN, {70000, 16, 128}, 1.0, 0.0},  // many rows, 16 columns: the thin kernel by itself
+      {kT, kN, {66000, 20, 37}, 0.5, 1.0},   // the same with a transposed a, two column tiles, a k tail
   };
   int case_number = 0;
   for (DType dtype : {DType::f32, DType::f64})
@@ -130,7 +132,7 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       Tensor cpu = c0.clone();
       gemm(cs.ta, cs.tb, cs.alpha, a, b, cs.beta, cpu, {.level = Determinism::portable});
       Tensor ga = a.to(kGpu), gb = b.to(kGpu);
-      for (int tiles : {0, 1, 2, 3}) {
+      for (int tiles : {0, 1, 2, 3, 4}) {
         TileOverride o(tiles);
         Tensor gc = c0.to(kGpu);
         gemm(cs.ta, cs.tb, cs.alpha, ga, gb, cs.beta, gc, {.level = Determinism::portable});
@@ -150,7 +152,7 @@ TEST(GemmGpu, PortableStridedOperandsEqualCpu) {
   gemm(kN, kT, 1.0, a.values, b.values, 0.0, cpu, {.level = Determinism::portable});
   Tensor big = Tensor::full({90, 100}, std::nan(""), DType::f32, kGpu);
   TensorView c = big.view().slice(1, 10, 80);  // an output with a leading dimension
-  for (int tiles : {1, 2, 3}) {
+  for (int tiles : {1, 2, 3, 4}) {
     TileOverride o(tiles);
     gemm(kN, kT, 1.0, a.view, b.view, 0.0, c, {.level = Determinism::portable});
     EXPECT_TRUE(bitwise_equal(Tensor::copy_of(c, Device::cpu()), cpu));
