@@ -102,6 +102,34 @@ __global__ void log_softmax_nll_kernel(std::int64_t rows, std::int64_t classes, 
                            grad + r * classes, nll + r);
 }
 
+// The same rows through shared memory, for up to kStagedClasses classes: a block's rows of z are
+// read, and its rows of logp and grad written, by consecutive threads (whole lines of memory),
+// while each thread still computes one row with log_softmax_row, in the same order (the same bits).
+// Rows are padded to an odd stride so that the threads' rows fall in different banks.
+constexpr int kStagedRows = 128, kStagedClasses = 16, kStagedStride = kStagedClasses + 1;
+__global__ void __launch_bounds__(kStagedRows)
+    log_softmax_nll_staged_kernel(std::int64_t rows, int classes, const float* z, const std::int32_t* target,
+                                  float count, float* logp, float* grad, float* nll) {
+  __shared__ float zs[kStagedRows * kStagedStride], ls[kStagedRows * kStagedStride], gs[kStagedRows * kStagedStride];
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * kStagedRows;
+  const int n = static_cast<int>(rows - r0 < kStagedRows ? rows - r0 : kStagedRows);
+  const int total = n * classes;
+  const std::int64_t base = r0 * classes;
+  for (int e = static_cast<int>(threadIdx.x); e < total; e += kStagedRows)
+    zs[e / classes * kStagedStride + e % classes] = z[base + e];
+  __syncthreads();
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < n)
+    log_softmax_row<float>(zs + t * kStagedStride, classes, target[r0 + t], count, ls + t * kStagedStride,
+                           gs + t * kStagedStride, nll + r0 + t);
+  __syncthreads();
+  for (int e = static_cast<int>(threadIdx.x); e < total; e += kStagedRows) {
+    const int at = e / classes * kStagedStride + e % classes;
+    logp[base + e] = ls[at];
+    grad[base + e] = gs[at];
+  }
+}
+
 __global__ void divide_rows_kernel(std::int64_t n, std::int64_t h, const float* x,
                                    const float* deg, float* out) {
   const std::int64_t i = global_index();
@@ -161,6 +189,16 @@ void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, fl
 void log_softmax_nll(const TensorView& logits, const TensorView& target, float count,
                      const TensorView& logp, const TensorView& grad, const TensorView& nll,
                      Stream s) {
+  const std::int64_t rows = logits.size(0), classes = logits.size(1);
+  if (rows > 0 && classes >= 1 && classes <= kStagedClasses) {
+    const std::int64_t blocks = (rows + kStagedRows - 1) / kStagedRows;
+    if (blocks > 0x7fffffff) throw InvalidArgument("GraphSAGE CUDA kernels: tensor too large for one launch");
+    log_softmax_nll_staged_kernel<<<static_cast<unsigned>(blocks), kStagedRows, 0, stream_of(s)>>>(
+        rows, static_cast<int>(classes), logits.ptr<float>(), target.ptr<std::int32_t>(), count, logp.ptr<float>(),
+        grad.ptr<float>(), nll.ptr<float>());
+    SAMEBITS_CUDA_CHECK_LAUNCH("log_softmax_nll");
+    return;
+  }
   const Launch l = launch_for(logits.size(0));
   if (l.empty) return;
   log_softmax_nll_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(

@@ -76,6 +76,25 @@ TEST(GraphSageGpuKernels, BitwiseEqualToCpu) {
       expect_same_bits(oa, ga, unit ? "spmm_pair unit" : "spmm_pair values");
       expect_same_bits(ob, gb, "spmm_pair second output");
     }
+    // Log-softmax + NLL with 1 and 16 classes (rows staged through shared memory, as with 7 below)
+    // and 17 (a thread reads its row from global memory), over 1000 rows: a last block of 104.
+    for (const std::int64_t classes : {1, 16, 17}) {
+      const std::int64_t rows_n = 1000;
+      Tensor zz = random_normal({rows_n, classes}, DType::f32, seed + 10 + static_cast<std::uint64_t>(classes));
+      std::vector<std::int32_t> tt(static_cast<std::size_t>(rows_n));
+      for (auto& t : tt) t = static_cast<std::int32_t>(gen() % (classes + 1)) - 1;
+      const Tensor tg = Tensor::from_vector(tt, {rows_n});
+      Tensor l1 = Tensor::empty({rows_n, classes}, DType::f32), g1 = Tensor::empty({rows_n, classes}, DType::f32),
+             n1 = Tensor::empty({rows_n}, DType::f32);
+      Tensor l2 = Tensor::empty({rows_n, classes}, DType::f32, gpu), g2 = Tensor::empty({rows_n, classes}, DType::f32, gpu),
+             n2 = Tensor::empty({rows_n}, DType::f32, gpu);
+      kernels::log_softmax_nll(zz, tg, 500.0, l1, g1, n1, {});
+      kernels::log_softmax_nll(zz.to(gpu), tg.to(gpu), 500.0, l2, g2, n2, {});
+      const std::string what = "log_softmax_nll, " + std::to_string(classes) + " classes";
+      expect_same_bits(l1, l2, what.c_str());
+      expect_same_bits(g1, g2, (what + ", gradient").c_str());
+      expect_same_bits(n1, n2, (what + ", nll").c_str());
+    }
     // Log-softmax + NLL over logits of a wide range, some rows without a target.
     const std::int64_t n = 5000, c = 7;
     Tensor z = random_normal({n, c}, DType::f32, seed + 3);
