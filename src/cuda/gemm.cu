@@ -696,6 +696,7 @@ template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool spli
     gemm_thin<T><<<grid, kThinBlock, 0, s>>>(g.mat_a<T>(), g.mat_b<T>(), static_cast<T*>(g.c.data), g.c.strides[0],
                                            g.c.strides[1], g.m(), g.n(), g.k(), epi);
     SAMEBITS_CUDA_CHECK_LAUNCH("gemm_thin");
+    append_last_explain("; thin kernel (a thread per few rows and 16 columns)");
     return;
   }
   if (!split_k && forced == 0 && g.m() * g.n() <= 1024 && g.k() >= 1024) {

@@ -11,12 +11,17 @@
 #include <cstdlib>
 
 #include "cuda/check.cuh"
+#include "cuda/vec16.cuh"
 #include "nn/kernel_math.hpp"
 #include "nn/kernels.hpp"
 
 namespace samebits::nn::kernels::cuda {
 
 namespace {
+
+using samebits::detail::aligned16;
+using samebits::detail::load16;
+using samebits::detail::store16;
 
 int block_size() {
   if (const char* e = std::getenv("SAMEBITS_NN_BLOCK")) {
@@ -72,19 +77,53 @@ __global__ void spmm_pair_kernel(std::int64_t rows, std::int64_t h, const std::i
   ob[i] = acc_b;
 }
 
+// The elementwise kernels below take kPerThread consecutive elements per thread, 16 bytes at a
+// time when all of them are there and every pointer is aligned (each element's value is the same
+// expression either way).
+constexpr int kPerThread = 4;
+template <class... P> __device__ __forceinline__ bool whole_aligned(std::int64_t i0, std::int64_t n, const P*... p) {
+  return i0 + kPerThread <= n && (aligned16(p) && ...);
+}
+
 __global__ void add_bias_kernel(std::int64_t n, std::int64_t h, const float* x, const float* y,
                                 const float* bias, float* out) {
-  const std::int64_t i = global_index();
-  if (i < n) out[i] = __fadd_rn(__fadd_rn(x[i], y[i]), bias[i % h]);
+  const std::int64_t i0 = global_index() * kPerThread;
+  if (i0 >= n) return;
+  std::int64_t col = i0 % h;
+  if (whole_aligned(i0, n, x + i0, y + i0, out + i0)) {
+    float xv[kPerThread], yv[kPerThread], o[kPerThread];
+    load16(x + i0, xv);
+    load16(y + i0, yv);
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q) {
+      o[q] = __fadd_rn(__fadd_rn(xv[q], yv[q]), bias[col]);
+      if (++col == h) col = 0;
+    }
+    store16(out + i0, o);
+    return;
+  }
+  for (std::int64_t i = i0; i < n && i < i0 + kPerThread; ++i) {
+    out[i] = __fadd_rn(__fadd_rn(x[i], y[i]), bias[col]);
+    if (++col == h) col = 0;
+  }
 }
 
 __global__ void relu_dropout_kernel(std::int64_t n, const float* pre, float* out, bool training,
                                     std::uint64_t seed, std::uint64_t stream, float p,
                                     float scale) {
-  const std::int64_t i = global_index();
-  if (i < n)
-    out[i] = relu_dropout_elem<float>(pre[i], training, seed, stream,
-                                      static_cast<std::uint64_t>(i), p, scale);
+  const std::int64_t i0 = global_index() * kPerThread;
+  if (i0 >= n) return;
+  if (whole_aligned(i0, n, pre + i0, out + i0)) {
+    float v[kPerThread];
+    load16(pre + i0, v);
+#pragma unroll
+    for (int q = 0; q < kPerThread; ++q)
+      v[q] = relu_dropout_elem<float>(v[q], training, seed, stream, static_cast<std::uint64_t>(i0 + q), p, scale);
+    store16(out + i0, v);
+    return;
+  }
+  for (std::int64_t i = i0; i < n && i < i0 + kPerThread; ++i)
+    out[i] = relu_dropout_elem<float>(pre[i], training, seed, stream, static_cast<std::uint64_t>(i), p, scale);
 }
 
 __global__ void relu_dropout_backward_kernel(std::int64_t n, const float* out, const float* g,
@@ -160,7 +199,7 @@ void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
 
 void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
               const TensorView& out, Stream s) {
-  const Launch l = launch_for(x.numel());
+  const Launch l = launch_for((x.numel() + kPerThread - 1) / kPerThread);
   if (l.empty) return;
   add_bias_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
                                                         y.ptr<float>(), bias.ptr<float>(),
@@ -170,7 +209,7 @@ void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
 
 void relu_dropout(const TensorView& pre, const TensorView& out, bool training, std::uint64_t seed,
                   std::uint64_t stream, float p, float scale, Stream s) {
-  const Launch l = launch_for(pre.numel());
+  const Launch l = launch_for((pre.numel() + kPerThread - 1) / kPerThread);
   if (l.empty) return;
   relu_dropout_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
       pre.numel(), pre.ptr<float>(), out.ptr<float>(), training, seed, stream, p, scale);

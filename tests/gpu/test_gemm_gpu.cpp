@@ -159,6 +159,36 @@ TEST(GemmGpu, PortableStridedOperandsEqualCpu) {
   }
 }
 
+// The thin kernel (many rows, at most 32 columns) with a and b in every layout, and with an a whose
+// row stride is a multiple of 16 bytes but whose start is not (its 16-byte loads must be refused):
+// chosen by itself for 70000 rows, and bitwise equal to the CPU.
+TEST(GemmGpu, ThinKernelEqualsCpuForEveryLayout) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t m = 70000, n = 16, k = 64;
+  auto check = [&](const TensorView& a, const Tensor& a_values, const TensorView& b, const Tensor& b_values,
+                   const std::string& what) {
+    Tensor cpu = Tensor::empty({m, n}, DType::f32);
+    gemm(kN, kN, 1.0, a_values, b_values, 0.0, cpu, {.level = Determinism::portable});
+    Tensor gc = Tensor::empty({m, n}, DType::f32, kGpu);
+    gemm(kN, kN, 1.0, a, b, 0.0, gc, {.level = Determinism::portable});
+    EXPECT_NE(last_explain().find("thin kernel"), std::string::npos) << what << ": " << last_explain();
+    EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu)) << what;
+  };
+  int number = 0;
+  for (Layout la : {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
+    for (Layout lb : {Layout::contiguous, Layout::column_major}) {
+      const Operand a = gpu_operand(m, k, DType::f32, seed + 2 * number, la);
+      const Operand b = gpu_operand(k, n, DType::f32, seed + 2 * number + 1, lb);
+      check(a.view, a.values, b.view, b.values, "layouts " + std::to_string(number++));
+    }
+  const Tensor wide = testing::random_normal({m, k + 4}, DType::f32, seed + 100).to(kGpu);
+  const TensorView shifted = wide.view().slice(1, 1, k + 1);  // starts 4 bytes into each 16
+  const Operand b = gpu_operand(k, n, DType::f32, seed + 101, Layout::contiguous);
+  check(shifted, Tensor::copy_of(shifted, Device::cpu()), b.view, b.values, "a starting off 16 bytes");
+}
+
 TEST(GemmGpu, CublasBitwiseOver100Repeats) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();

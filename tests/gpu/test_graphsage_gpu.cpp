@@ -129,6 +129,19 @@ TEST(GraphSageGpuKernels, BitwiseEqualToCpu) {
     const Tensor gdeg = deg.to(gpu);
     kernels::add_bias(z.to(gpu), pre.to(gpu), gdeg.view().slice(0, 0, c), glp, {});
     expect_same_bits(lp, glp, "add_bias");
+    // 3003 elements (not a multiple of 4), from an aligned start and from a view that starts 12
+    // bytes in: the elementwise kernels' element-by-element path.
+    for (const std::int64_t first : {0, 1}) {
+      const Tensor big = random_normal({1002, 3}, DType::f32, seed + 11), gbig = big.to(gpu);
+      const TensorView hv = big.view().slice(0, first, first + 1001), dv = gbig.view().slice(0, first, first + 1001);
+      Tensor o1 = Tensor::empty({1001, 3}, DType::f32), o2 = Tensor::empty({1001, 3}, DType::f32, gpu);
+      kernels::relu_dropout(hv, o1, true, seed, 5, 0.3f, 1.0 / 0.7, {});
+      kernels::relu_dropout(dv, o2, true, seed, 5, 0.3f, 1.0 / 0.7, {});
+      expect_same_bits(o1, o2, first == 0 ? "relu_dropout, 3003 elements" : "relu_dropout, unaligned view");
+      kernels::add_bias(hv, hv, deg.view().slice(0, 0, 3), o1, {});
+      kernels::add_bias(dv, dv, gdeg.view().slice(0, 0, 3), o2, {});
+      expect_same_bits(o1, o2, first == 0 ? "add_bias, 3003 elements" : "add_bias, unaligned view");
+    }
     Tensor p = random_normal({n}, DType::f32, seed + 6), g = random_normal({n}, DType::f32, seed + 7);
     Tensor mm = random_normal({n}, DType::f32, seed + 8), vv = random_normal({n}, DType::f32, seed + 9);
     for (std::int64_t i = 0; i < n; ++i) vv.data<float>()[i] = std::fabs(vv.data<float>()[i]);

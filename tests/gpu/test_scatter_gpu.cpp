@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "ops/fixed_point.hpp"
@@ -103,6 +104,17 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
 // Both GPU sorts (the counting sort for up to 1536 targets, the radix sort beyond it and under the
 // alternative configuration) give the CPU's plan: sizes around the counting sort's 4096-position
 // tiles, target counts around its limit, int32 and int64 indices, and a strided index.
+// "" when two int64 tensors hold the same values, else where they first differ (EXPECT_EQ on the
+// vectors would print every value of a plan with millions of targets).
+std::string first_difference(const Tensor& got, const Tensor& want) {
+  const auto g = got.to_vector<std::int64_t>(), w = want.to_vector<std::int64_t>();
+  if (g.size() != w.size()) return "sizes " + std::to_string(g.size()) + " and " + std::to_string(w.size());
+  const auto at = std::mismatch(g.begin(), g.end(), w.begin());
+  if (at.first == g.end()) return "";
+  const auto i = at.first - g.begin();
+  return "position " + std::to_string(i) + ": " + std::to_string(*at.first) + " instead of " + std::to_string(*at.second);
+}
+
 TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
   int case_number = 0;
@@ -122,8 +134,8 @@ TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
         const IndexPlan c = make_index_plan(index, m);
         const IndexPlan g = make_index_plan(index.to(kGpu), m);
         EXPECT_TRUE(g.device == kGpu);
-        EXPECT_EQ(g.order.to_vector<std::int64_t>(), c.order.to_vector<std::int64_t>());
-        EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>());
+        EXPECT_EQ(first_difference(g.order, c.order), "") << "order";
+        EXPECT_EQ(first_difference(g.offsets, c.offsets), "") << "offsets";
       }
   LaunchConfig lc(false);
   Tensor wide = testing::random_index(2 * 10000, 300, DType::i64, fresh_seed(), kGpu);
