@@ -4,7 +4,8 @@
 // the results are bitwise equal to the CPU's for any block size. Compiled with --fmad=false;
 // the sparse products also spell their roundings out with __fadd_rn/__fmul_rn.
 //
-// Test hook: SAMEBITS_NN_BLOCK=<threads per block> (32..1024) changes every launch's block size.
+// Test hook: SAMEBITS_NN_BLOCK=<threads per block> (32..1024) changes the block size of every
+// launch but the staged log-softmax's (128 rows a block).
 #include <cuda_runtime.h>
 
 #include <cstdint>
