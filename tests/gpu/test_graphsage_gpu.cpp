@@ -76,41 +76,37 @@ TEST(GraphSageGpuKernels, BitwiseEqualToCpu) {
       expect_same_bits(oa, ga, unit ? "spmm_pair unit" : "spmm_pair values");
       expect_same_bits(ob, gb, "spmm_pair second output");
     }
-    // Log-softmax + NLL with 1 and 16 classes (rows staged through shared memory, as with 7 below)
-    // and 17 (a thread reads its row from global memory), over 1000 rows: a last block of 104.
-    for (const std::int64_t classes : {1, 16, 17}) {
-      const std::int64_t rows_n = 1000;
-      Tensor zz = random_normal({rows_n, classes}, DType::f32, seed + 10 + static_cast<std::uint64_t>(classes));
-      std::vector<std::int32_t> tt(static_cast<std::size_t>(rows_n));
-      for (auto& t : tt) t = static_cast<std::int32_t>(gen() % (classes + 1)) - 1;
-      const Tensor tg = Tensor::from_vector(tt, {rows_n});
+    // Log-softmax + NLL on the CPU and on the GPU, compared bit for bit.
+    auto check_log_softmax = [&](const Tensor& logits, const std::vector<std::int32_t>& targets, double count,
+                                 const std::string& what) {
+      const std::int64_t rows_n = logits.size(0), classes = logits.size(1);
+      const Tensor tg = Tensor::from_vector(targets, {rows_n});
       Tensor l1 = Tensor::empty({rows_n, classes}, DType::f32), g1 = Tensor::empty({rows_n, classes}, DType::f32),
              n1 = Tensor::empty({rows_n}, DType::f32);
       Tensor l2 = Tensor::empty({rows_n, classes}, DType::f32, gpu), g2 = Tensor::empty({rows_n, classes}, DType::f32, gpu),
              n2 = Tensor::empty({rows_n}, DType::f32, gpu);
-      kernels::log_softmax_nll(zz, tg, 500.0, l1, g1, n1, {});
-      kernels::log_softmax_nll(zz.to(gpu), tg.to(gpu), 500.0, l2, g2, n2, {});
-      const std::string what = "log_softmax_nll, " + std::to_string(classes) + " classes";
+      kernels::log_softmax_nll(logits, tg, count, l1, g1, n1, {});
+      kernels::log_softmax_nll(logits.to(gpu), tg.to(gpu), count, l2, g2, n2, {});
       expect_same_bits(l1, l2, what.c_str());
       expect_same_bits(g1, g2, (what + ", gradient").c_str());
       expect_same_bits(n1, n2, (what + ", nll").c_str());
+    };
+    // 1 and 16 classes (rows staged through shared memory, as with 7 below) and 17 (a thread reads
+    // its row from global memory), over 1000 rows: a last block of 104.
+    for (const std::int64_t classes : {1, 16, 17}) {
+      std::vector<std::int32_t> tt(1000);
+      for (auto& t : tt) t = static_cast<std::int32_t>(gen() % (classes + 1)) - 1;
+      check_log_softmax(random_normal({1000, classes}, DType::f32, seed + 10 + static_cast<std::uint64_t>(classes)),
+                        tt, 500.0, "log_softmax_nll, " + std::to_string(classes) + " classes");
     }
-    // Log-softmax + NLL over logits of a wide range, some rows without a target.
+    // 7 classes over logits of a wide range, some rows without a target.
     const std::int64_t n = 5000, c = 7;
     Tensor z = random_normal({n, c}, DType::f32, seed + 3);
     for (std::int64_t i = 0; i < n * c; ++i) z.data<float>()[i] *= static_cast<float>(1 + i % 40);
     std::vector<std::int32_t> tv(static_cast<std::size_t>(n));
     for (auto& t : tv) t = static_cast<std::int32_t>(gen() % (c + 2)) - 2;
-    const Tensor tgt = Tensor::from_vector(tv, {n});
-    Tensor lp = Tensor::empty({n, c}, DType::f32), gr = Tensor::empty({n, c}, DType::f32),
-           nl = Tensor::empty({n}, DType::f32);
-    Tensor glp = Tensor::empty({n, c}, DType::f32, gpu), ggr = Tensor::empty({n, c}, DType::f32, gpu),
-           gnl = Tensor::empty({n}, DType::f32, gpu);
-    kernels::log_softmax_nll(z, tgt, 140.0, lp, gr, nl, {});
-    kernels::log_softmax_nll(z.to(gpu), tgt.to(gpu), 140.0, glp, ggr, gnl, {});
-    expect_same_bits(lp, glp, "log_softmax");
-    expect_same_bits(gr, ggr, "nll gradient");
-    expect_same_bits(nl, gnl, "nll");
+    check_log_softmax(z, tv, 140.0, "log_softmax_nll, 7 classes");
+    Tensor lp = Tensor::empty({n, c}, DType::f32), glp = Tensor::empty({n, c}, DType::f32, gpu);
     // Elementwise steps.
     const Tensor pre = random_normal({n, c}, DType::f32, seed + 4);
     Tensor h1 = Tensor::empty({n, c}, DType::f32), gh1 = Tensor::empty({n, c}, DType::f32, gpu);
