@@ -24,7 +24,7 @@ inline constexpr int kLanes = 256;
 inline constexpr int kSteps = 16;
 inline constexpr std::int64_t kChunk = kLanes * kSteps;  // 4096 elements
 
-template <class T> inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+template <class T> inline constexpr int kVec = kPerVec16<T>;
 template <class T> inline constexpr int kSlots = kLanes / (32 * kVec<T>);
 
 // The lane registers of one thread: acc[r][k] is lane kVec * (thread + 32 r) + k.
