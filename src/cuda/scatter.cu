@@ -7,7 +7,7 @@
 //                                   rows of at most 4 features or an index with a value per
 //                                   element: exact int64 fixed-point sums with integer atomics,
 //                                   the same integers in any order; no sort (when it applies:
-//                                   include/samebits/ops/scatter.hpp)
+//                                   include/samebits/ops/scatter.hpp; cuda/scatter_fixed_point.cu)
 //   cuda.sort_pull  portable        fresh indices every call: (index, position) pairs put in
 //                                   stable order with CSR offsets (cuda/index_plan.cu: a counting
 //                                   sort for few targets, CUB's radix sort otherwise), then each
@@ -35,11 +35,10 @@
 
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
-#include "cuda/fixed_point.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/register.hpp"
-#include "ops/fixed_point.hpp"
+#include "cuda/scatter_shared.cuh"
 #include "ops/scatter.hpp"
 
 namespace samebits::detail {
@@ -50,11 +49,6 @@ enum : int { kSum = 0, kMean = 1, kAmax = 2, kAmin = 3, kProd = 4 };
 static_assert(static_cast<int>(Reduce::sum) == kSum && static_cast<int>(Reduce::mean) == kMean &&
               static_cast<int>(Reduce::amax) == kAmax && static_cast<int>(Reduce::amin) == kAmin &&
               static_cast<int>(Reduce::prod) == kProd);
-
-int block_size() { return alternative_scatter_config() ? 128 : 256; }
-unsigned grid_for(std::int64_t threads, int block) {
-  return static_cast<unsigned>(std::max<std::int64_t>(1, (threads + block - 1) / block));
-}
 
 // --- combination steps (same as the CPU's) ---------------------------------------------------
 
@@ -67,8 +61,6 @@ template <class T> __device__ __forceinline__ T step(int r, T acc, T c) {
   }
 }
 
-// What one source adds: alpha * v when a scale was asked for, else v itself (no multiply by 1).
-template <class T> __device__ __forceinline__ T contribution(T v, T alpha, bool scaled) { return scaled ? alpha * v : v; }
 template <class T> __device__ __forceinline__ T identity(int r) {
   switch (r) {
     case kProd: return T(1);
@@ -97,95 +89,6 @@ template <class T> __device__ void atomic_step(int r, T* addr, T c) {
   } while (assumed != old);
 }
 
-__device__ __forceinline__ std::int64_t load_index(const void* p, bool is64, std::int64_t i) {
-  return is64 ? static_cast<const std::int64_t*>(p)[i] : static_cast<const std::int32_t*>(p)[i];
-}
-
-// --- shapes -----------------------------------------------------------------------------------
-
-// Any scatter as positions e (row-major over the index shape I) with per-tensor strides.
-struct Geo4 {
-  int nd = 1, d = 0;
-  std::int64_t size[4] = {1, 1, 1, 1};      // I
-  std::int64_t out_size[4] = {1, 1, 1, 1};  // I with size[d] = M
-  std::int64_t src_st[4] = {}, idx_st[4] = {}, out_st[4] = {};
-  std::int64_t M = 0, L = 0, inner = 1, numel = 0, out_numel = 0;
-};
-
-Geo4 geo4(const ScatterArgs& a) {
-  Geo4 g;
-  g.nd = a.src.ndim;
-  g.d = a.dim;
-  g.numel = a.src.numel();
-  g.M = a.out.size(a.dim);
-  g.L = a.src.size(a.dim);
-  for (int j = 0; j < g.nd; ++j) {
-    g.size[j] = a.src.size(j);
-    g.out_size[j] = a.out.size(j);
-    g.src_st[j] = a.src.stride(j);
-    g.out_st[j] = a.out.stride(j);
-    g.idx_st[j] = a.plan ? 0 : a.index.stride(j);
-    if (j > a.dim) g.inner *= g.size[j];
-  }
-  g.out_numel = a.out.numel();
-  return g;
-}
-
-// Offset (in elements, with strides st) of row-major position e over `size`.
-__device__ __forceinline__ std::int64_t offset_of(std::int64_t e, const std::int64_t* size, const std::int64_t* st,
-                                                  int nd, std::int64_t* coords = nullptr) {
-  std::int64_t off = 0;
-  for (int j = nd - 1; j >= 0; --j) {
-    const std::int64_t c = e % size[j];
-    e /= size[j];
-    off += c * st[j];
-    if (coords != nullptr) coords[j] = c;
-  }
-  return off;
-}
-
-// Rows: an index vector along dim 0 and src/out rows of F contiguous features (unit stride).
-struct Rows {
-  bool ok = false;
-  std::int64_t L = 0, M = 0, F = 1, src_row = 0, out_row = 0;
-};
-
-bool unit_rows(const TensorView& v, std::int64_t& f) {
-  std::int64_t st = 1;
-  for (int j = v.ndim - 1; j >= 1; --j) {
-    if (v.size(j) != 1 && v.stride(j) != st) return false;
-    st *= v.size(j);
-  }
-  f = st;
-  return true;
-}
-
-Rows rows_of(const ScatterArgs& a) {
-  Rows r;
-  if (a.dim != 0) return r;
-  if (a.plan == nullptr)
-    for (int j = 1; j < a.index.ndim; ++j)
-      if (a.index.size(j) != 1 && a.index.stride(j) != 0) return r;
-  std::int64_t fs = 0, fo = 0;
-  if (!unit_rows(a.src, fs) || !unit_rows(a.out, fo)) return r;
-  r.ok = true;
-  r.L = a.src.size(0);
-  r.M = a.out.size(0);
-  r.F = fs;
-  r.src_row = a.src.stride(0);
-  r.out_row = a.out.stride(0);
-  return r;
-}
-
-// The index vector of a rows scatter, as a 1-D view.
-TensorView index_vector(const ScatterArgs& a) {
-  TensorView v = a.index;
-  v.ndim = 1;
-  v.shape = {a.index.size(0)};
-  v.strides = {a.index.stride(0)};
-  return v;
-}
-
 // --- validation -------------------------------------------------------------------------------
 
 __global__ void check_kernel(Geo4 g, const void* idx, bool is64, unsigned long long* bad) {
@@ -194,31 +97,6 @@ __global__ void check_kernel(Geo4 g, const void* idx, bool is64, unsigned long l
     const std::int64_t m = load_index(idx, is64, offset_of(e, g.size, g.idx_st, g.nd));
     if (m < 0 || m >= g.M) atomicMin(bad, static_cast<unsigned long long>(e));
   }
-}
-
-// Geometry of the index alone when it is a vector: 1-D, L positions.
-Geo4 vector_geo(const ScatterArgs& a, const Geo4& g) {
-  Geo4 v;
-  v.nd = 1;
-  v.size[0] = g.size[g.d];
-  v.idx_st[0] = g.idx_st[g.d];
-  v.numel = v.size[0];
-  v.M = g.M;
-  return v;
-}
-
-std::int64_t host_offset(std::int64_t e, const Geo4& g) {
-  std::int64_t off = 0;
-  for (int j = g.nd - 1; j >= 0; --j) {
-    off += (e % g.size[j]) * g.idx_st[j];
-    e /= g.size[j];
-  }
-  return off;
-}
-
-// The error for the bad index at `pos`, a position over `geo` (vector_geo for rows scatters).
-[[noreturn]] void throw_bad_index(const ScatterArgs& a, std::int64_t pos, const Geo4& geo) {
-  throw IndexOutOfRange(index_error_message(a.op, pos, read_index_value(a.index, host_offset(pos, geo)), geo.M));
 }
 
 // Checks every index value (of `check`'s positions) before anything is written.
@@ -340,210 +218,6 @@ template <class T> void run_atomic(const ScatterArgs& a, cudaStream_t stream) {
     mean_kernel<T><<<grid, block, 0, stream>>>(g, out, count, vec, vec ? rw.F : 1, a.include_self);
     SAMEBITS_CUDA_CHECK_LAUNCH("mean_kernel");
   }
-}
-
-// --- exact fixed point (run_to_run) -------------------------------------------------------------
-
-// Float32 sums as exact int64 fixed point (ops/fixed_point.hpp): one pass checks the indices and
-// finds max |c| over the contributions c; integer atomics then add the scaled contributions in
-// any order to the same integers; a last pass writes float(double(out) + double(sum) * 2^-s) (the
-// header's formula, the same roundings everywhere) into every target whose sum is not zero or that
-// received a non-finite value. A target whose contributions sum to exactly zero keeps its bits.
-
-// Where the e-th contribution comes from and goes to. Rows: e = i * F + f over L rows of F
-// features (the index read once per row); otherwise any scatter through Geo4. The target is
-// row-major over out's shape: site.target + (index value) * target_mult.
-struct FixedSites {
-  bool rows = false;
-  Geo4 g;
-  std::int64_t F = 1, src_row = 0, istride = 0;
-  std::int64_t out_mult[4] = {1, 1, 1, 1};  // row-major multipliers of out's shape
-  std::int64_t target_mult = 1;             // out_mult[dim]
-};
-
-struct FixedSite {
-  std::int64_t src = 0, index = 0, target = 0, pos = 0;  // pos: the position an error names
-};
-
-__device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_t e) {
-  FixedSite r;
-  if (s.rows) {
-    std::int64_t i, f;
-    if (s.g.numel < (std::int64_t{1} << 32)) {
-      i = static_cast<unsigned>(e) / static_cast<unsigned>(s.F);
-      f = static_cast<unsigned>(e) - static_cast<unsigned>(i) * static_cast<unsigned>(s.F);
-    } else {
-      i = e / s.F;
-      f = e - i * s.F;
-    }
-    r.src = i * s.src_row + f;
-    r.index = i * s.istride;
-    r.target = f;
-    r.pos = i;
-    return r;
-  }
-  std::int64_t c[4];
-  r.src = offset_of(e, s.g.size, s.g.src_st, s.g.nd, c);
-  for (int j = 0; j < s.g.nd; ++j) {
-    r.index += c[j] * s.g.idx_st[j];
-    if (j != s.g.d) r.target += c[j] * s.out_mult[j];
-  }
-  r.pos = e;
-  return r;
-}
-
-__global__ void fixed_check_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
-                                   bool scaled, CheckResult* res) {
-  unsigned long long bad = ULLONG_MAX;
-  double mx = 0;
-  unsigned sp = 0;
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < s.g.numel;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const FixedSite site = fixed_site(s, e);
-    const std::int64_t m = load_index(idx, is64, site.index);
-    if ((m < 0 || m >= s.g.M) && static_cast<unsigned long long>(site.pos) < bad)
-      bad = static_cast<unsigned long long>(site.pos);
-    const double c = contribution(src[site.src], alpha, scaled);
-    if (isfinite(c)) mx = fmax(mx, fabs(c));
-    else sp = 1;
-  }
-  publish_check(bad, mx, sp, res);
-}
-
-// False when the check found a bad index (then nothing is written: the host throws after the
-// stream is done); else the shift of the check's max |c| (negative for very large values).
-__device__ __forceinline__ bool checked_shift(const CheckResult* res, std::int64_t n, int& shift) {
-  if (res->first_bad != ULLONG_MAX) return false;
-  shift = fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits)));
-  return true;
-}
-
-// acc[t] += round(c * 2^shift) for every contribution; non-finite ones set bits of mask[t]. With
-// `smem`, each block sums into shared memory first (few targets), then adds its non-zero sums.
-__global__ void fixed_add_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
-                                 bool scaled, const CheckResult* res, unsigned long long* acc, unsigned* mask,
-                                 bool smem) {
-  extern __shared__ unsigned long long fixed_sh[];
-  int shift = 0;
-  if (!checked_shift(res, s.g.numel, shift)) return;  // the same answer in every thread
-  const std::int64_t targets = s.g.out_numel;
-  if (smem) {
-    for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x) fixed_sh[t] = 0;
-    __syncthreads();
-  }
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < s.g.numel;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const FixedSite site = fixed_site(s, e);
-    const std::int64_t t = site.target + load_index(idx, is64, site.index) * s.target_mult;
-    const double c = contribution(src[site.src], alpha, scaled);
-    if (!isfinite(c)) {
-      atomicOr(mask + t, special_bit(c));
-      continue;
-    }
-    const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
-    if (q == 0) continue;
-    if (smem) atomicAdd(fixed_sh + t, q);
-    else atomicAdd(acc + t, q);
-  }
-  if (smem) {
-    __syncthreads();
-    for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x)
-      if (fixed_sh[t] != 0) atomicAdd(acc + t, fixed_sh[t]);
-  }
-}
-
-__global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out, const unsigned long long* acc,
-                                    const unsigned* mask, const CheckResult* res) {
-  int shift = 0;
-  if (!checked_shift(res, n, shift)) return;
-  if (res->special == 0) mask = nullptr;
-  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < g.out_numel;
-       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const auto q = static_cast<long long>(acc[t]);
-    const unsigned mk = mask != nullptr ? mask[t] : 0u;
-    if (q == 0 && mk == 0) continue;
-    float& o = out[offset_of(t, g.out_size, g.out_st, g.nd)];
-    if (mk != 0) o = o + special_value<float>(mk);
-    else o = static_cast<float>(static_cast<double>(o) + scale_pow2(static_cast<double>(q), -shift));
-  }
-}
-
-// Where the fixed point is faster than the sort and pull (H200): rows of at most 4 features, and
-// at most 2^21 output elements, so that the int64 sums stay in L2 (E=10M -> N=1M, one feature:
-// 0.22 ms against 0.43; E=100M -> N=10M: 4.6 ms against 3.2). Constants, not device queries: a
-// shape takes the same variant on every GPU.
-constexpr int kFixedMaxFeatures = 4;
-constexpr std::int64_t kFixedMaxTargets = std::int64_t{1} << 21;
-constexpr std::size_t kFixedSmemBytes = 48 * 1024;  // per-block sums in shared memory up to here
-
-std::string fixed_why_not(const ScatterArgs& a) {
-  if (a.src.dtype != DType::f32)
-    return "float32 only (an int64 fixed point is coarser than a float64 sum for small targets)";
-  // Decided from the logical shape, never from strides: one index value per row along dim 0
-  // (index_add, or scatter_add with an index expanded over the features) makes rows of F features.
-  bool vector_index = a.dim == 0;
-  if (a.plan == nullptr)
-    for (int j = 1; j < a.index.ndim && vector_index; ++j)
-      vector_index = a.index.size(j) == 1 || a.index.stride(j) == 0;
-  const std::int64_t rows = a.src.ndim > 0 ? a.src.size(0) : 0;
-  if (vector_index && rows > 0 && a.src.numel() / rows > kFixedMaxFeatures)
-    return "rows of more than 4 features (the sort and pull is faster there)";
-  if (a.out.numel() > kFixedMaxTargets)
-    return "more than 2^21 output elements (the int64 sums would not stay in L2; the sort and pull is faster)";
-  return "";
-}
-
-void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
-  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
-  FixedSites s;
-  s.g = geo4(a);
-  if (s.g.numel == 0) return;
-  for (int j = s.g.nd - 2; j >= 0; --j) s.out_mult[j] = s.out_mult[j + 1] * s.g.out_size[j + 1];
-  s.target_mult = s.out_mult[s.g.d];
-  const Rows rw = rows_of(a);
-  if (rw.ok) {
-    s.rows = true;
-    s.F = rw.F;
-    s.src_row = rw.src_row;
-    s.istride = a.index.stride(0);
-  }
-  const std::int64_t targets = s.g.out_numel;
-  DeviceScratch scratch(3 * 256 + static_cast<std::size_t>(targets) * 12, a.out.device);
-  auto* res = scratch.take<CheckResult>(1);
-  auto* acc = scratch.take<unsigned long long>(targets);
-  auto* mask = scratch.take<unsigned>(targets);
-  const auto* src = static_cast<const float*>(a.src.data);
-  const bool is64 = a.index.dtype == DType::i64;
-  const auto alpha = static_cast<float>(a.alpha);
-  const bool scaled = a.alpha != 1.0;
-  const int block = block_size();
-  const unsigned sms = static_cast<unsigned>(sm_count());
-
-  // 1. Indices and max |c|. The next kernels read the result on the device: a bad index makes
-  // them write nothing, and the host learns of it once, at the end (one wait per call).
-  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(CheckResult), stream));
-  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(unsigned long long), stream));
-  fixed_check_kernel<<<std::min(grid_for(s.g.numel, block), sms * 16u), block, 0, stream>>>(s, src, a.index.data, is64, alpha, scaled, res);
-  SAMEBITS_CUDA_CHECK_LAUNCH("fixed_check_kernel");
-
-  // 2. Exact integer sums.
-  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(targets) * 8, stream));
-  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(mask, 0, static_cast<std::size_t>(targets) * 4, stream));
-  const bool smem = static_cast<std::size_t>(targets) * 8 <= kFixedSmemBytes;
-  const unsigned add_grid = std::min(grid_for(s.g.numel, block), smem ? sms * 2u : 1u << 20);
-  fixed_add_kernel<<<add_grid, block, smem ? static_cast<std::size_t>(targets) * 8 : 0, stream>>>(
-      s, src, a.index.data, is64, alpha, scaled, res, acc, mask, smem);
-  SAMEBITS_CUDA_CHECK_LAUNCH("fixed_add_kernel");
-
-  // 3. out + sum, once per target.
-  fixed_finish_kernel<<<std::min<unsigned>(grid_for(targets, block), 1u << 20), block, 0, stream>>>(
-      s.g, s.g.numel, static_cast<float*>(a.out.data), acc, mask, res);
-  SAMEBITS_CUDA_CHECK_LAUNCH("fixed_finish_kernel");
-  CheckResult h{};
-  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
-  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // also: scratch is freed on return
-  if (h.first_bad != ULLONG_MAX)
-    throw_bad_index(a, static_cast<std::int64_t>(h.first_bad), rw.ok ? vector_geo(a, s.g) : s.g);
 }
 
 // --- pull over sorted sources (portable) ------------------------------------------------------
@@ -1007,16 +681,9 @@ void register_cuda_scatter(Registry& r) {
       "when its contents compare equal";
   auto atomic = by_dtype<run_atomic<float>, run_atomic<double>>;
   auto sorted = by_dtype<run_sort_pull<float>, run_sort_pull<double>>;
-  const char* fixed_how =
-      "float32 sums as exact int64 fixed point with integer atomics, scale from max |c|, no sort "
-      "(rows of <= 4 features, <= 2^21 outputs; otherwise the sort)";
   for (const char* op : {"index_add", "scatter_add", "scatter_reduce"}) {
     r.add(variant(op, "cuda.atomic", ng, atomic_how, atomic, false));
-    if (std::string_view(op) != "scatter_reduce") {
-      Variant<ScatterArgs> v{{op, "cuda.fixed_point", DeviceType::cuda, Determinism::run_to_run, fixed_how},
-                             fixed_why_not, nullptr, run_fixed_point};
-      r.add(std::move(v));
-    }
+    if (std::string_view(op) != "scatter_reduce") r.add(fixed_point_variant(op));
     r.add(variant(op, "cuda.sort_pull", po, sort_how, sorted, true));
   }
   r.add(variant("index_add_plan", "cuda.plan_pull", po, "ordered pull per target over a reused GPU plan",
