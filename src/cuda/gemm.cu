@@ -33,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "core/memory.hpp"
 #include "core/registry.hpp"
@@ -139,47 +140,51 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
   // loads are in flight while the previous step is computed.
   T pa[LA], pb[LB];
   bool fetched_vec = false;
+  // N 16-byte vectors into `to`, vector l from address(l).
+  auto load_vectors = [&](auto n, T* to, auto address) {
+#pragma unroll
+    for (int l = 0; l < decltype(n)::value; ++l) {
+      T v[W];
+      load16(address(l), v);
+#pragma unroll
+      for (int q = 0; q < W; ++q) to[l * W + q] = v[q];
+    }
+  };
+  // N elements into `to`, element l from element(idx) with idx its place in the tile; +0 where
+  // element says it lies outside.
+  auto load_elements = [&](auto n, T* to, auto element) {
+#pragma unroll
+    for (int l = 0; l < decltype(n)::value; ++l) to[l] = element(tid + l * NT);
+  };
   auto fetch = [&](i64 k0) {
     fetched_vec = vec_block && k0 + BK <= ke;
     if constexpr (Cfg::VEC) {
       if (fetched_vec) {
-#pragma unroll
-        for (int l = 0; l < VA; ++l) {
+        load_vectors(std::integral_constant<int, VA>{}, pa, [&](int l) {
           int r, kk;
           a_vec_at(l, r, kk);
-          T v[W];
-          load16(A.data + (row0 + r) * A.rs + k0 + kk, v);
-#pragma unroll
-          for (int q = 0; q < W; ++q) pa[l * W + q] = v[q];
-        }
-#pragma unroll
-        for (int l = 0; l < VB; ++l) {
+          return A.data + (row0 + r) * A.rs + k0 + kk;
+        });
+        load_vectors(std::integral_constant<int, VB>{}, pb, [&](int l) {
           int cc, kk;
           b_vec_at(l, cc, kk);
-          T v[W];
-          load16(B.data + (k0 + kk) * B.rs + col0 + cc, v);
-#pragma unroll
-          for (int q = 0; q < W; ++q) pb[l * W + q] = v[q];
-        }
+          return B.data + (k0 + kk) * B.rs + col0 + cc;
+        });
         return;
       }
     }
-#pragma unroll
-    for (int l = 0; l < LA; ++l) {
-      const int idx = tid + l * NT;
+    load_elements(std::integral_constant<int, LA>{}, pa, [&](int idx) {
       int r, kk;
       a_at(idx, r, kk);
       const i64 gr = row0 + r, gk = k0 + kk;
-      pa[l] = (idx < BM * BK && gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
-    }
-#pragma unroll
-    for (int l = 0; l < LB; ++l) {
-      const int idx = tid + l * NT;
+      return (idx < BM * BK && gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : T(0);
+    });
+    load_elements(std::integral_constant<int, LB>{}, pb, [&](int idx) {
       int cc, kk;
       b_at(idx, cc, kk);
       const i64 gk = k0 + kk, gc = col0 + cc;
-      pb[l] = (idx < BK * BN && gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
-    }
+      return (idx < BK * BN && gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
+    });
   };
   auto stash = [&](int buf) {
     if constexpr (Cfg::VEC) {

@@ -353,14 +353,16 @@ TEST(ScatterGpu, FixedPointScatterAddAnyShapeIsItsDefinition) {
     }
     const Tensor want = fixed_point_reference(out0, adds);
     Tensor gsrc = src.to(kGpu), gdense = dense.to(kGpu), keep_out, keep_src;
-    for (bool strided : {false, true}) {
-      Tensor out = out0.to(kGpu);
-      TensorView o = strided ? testing::strided_copy(out, keep_out) : out.view();
-      TensorView s = strided ? testing::strided_copy(gsrc, keep_src) : gsrc.view();
-      scatter_add(o, c.dim, gdense, s, {.level = kR2r});
-      EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
-      EXPECT_TRUE(bitwise_equal(o, want)) << "strided " << strided;
-    }
+    for (bool alt : {false, true})
+      for (bool strided : {false, true}) {
+        LaunchConfig lc(alt);
+        Tensor out = out0.to(kGpu);
+        TensorView o = strided ? testing::strided_copy(out, keep_out) : out.view();
+        TensorView s = strided ? testing::strided_copy(gsrc, keep_src) : gsrc.view();
+        scatter_add(o, c.dim, gdense, s, {.level = kR2r});
+        EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
+        EXPECT_TRUE(bitwise_equal(o, want)) << "strided " << strided << " alt " << alt;
+      }
   }
 }
 
@@ -393,18 +395,22 @@ TEST(ScatterGpu, FixedPointNonFiniteZeroTinyAndHugeValues) {
     const auto n = static_cast<std::int64_t>(c.src.size()), m = static_cast<std::int64_t>(c.out0.size());
     Tensor src = Tensor::from_vector(c.src, {n}), index = Tensor::from_vector(c.index, {n});
     Tensor out0 = Tensor::from_vector(c.out0, {m});
-    Tensor out = out0.to(kGpu);
-    index_add(out, index.to(kGpu), src.to(kGpu), 1.0, {.level = kR2r});
-    EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
-    const Tensor got = out.to(Device::cpu());
     const Tensor ref = fixed_point_reference(out0, index_add_contributions(index, src, 1.0));
-    for (std::int64_t k = 0; k < m; ++k) {  // NaN payloads may differ between CPU and GPU arithmetic
-      const float g = got.data<float>()[k], w = c.want[static_cast<std::size_t>(k)], h = ref.data<float>()[k];
-      if (std::isnan(w)) {
-        EXPECT_TRUE(std::isnan(g) && std::isnan(h)) << k;
-      } else {
-        EXPECT_EQ(std::bit_cast<std::uint32_t>(g), std::bit_cast<std::uint32_t>(w)) << k << ": " << g << " vs " << w;
-        EXPECT_EQ(std::bit_cast<std::uint32_t>(h), std::bit_cast<std::uint32_t>(w)) << k << ": reference " << h;
+    for (bool alt : {false, true}) {
+      LaunchConfig lc(alt);
+      Tensor out = out0.to(kGpu);
+      index_add(out, index.to(kGpu), src.to(kGpu), 1.0, {.level = kR2r});
+      EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
+      const Tensor got = out.to(Device::cpu());
+      for (std::int64_t k = 0; k < m; ++k) {  // NaN payloads may differ between CPU and GPU arithmetic
+        const float g = got.data<float>()[k], w = c.want[static_cast<std::size_t>(k)], h = ref.data<float>()[k];
+        if (std::isnan(w)) {
+          EXPECT_TRUE(std::isnan(g) && std::isnan(h)) << k << " alt " << alt;
+        } else {
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(g), std::bit_cast<std::uint32_t>(w)) << k << ": " << g << " vs " << w
+                                                                                      << " alt " << alt;
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(h), std::bit_cast<std::uint32_t>(w)) << k << ": reference " << h;
+        }
       }
     }
   }
