@@ -8,9 +8,10 @@
 //                                                 atomics: bitwise equal to cpu.fixed_point
 //   histc     cuda.int_counts     portable        integer counts (replicated shared-memory
 //                                                 counters), PyTorch's bin formula in x's dtype
-// Counts are exact integers in every variant. Every call first checks the indices (and, for the
-// fixed point, finds max |w|) in one pass; nothing is written to `out` unless all are valid, and
-// results are accumulated in the workspace, then written to `out` once.
+// Counts are exact integers in every variant. The fixed point first finds max |w| in a pass over
+// the weights; the accumulation checks each index as it reads it (a bad one adds nothing and the
+// smallest bad position is kept); results are accumulated in the workspace and written to `out`
+// once, by a last pass that writes nothing when an index was bad. The host waits once, at the end.
 // Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 uses 64-thread blocks on a small grid.
 #include <cuda_runtime.h>
 
@@ -78,31 +79,34 @@ template <class W> struct IdxVal {
 };
 constexpr int kUnroll = 4;
 
-// One pass: first bad index position; with weights, max |w| and whether any is non-finite.
-template <class I, class T>
-__global__ void check_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, CheckResult* res) {
-  u64 bad = ULLONG_MAX;
+// max |w| over the finite weights and whether any weight is non-finite (the fixed point's scale).
+template <class T> __global__ void max_weight_kernel(const T* w, i64 sw, i64 n, CheckResult* res) {
   double m = 0;
   unsigned sp = 0;
   for_each_unrolled<kUnroll>(
-      n,
-      [&](i64 i) {
-        return IdxVal<double>{static_cast<i64>(idx[i * si]), w != nullptr ? static_cast<double>(w[i * sw]) : 0.0};
-      },
-      [&](i64 i, const IdxVal<double>& e) {
-        if ((e.b < 0 || e.b >= bins) && static_cast<u64>(i) < bad) bad = static_cast<u64>(i);
-        if (isfinite(e.w)) m = fmax(m, fabs(e.w));
+      n, [&](i64 i) { return static_cast<double>(w[i * sw]); },
+      [&](i64, double v) {
+        if (isfinite(v)) m = fmax(m, fabs(v));
         else sp = 1;
       });
-  publish_check(bad, m, sp, res);
+  publish_check(ULLONG_MAX, m, sp, res);
+}
+
+// An index outside [0, bins) adds nothing and lowers res->first_bad to its position; every
+// position is visited, so the smallest is found.
+__device__ __forceinline__ bool valid_bin(i64 b, i64 bins, i64 i, CheckResult* res) {
+  if (b >= 0 && b < bins) return true;
+  atomicMin(&res->first_bad, static_cast<u64>(i));
+  return false;
 }
 
 // Exact integer sums per bin: 1 per element (counts) or the fixed-point weight. Shared-memory
 // bins per block when they fit, flushed with global integer atomics (order-independent).
 template <class I, class T, bool Weighted>
-__global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, int s,
+__global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, CheckResult* res,
                                 u64* acc, unsigned* mask, bool smem) {
   extern __shared__ u64 sh[];
+  const int s = Weighted ? fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits))) : 0;
   if (smem) {
     for (i64 b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0;
     __syncthreads();
@@ -112,7 +116,8 @@ __global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n,
       [&](i64 i) {
         return IdxVal<T>{static_cast<i64>(idx[i * si]), Weighted ? w[i * sw] : T(0)};
       },
-      [&](i64, const IdxVal<T>& e) {
+      [&](i64 i, const IdxVal<T>& e) {
+        if (!valid_bin(e.b, bins, i, res)) return;
         i64 q = 1;
         if constexpr (Weighted) {
           const double d = static_cast<double>(e.w);
@@ -137,7 +142,8 @@ __global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n,
 
 // Float atomics (the not_guaranteed variant): the sums' last bits follow the arrival order.
 template <class I, class T>
-__global__ void float_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, T* acc, bool smem) {
+__global__ void float_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, CheckResult* res,
+                                  T* acc, bool smem) {
   extern __shared__ unsigned char raw[];
   T* sh = reinterpret_cast<T*>(raw);
   if (smem) {
@@ -146,7 +152,8 @@ __global__ void float_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 
   }
   for_each_unrolled<kUnroll>(
       n, [&](i64 i) { return IdxVal<T>{static_cast<i64>(idx[i * si]), w[i * sw]}; },
-      [&](i64, const IdxVal<T>& e) {
+      [&](i64 i, const IdxVal<T>& e) {
+        if (!valid_bin(e.b, bins, i, res)) return;
         if (smem) atomicAdd(&sh[e.b], e.w);
         else atomicAdd(&acc[e.b], e.w);
       });
@@ -156,9 +163,14 @@ __global__ void float_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 
   }
 }
 
-// Writes the bins to out: int64 counts, fixed point -> T (the same steps as the CPU), or copies.
+// Writes the bins to out: int64 counts, fixed point -> T (the same steps as the CPU), or copies;
+// nothing when an index was bad.
 template <class T, int Kind>  // 0: counts, 1: fixed point, 2: float sums
-__global__ void finalize_kernel(const void* acc, const unsigned* mask, int s, void* out, i64 so, i64 bins) {
+__global__ void finalize_kernel(const void* acc, const unsigned* mask, const CheckResult* res, i64 n, void* out,
+                                i64 so, i64 bins) {
+  if (res->first_bad != ULLONG_MAX) return;
+  const int s = Kind == 1 ? fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits))) : 0;
+  const unsigned* special = Kind == 1 && res->special != 0 ? mask : nullptr;
   for (i64 b = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; b < bins;
        b += static_cast<i64>(gridDim.x) * blockDim.x) {
     if constexpr (Kind == 0) {
@@ -166,7 +178,7 @@ __global__ void finalize_kernel(const void* acc, const unsigned* mask, int s, vo
     } else if constexpr (Kind == 1) {
       const auto q = static_cast<i64>(static_cast<const u64*>(acc)[b]);
       T r = static_cast<T>(scale_pow2(static_cast<double>(q), -s));
-      if (mask != nullptr && mask[b] != 0) r = special_value<T>(mask[b]);
+      if (special != nullptr && special[b] != 0) r = special_value<T>(special[b]);
       static_cast<T*>(out)[b * so] = r;
     } else {
       static_cast<T*>(out)[b * so] = static_cast<const T*>(acc)[b];
@@ -203,65 +215,65 @@ void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
       else f(static_cast<const int*>(a.index.data), static_cast<const double*>(a.weights.data));
     }
   };
-  // 1. Check (and max |w| for the fixed point) before anything is written.
-  CheckResult h{};
-  if (n > 0) {
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(CheckResult), stream));
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(u64), stream));
-    with_types([&](auto* ip, auto* wp) {
-      check_kernel<<<l.grid, l.block, 0, stream>>>(ip, si, (weighted && Canonical) ? wp : nullptr, sw, n, bins, res);
-    });
-    SAMEBITS_CUDA_CHECK_LAUNCH("check_kernel");
-    SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
-    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (h.first_bad != ULLONG_MAX) {
-      const auto pos = static_cast<i64>(h.first_bad);
-      i64 value = 0;
-      if (is64) {
-        SAMEBITS_CUDA_CHECK(cudaMemcpy(&value, static_cast<const i64*>(a.index.data) + pos * si, 8, cudaMemcpyDeviceToHost));
-      } else {
-        int v32 = 0;
-        SAMEBITS_CUDA_CHECK(cudaMemcpy(&v32, static_cast<const int*>(a.index.data) + pos * si, 4, cudaMemcpyDeviceToHost));
-        value = v32;
-      }
-      // (no fmt in CUDA sources: its consteval format strings do not compile under nvcc)
-      throw IndexOutOfRange("bincount: index[" + std::to_string(pos) + "] = " + std::to_string(value) +
-                            " is outside [0, " + std::to_string(bins) + ") (out has " +
-                            std::to_string(bins) + " bins)");
-    }
+  // 1. max |w| for the fixed point. The accumulation checks each index on the way (a bad one adds
+  // nothing and is remembered), the last pass writes `out` only when all were valid, and the
+  // host waits once, at the end.
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(CheckResult), stream));
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(u64), stream));
+  const bool fixed = weighted && Canonical;
+  if (fixed && n > 0) {
+    with_types([&](auto*, auto* wp) { max_weight_kernel<<<l.grid, l.block, 0, stream>>>(wp, sw, n, res); });
+    SAMEBITS_CUDA_CHECK_LAUNCH("max_weight_kernel");
   }
-  if (bins == 0) return;
   // 2. Accumulate into the workspace.
   const std::size_t elem = !weighted || Canonical ? 8 : (f32 ? 4 : 8);
-  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * elem, stream));
-  const bool special = weighted && Canonical && h.special != 0;
-  if (special) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(mask, 0, static_cast<std::size_t>(bins) * sizeof(unsigned), stream));
+  if (bins > 0) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * elem, stream));
+  if (fixed && bins > 0) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(mask, 0, static_cast<std::size_t>(bins) * sizeof(unsigned), stream));
   const bool smem = static_cast<std::size_t>(bins) * elem <= kSmemBytes;
   const std::size_t smem_bytes = smem ? static_cast<std::size_t>(bins) * elem : 0;
-  const int s = weighted && Canonical ? fixed_point_shift(n, std::bit_cast<double>(h.max_bits)) : 0;
   if (n > 0) {
     with_types([&](auto* ip, auto* wp) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(wp)>>;
+      using I = std::remove_const_t<std::remove_pointer_t<decltype(ip)>>;
       if (!weighted)
-        int_hist_kernel<std::remove_const_t<std::remove_pointer_t<decltype(ip)>>, T, false>
-            <<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, 0, static_cast<u64*>(acc), mask, smem);
+        int_hist_kernel<I, T, false><<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, res,
+                                                                             static_cast<u64*>(acc), mask, smem);
       else if (Canonical)
-        int_hist_kernel<std::remove_const_t<std::remove_pointer_t<decltype(ip)>>, T, true>
-            <<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, s, static_cast<u64*>(acc), mask, smem);
+        int_hist_kernel<I, T, true><<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, res,
+                                                                            static_cast<u64*>(acc), mask, smem);
       else
-        float_hist_kernel<<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, static_cast<T*>(acc), smem);
+        float_hist_kernel<<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, res, static_cast<T*>(acc),
+                                                                   smem);
     });
     SAMEBITS_CUDA_CHECK_LAUNCH("bincount accumulate");
   }
-  // 3. Write out.
+  // 3. Write out (nothing when an index was bad).
   const Launch lf = launch_for(bins);
-  const i64 so = a.out.stride(0);
-  if (!weighted) finalize_kernel<float, 0><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, 0, a.out.data, so, bins);
-  else if (f32 && Canonical) finalize_kernel<float, 1><<<lf.grid, lf.block, 0, stream>>>(acc, special ? mask : nullptr, s, a.out.data, so, bins);
-  else if (Canonical) finalize_kernel<double, 1><<<lf.grid, lf.block, 0, stream>>>(acc, special ? mask : nullptr, s, a.out.data, so, bins);
-  else if (f32) finalize_kernel<float, 2><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, 0, a.out.data, so, bins);
-  else finalize_kernel<double, 2><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, 0, a.out.data, so, bins);
+  const i64 so = bins > 0 ? a.out.stride(0) : 1;
+  const unsigned* m = fixed ? mask : nullptr;
+  if (!weighted) finalize_kernel<float, 0><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
+  else if (f32 && Canonical) finalize_kernel<float, 1><<<lf.grid, lf.block, 0, stream>>>(acc, m, res, n, a.out.data, so, bins);
+  else if (Canonical) finalize_kernel<double, 1><<<lf.grid, lf.block, 0, stream>>>(acc, m, res, n, a.out.data, so, bins);
+  else if (f32) finalize_kernel<float, 2><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
+  else finalize_kernel<double, 2><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
   SAMEBITS_CUDA_CHECK_LAUNCH("bincount finalize");
+  CheckResult h{};
+  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (h.first_bad != ULLONG_MAX) {
+    const auto pos = static_cast<i64>(h.first_bad);
+    i64 value = 0;
+    if (is64) {
+      SAMEBITS_CUDA_CHECK(cudaMemcpy(&value, static_cast<const i64*>(a.index.data) + pos * si, 8, cudaMemcpyDeviceToHost));
+    } else {
+      int v32 = 0;
+      SAMEBITS_CUDA_CHECK(cudaMemcpy(&v32, static_cast<const int*>(a.index.data) + pos * si, 4, cudaMemcpyDeviceToHost));
+      value = v32;
+    }
+    // (no fmt in CUDA sources: its consteval format strings do not compile under nvcc)
+    throw IndexOutOfRange("bincount: index[" + std::to_string(pos) + "] = " + std::to_string(value) +
+                          " is outside [0, " + std::to_string(bins) + ") (out has " + std::to_string(bins) + " bins)");
+  }
 }
 
 // histc: R replicas of the shared 32-bit counters (warp w uses replica w % R) spread the
