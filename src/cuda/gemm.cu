@@ -140,21 +140,21 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
   // loads are in flight while the previous step is computed.
   T pa[LA], pb[LB];
   bool fetched_vec = false;
-  // N 16-byte vectors into `to`, vector l from address(l).
-  auto load_vectors = [&](auto n, T* to, auto address) {
+  // `count` (an integral constant) 16-byte vectors into `to`, vector l from address(l).
+  auto load_vectors = [&](auto count, T* to, auto address) {
 #pragma unroll
-    for (int l = 0; l < decltype(n)::value; ++l) {
+    for (int l = 0; l < decltype(count)::value; ++l) {
       T v[W];
       load16(address(l), v);
 #pragma unroll
       for (int q = 0; q < W; ++q) to[l * W + q] = v[q];
     }
   };
-  // N elements into `to`, element l from element(idx) with idx its place in the tile; +0 where
-  // element says it lies outside.
-  auto load_elements = [&](auto n, T* to, auto element) {
+  // `count` elements into `to`, element l from element(idx) with idx its place in the tile; +0
+  // where element says it lies outside.
+  auto load_elements = [&](auto count, T* to, auto element) {
 #pragma unroll
-    for (int l = 0; l < decltype(n)::value; ++l) to[l] = element(tid + l * NT);
+    for (int l = 0; l < decltype(count)::value; ++l) to[l] = element(tid + l * NT);
   };
   auto fetch = [&](i64 k0) {
     fetched_vec = vec_block && k0 + BK <= ke;
