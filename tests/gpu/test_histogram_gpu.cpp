@@ -138,6 +138,19 @@ TEST(BincountGpu, BadIndexThrowsAndWritesNothing) {
         }
         for (double v : testing::to_doubles(out)) ASSERT_EQ(v, 42.0);
       }
+  // No bins at all: every index is out of range, the first one is named.
+  Tensor idx = testing::random_index(1000, 10, DType::i32, fresh_seed(), kGpu);
+  Tensor w = testing::random_normal({1000}, DType::f64, fresh_seed(), kGpu);
+  for (auto level : {kNg, kPo})
+    for (bool weighted : {false, true}) {
+      Tensor none = Tensor::empty({0}, weighted ? DType::f64 : DType::i64, kGpu);
+      try {
+        bincount(idx, weighted ? w.view() : TensorView{}, none, {.level = level});
+        ADD_FAILURE() << "no throw";
+      } catch (const IndexOutOfRange& e) {
+        EXPECT_NE(std::string(e.what()).find("index[0] = "), std::string::npos) << e.what();
+      }
+    }
 }
 
 // Values on every bin edge (computed in T), just beside them, outside, NaN and inf, and normal
