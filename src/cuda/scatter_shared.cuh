@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/registry.hpp"
 #include "cuda/index_plan.cuh"
 #include "ops/scatter.hpp"
-#include "core/registry.hpp"
 
 namespace samebits::detail {
 
