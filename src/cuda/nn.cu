@@ -36,10 +36,11 @@ struct Launch {
   unsigned grid = 0, block = 0;
   bool empty = true;
 };
-Launch launch_for(std::int64_t n) {
+// Blocks of `block` threads (the test hook's size unless given) over n threads.
+Launch launch_for(std::int64_t n, int block = block_size()) {
   Launch l;
   if (n <= 0) return l;
-  l.block = static_cast<unsigned>(block_size());
+  l.block = static_cast<unsigned>(block);
   const std::int64_t g = (n + l.block - 1) / l.block;
   if (g > 0x7fffffff) throw InvalidArgument("GraphSAGE CUDA kernels: tensor too large for one launch");
   l.grid = static_cast<unsigned>(g);
@@ -231,9 +232,8 @@ void log_softmax_nll(const TensorView& logits, const TensorView& target, float c
                      Stream s) {
   const std::int64_t rows = logits.size(0), classes = logits.size(1);
   if (rows > 0 && classes >= 1 && classes <= kStagedClasses) {
-    const std::int64_t blocks = (rows + kStagedRows - 1) / kStagedRows;
-    if (blocks > 0x7fffffff) throw InvalidArgument("GraphSAGE CUDA kernels: tensor too large for one launch");
-    log_softmax_nll_staged_kernel<<<static_cast<unsigned>(blocks), kStagedRows, 0, stream_of(s)>>>(
+    const Launch l = launch_for(rows, kStagedRows);
+    log_softmax_nll_staged_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
         rows, static_cast<int>(classes), logits.ptr<float>(), target.ptr<std::int32_t>(), count, logp.ptr<float>(),
         grad.ptr<float>(), nll.ptr<float>());
     SAMEBITS_CUDA_CHECK_LAUNCH("log_softmax_nll");
