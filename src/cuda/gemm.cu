@@ -48,6 +48,17 @@ namespace {
 
 using i64 = std::int64_t;
 
+// N adjacent elements of c at e (16-byte aligned) set to epi(acc[j], e[j]), with 16-byte loads
+// (only when beta reads c) and stores.
+template <class T, int N>
+__device__ __forceinline__ void store_through16(T* e, const T (&acc)[N], const Epilogue<T>& epi) {
+  T old[N], val[N];
+  if (epi.beta != T(0)) load16(e, old);
+#pragma unroll
+  for (int j = 0; j < N; ++j) val[j] = epi(acc[j], &old[j]);
+  store16(e, val);
+}
+
 // --- the tiled kernel (portable, and split-K when gridDim.z > 1 with atomic adds) ---------------
 
 // Tile shapes: BM x BN outputs per block of (BM/TM) x (BN/TN) threads, k in steps of BK.
@@ -278,11 +289,7 @@ gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 
       if (r >= m) continue;
       T* e = c + r * crs + col * ccs;
       if (!atomic && ccs == 1 && col + TN <= n && aligned16(e)) {
-        T old[TN], val[TN];
-        if (epi.beta != T(0)) load16(e, old);
-#pragma unroll
-        for (int j = 0; j < TN; ++j) val[j] = epi(acc[i][j], &old[j]);
-        store16(e, val);
+        store_through16(e, acc[i], epi);
         continue;
       }
 #pragma unroll
@@ -577,11 +584,7 @@ gemm_thin(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, Epilo
     if (r >= m) continue;
     T* e = c + r * crs + col0 * ccs;
     if (ccs == 1 && col0 + C <= n && aligned16(e)) {
-      T old[C], val[C];
-      if (epi.beta != T(0)) load16(e, old);
-#pragma unroll
-      for (int j = 0; j < C; ++j) val[j] = epi(acc[i][j], &old[j]);
-      store16(e, val);
+      store_through16(e, acc[i], epi);
       continue;
     }
 #pragma unroll

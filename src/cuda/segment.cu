@@ -3,9 +3,10 @@
 //   cuda.atomic_push       not_guaranteed  groups of lanes walk fixed chunks of edges and add each
 //                                          edge's row into its target with atomic operations
 //   cuda.sequential_rows   portable        pull: a group of lanes per output row (lanes across
-//                                          features, 16-byte loads where aligned; few rows of at
-//                                          most 32 columns: a warp per row staging chunks of
-//                                          positions through shared memory), each element one
+//                                          features, 16-byte loads where aligned; few rows: the
+//                                          next batches' loads issued before a batch is folded;
+//                                          few rows of at most 32 columns: a warp per row staging
+//                                          chunks of positions through shared memory), each element one
 //                                          sequential chain in ascending CSR order, the canonical
 //                                          order of include/samebits/ops/segment.hpp; the same
 //                                          bits as cpu.sequential_rows for any launch shape
@@ -32,10 +33,11 @@ namespace {
 
 using u64 = unsigned long long;
 constexpr u64 kNone = ~0ull;
-constexpr int kPrefetchBatch = 16;  // pull with row numbers ahead: loads in flight per lane
+constexpr int kAheadBatch = 16;  // pull_ahead_kernel: positions per batch
 constexpr int kDefaultBlock = 256;
 constexpr std::int64_t kPushChunk = 16;  // atomic push: edges per group
 constexpr int kMaxGrid = 1 << 30;
+constexpr int kAheadBlock = 256;  // the largest block of pull_ahead_kernel
 
 enum Op : int { kSum = 0, kMax = 1, kMin = 2 };
 
@@ -110,7 +112,7 @@ template <class T, class I> struct PullParams {
   const u64* bad;  // nullptr: inputs already checked
 };
 
-template <class T, class I, int OP, int V, bool PF, int B>
+template <class T, class I, int OP, int V, int B>
 __global__ void pull_kernel(PullParams<T, I> p) {
   if (gated(p.bad)) return;
   const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
@@ -126,33 +128,88 @@ __global__ void pull_kernel(PullParams<T, I> p) {
       // the order of k. Positions past the end are filled with the step's neutral value (+0 for
       // sum, -inf/+inf for amax/amin), which leaves every accumulator bit unchanged: a sum that
       // starts at +0 is never -0, and x + +0 == x for every other x (NaN is canonicalized below).
-      // With PF the next batch's row numbers are loaded while this batch's values are in flight:
-      // fewer waits on long rows, more registers (it slows the many-row case down).
-      std::int64_t rows[B];
-      auto load_rows = [&](std::int64_t k0) {
-#pragma unroll
-        for (int u = 0; u < B; ++u)
-          rows[u] = k0 + u < e ? (p.idx ? static_cast<std::int64_t>(p.idx[k0 + u]) : k0 + u) * p.ldx : 0;
-      };
-      if (PF && b < e) load_rows(b);
       for (std::int64_t k = b; k < e; k += B) {
         Pack<T, V> v[B];
 #pragma unroll
         for (int u = 0; u < B; ++u) {
           if (k + u < e) {
-            const std::int64_t at =
-                PF ? rows[u] : (p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u) * p.ldx;
+            const std::int64_t at = (p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u) * p.ldx;
             v[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + at + f);
           } else {
 #pragma unroll
             for (int c = 0; c < V; ++c) v[u].v[c] = start_value<OP, T>();
           }
         }
-        if (PF && k + B < e) load_rows(k + B);
 #pragma unroll
         for (int u = 0; u < B; ++u)
 #pragma unroll
           for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v[u].v[c]);
+      }
+      Pack<T, V> o;
+      const std::int64_t count = e - b;
+#pragma unroll
+      for (int c = 0; c < V; ++c) o.v[c] = finish_value<OP>(acc[c], count, p.mean);
+      *reinterpret_cast<Pack<T, V>*>(p.out + s * p.ldo + f) = o;
+    }
+  }
+}
+
+// Few long rows (fewer lanes than the GPU holds): the values of batch j + 1 are loaded before
+// batch j is folded, and row numbers are loaded two batches ahead of their values, so a lane's
+// loads stay in flight while it steps instead of one batch per memory latency. Positions past
+// the end take the neutral value, as in pull_kernel; the chain of steps is pull_kernel's.
+// Up to 250 registers a thread, so at most kAheadBlock threads a block.
+template <class T, class I, int OP, int V, int B>
+__global__ void __launch_bounds__(kAheadBlock) pull_ahead_kernel(PullParams<T, I> p) {
+  if (gated(p.bad)) return;
+  const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
+  const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
+  for (std::int64_t s = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / p.group; s < p.segs;
+       s += groups) {
+    const std::int64_t b = p.off[s], e = p.off[s + 1];
+    for (std::int64_t f = std::int64_t{lane} * V; f < p.cols; f += std::int64_t{p.group} * V) {
+      T acc[V];
+#pragma unroll
+      for (int c = 0; c < V; ++c) acc[c] = start_value<OP, T>();
+      std::int64_t ra[B], rb[B];  // two batches' row offsets
+      Pack<T, V> wa[B], wb[B];    // two batches' values
+      auto load_rows = [&](std::int64_t (&r)[B], std::int64_t k0) {
+#pragma unroll
+        for (int u = 0; u < B; ++u)
+          r[u] = k0 + u < e ? (p.idx ? static_cast<std::int64_t>(p.idx[k0 + u]) : k0 + u) * p.ldx : 0;
+      };
+      auto load_values = [&](Pack<T, V> (&w)[B], const std::int64_t (&r)[B], std::int64_t k0) {
+#pragma unroll
+        for (int u = 0; u < B; ++u) {
+          if (k0 + u < e) {
+            w[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + r[u] + f);
+          } else {
+#pragma unroll
+            for (int c = 0; c < V; ++c) w[u].v[c] = start_value<OP, T>();
+          }
+        }
+      };
+      auto fold = [&](const Pack<T, V> (&w)[B]) {
+#pragma unroll
+        for (int u = 0; u < B; ++u)
+#pragma unroll
+          for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], w[u].v[c]);
+      };
+      if (b < e) {
+        load_rows(ra, b);
+        load_values(wa, ra, b);
+        load_rows(rb, b + B);
+        load_rows(ra, b + 2 * B);
+        for (std::int64_t k = b;; k += 2 * B) {  // wa: batch k in flight; rb, ra: rows of k + B, k + 2B
+          load_values(wb, rb, k + B);
+          load_rows(rb, k + 3 * B);
+          fold(wa);
+          if (k + B >= e) break;
+          load_values(wa, ra, k + 2 * B);
+          load_rows(ra, k + 4 * B);
+          fold(wb);
+          if (k + 2 * B >= e) break;
+        }
       }
       Pack<T, V> o;
       const std::int64_t count = e - b;
@@ -168,8 +225,8 @@ __global__ void pull_kernel(PullParams<T, I> p) {
 // A warp per output row. The row's positions are taken in chunks: the warp loads the chunk's row
 // numbers into shared memory, then every value of the chunk (all 32 lanes, many loads in flight),
 // then lane f walks column f of the chunk in ascending position order. A long row (Cora has a node
-// with 168 in-neighbours) thus waits for two memory latencies per chunk instead of two per
-// kPrefetchBatch positions, and the chain of steps is the same one pull_kernel runs.
+// with 168 in-neighbours) thus waits for two memory latencies per chunk instead of one per
+// batch of kAheadBatch positions, and the chain of steps is the same one pull_kernel runs.
 constexpr int kStageWarps = 8;      // warps per block (the block size is capped to match)
 constexpr int kStageBytes = 4096;   // staged values per warp
 constexpr int kStageRows = 128;     // positions per chunk at most
@@ -393,10 +450,10 @@ void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, cudaSt
 // the bits are the same for each).
 template <class T, class I, int OP, int V>
 void launch_pull_op(const PullParams<T, I>& p, bool prefetch, int batch, int grid, int block, cudaStream_t st) {
-  if (prefetch) pull_kernel<T, I, OP, V, true, kPrefetchBatch><<<grid, block, 0, st>>>(p);
-  else if (batch == 4) pull_kernel<T, I, OP, V, false, 4><<<grid, block, 0, st>>>(p);
-  else if (batch == 8) pull_kernel<T, I, OP, V, false, 8><<<grid, block, 0, st>>>(p);
-  else pull_kernel<T, I, OP, V, false, 16><<<grid, block, 0, st>>>(p);
+  if (prefetch) pull_ahead_kernel<T, I, OP, V, kAheadBatch><<<grid, block, 0, st>>>(p);
+  else if (batch == 4) pull_kernel<T, I, OP, V, 4><<<grid, block, 0, st>>>(p);
+  else if (batch == 8) pull_kernel<T, I, OP, V, 8><<<grid, block, 0, st>>>(p);
+  else pull_kernel<T, I, OP, V, 16><<<grid, block, 0, st>>>(p);
 }
 
 template <class T, class I>
@@ -460,11 +517,13 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
       const bool vec = hook.allow_vector && p.cols % VM == 0 && p.ldx % VM == 0 &&
                        p.ldo % VM == 0 && aligned16(p.x) && aligned16(p.out);
       p.group = pow2_lanes((p.cols + (vec ? VM : 1) - 1) / (vec ? VM : 1), 32);
-      // Loading row numbers ahead pays on few long rows (H200, 2M positions into 1000 rows of 64:
-      // 0.40 -> 0.17 ms) and costs occupancy on many rows (1M-row graph: 2.37 -> 2.63 ms).
+      // Loading ahead pays on few long rows (H200, 2M positions into 1000 rows of 64: 0.40 ms
+      // with batches of row numbers and values in turn, 0.17 with row numbers one batch ahead,
+      // 0.146 with values one batch and row numbers two ahead) and costs occupancy on many rows
+      // (1M-row graph, row numbers one batch ahead: 2.37 -> 2.63 ms).
       const bool prefetch = hook.allow_prefetch && p.segs * p.group < kOneWave;
       const int batch = hook.batch > 0 ? hook.batch : pull_batch(positions, p.segs);
-      launch_pull(p, op, vec ? VM : 1, prefetch, batch, block, st);
+      launch_pull(p, op, vec ? VM : 1, prefetch, batch, prefetch ? std::min(block, kAheadBlock) : block, st);
     } else {
       p.group = pow2_lanes(p.cols, 32);
       const T start = op == kMax ? -std::numeric_limits<T>::infinity()
