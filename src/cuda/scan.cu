@@ -96,20 +96,29 @@ __device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 t
     }
     top -= 32;
   }
-  // Tiles of units base+1 .. G-1 (all full units), local tile indices [t_begin, t_end).
+  // Tiles of units base+1 .. G-1 (all full units), local tile indices [t_begin, t_end). Every
+  // one of those units was seen with flag >= 1 above (an acquire by some lane of this warp), and
+  // the warp barrier orders those acquires before every lane's reads, so the totals are read
+  // without another flag load, from L2, kReadAhead windows of 32 at a time: when carries lag,
+  // each round trip to memory then brings 128 tiles instead of 32 (one acquire, then the read
+  // that depends on it, per 32 tiles before).
+  __syncwarp();
+  constexpr int kReadAhead = 4;
   const i64 t_begin = (base + 1 - first) * K, t_end = (G - first) * K;
-  for (i64 w = t_begin; w < t_end; w += 32) {
-    const i64 t = w + lane;
-    T t_mine = T(-0.0);
-    if (t < t_end) {
-      (void)load_flag(&st.flag[first + t / K]);  // >= 1 already: orders the read after it
-      t_mine = st.total[tile0 + t];
+  for (i64 w = t_begin; w < t_end; w += 32 * kReadAhead) {
+    T t_mine[kReadAhead];
+#pragma unroll
+    for (int j = 0; j < kReadAhead; ++j) {
+      const i64 t = w + j * 32 + lane;
+      t_mine[j] = t < t_end ? __ldcg(&st.total[tile0 + t]) : T(-0.0);
     }
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const T v = __shfl_sync(kFull, t_mine, i);
-      if (w + i < t_end) C = C + v;
-    }
+    for (int j = 0; j < kReadAhead; ++j)
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const T v = __shfl_sync(kFull, t_mine[j], i);
+        if (w + j * 32 + i < t_end) C = C + v;
+      }
   }
   return C;
 }
