@@ -112,8 +112,12 @@ template <class T, class I> struct PullParams {
   const u64* bad;  // nullptr: inputs already checked
 };
 
-template <class T, class I, int OP, int V, int B>
-__global__ void pull_kernel(PullParams<T, I> p) {
+// The pull's frame: for each (output row s, V columns from f) of this thread's group, fold(b, e,
+// f, acc) steps acc (started at the op's neutral value) through positions [b, e) in ascending
+// order, then the finished values are stored with one access. Nothing runs when the check found
+// a bad input.
+template <class T, class I, int OP, int V, class Fold>
+__device__ __forceinline__ void pull_rows(const PullParams<T, I>& p, Fold fold) {
   if (gated(p.bad)) return;
   const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
   const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
@@ -124,27 +128,7 @@ __global__ void pull_kernel(PullParams<T, I> p) {
       T acc[V];
 #pragma unroll
       for (int c = 0; c < V; ++c) acc[c] = start_value<OP, T>();
-      // Batches of B positions: all loads are issued before any step, and the steps keep
-      // the order of k. Positions past the end are filled with the step's neutral value (+0 for
-      // sum, -inf/+inf for amax/amin), which leaves every accumulator bit unchanged: a sum that
-      // starts at +0 is never -0, and x + +0 == x for every other x (NaN is canonicalized below).
-      for (std::int64_t k = b; k < e; k += B) {
-        Pack<T, V> v[B];
-#pragma unroll
-        for (int u = 0; u < B; ++u) {
-          if (k + u < e) {
-            const std::int64_t at = (p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u) * p.ldx;
-            v[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + at + f);
-          } else {
-#pragma unroll
-            for (int c = 0; c < V; ++c) v[u].v[c] = start_value<OP, T>();
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < B; ++u)
-#pragma unroll
-          for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v[u].v[c]);
-      }
+      fold(b, e, f, acc);
       Pack<T, V> o;
       const std::int64_t count = e - b;
 #pragma unroll
@@ -154,6 +138,33 @@ __global__ void pull_kernel(PullParams<T, I> p) {
   }
 }
 
+// Batches of B positions: all loads are issued before any step, and the steps keep the order of
+// k. Positions past the end are filled with the step's neutral value (+0 for sum, -inf/+inf for
+// amax/amin), which leaves every accumulator bit unchanged: a sum that starts at +0 is never -0,
+// and x + +0 == x for every other x (NaN is canonicalized at the end).
+template <class T, class I, int OP, int V, int B>
+__global__ void pull_kernel(PullParams<T, I> p) {
+  pull_rows<T, I, OP, V>(p, [&](std::int64_t b, std::int64_t e, std::int64_t f, T (&acc)[V]) {
+    for (std::int64_t k = b; k < e; k += B) {
+      Pack<T, V> v[B];
+#pragma unroll
+      for (int u = 0; u < B; ++u) {
+        if (k + u < e) {
+          const std::int64_t at = (p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u) * p.ldx;
+          v[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + at + f);
+        } else {
+#pragma unroll
+          for (int c = 0; c < V; ++c) v[u].v[c] = start_value<OP, T>();
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < B; ++u)
+#pragma unroll
+        for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v[u].v[c]);
+    }
+  });
+}
+
 // Few long rows (fewer lanes than the GPU holds): the values of batch j + 1 are loaded before
 // batch j is folded, and row numbers are loaded two batches ahead of their values, so a lane's
 // loads stay in flight while it steps instead of one batch per memory latency. Positions past
@@ -161,63 +172,47 @@ __global__ void pull_kernel(PullParams<T, I> p) {
 // Up to 250 registers a thread, so at most kAheadBlock threads a block.
 template <class T, class I, int OP, int V, int B>
 __global__ void __launch_bounds__(kAheadBlock) pull_ahead_kernel(PullParams<T, I> p) {
-  if (gated(p.bad)) return;
-  const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
-  const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
-  for (std::int64_t s = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / p.group; s < p.segs;
-       s += groups) {
-    const std::int64_t b = p.off[s], e = p.off[s + 1];
-    for (std::int64_t f = std::int64_t{lane} * V; f < p.cols; f += std::int64_t{p.group} * V) {
-      T acc[V];
+  pull_rows<T, I, OP, V>(p, [&](std::int64_t b, std::int64_t e, std::int64_t f, T (&acc)[V]) {
+    std::int64_t ra[B], rb[B];  // two batches' row offsets
+    Pack<T, V> wa[B], wb[B];    // two batches' values
+    auto load_rows = [&](std::int64_t (&r)[B], std::int64_t k0) {
 #pragma unroll
-      for (int c = 0; c < V; ++c) acc[c] = start_value<OP, T>();
-      std::int64_t ra[B], rb[B];  // two batches' row offsets
-      Pack<T, V> wa[B], wb[B];    // two batches' values
-      auto load_rows = [&](std::int64_t (&r)[B], std::int64_t k0) {
+      for (int u = 0; u < B; ++u)
+        r[u] = k0 + u < e ? (p.idx ? static_cast<std::int64_t>(p.idx[k0 + u]) : k0 + u) * p.ldx : 0;
+    };
+    auto load_values = [&](Pack<T, V> (&w)[B], const std::int64_t (&r)[B], std::int64_t k0) {
 #pragma unroll
-        for (int u = 0; u < B; ++u)
-          r[u] = k0 + u < e ? (p.idx ? static_cast<std::int64_t>(p.idx[k0 + u]) : k0 + u) * p.ldx : 0;
-      };
-      auto load_values = [&](Pack<T, V> (&w)[B], const std::int64_t (&r)[B], std::int64_t k0) {
+      for (int u = 0; u < B; ++u) {
+        if (k0 + u < e) {
+          w[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + r[u] + f);
+        } else {
 #pragma unroll
-        for (int u = 0; u < B; ++u) {
-          if (k0 + u < e) {
-            w[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + r[u] + f);
-          } else {
-#pragma unroll
-            for (int c = 0; c < V; ++c) w[u].v[c] = start_value<OP, T>();
-          }
-        }
-      };
-      auto fold = [&](const Pack<T, V> (&w)[B]) {
-#pragma unroll
-        for (int u = 0; u < B; ++u)
-#pragma unroll
-          for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], w[u].v[c]);
-      };
-      if (b < e) {
-        load_rows(ra, b);
-        load_values(wa, ra, b);
-        load_rows(rb, b + B);
-        load_rows(ra, b + 2 * B);
-        for (std::int64_t k = b;; k += 2 * B) {  // wa: batch k in flight; rb, ra: rows of k + B, k + 2B
-          load_values(wb, rb, k + B);
-          load_rows(rb, k + 3 * B);
-          fold(wa);
-          if (k + B >= e) break;
-          load_values(wa, ra, k + 2 * B);
-          load_rows(ra, k + 4 * B);
-          fold(wb);
-          if (k + 2 * B >= e) break;
+          for (int c = 0; c < V; ++c) w[u].v[c] = start_value<OP, T>();
         }
       }
-      Pack<T, V> o;
-      const std::int64_t count = e - b;
+    };
+    auto fold = [&](const Pack<T, V> (&w)[B]) {
 #pragma unroll
-      for (int c = 0; c < V; ++c) o.v[c] = finish_value<OP>(acc[c], count, p.mean);
-      *reinterpret_cast<Pack<T, V>*>(p.out + s * p.ldo + f) = o;
+      for (int u = 0; u < B; ++u)
+#pragma unroll
+        for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], w[u].v[c]);
+    };
+    if (b >= e) return;
+    load_rows(ra, b);
+    load_values(wa, ra, b);
+    load_rows(rb, b + B);
+    load_rows(ra, b + 2 * B);
+    for (std::int64_t k = b;; k += 2 * B) {  // wa: batch k in flight; rb, ra: rows of k + B, k + 2B
+      load_values(wb, rb, k + B);
+      load_rows(rb, k + 3 * B);
+      fold(wa);
+      if (k + B >= e) break;
+      load_values(wa, ra, k + 2 * B);
+      load_rows(ra, k + 4 * B);
+      fold(wb);
+      if (k + 2 * B >= e) break;
     }
-  }
+  });
 }
 
 // --- staged pull (portable, rows of at most 32 columns) ---------------------------------------
