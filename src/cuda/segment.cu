@@ -6,10 +6,11 @@
 //                                          features, 16-byte loads where aligned; few rows: the
 //                                          next batches' loads issued before a batch is folded;
 //                                          few rows of at most 32 columns: a warp per row staging
-//                                          chunks of positions through shared memory), each element one
-//                                          sequential chain in ascending CSR order, the canonical
-//                                          order of include/samebits/ops/segment.hpp; the same
-//                                          bits as cpu.sequential_rows for any launch shape
+//                                          chunks of positions through shared memory), each
+//                                          element one sequential chain in ascending CSR order,
+//                                          the canonical order of include/samebits/ops/segment.hpp;
+//                                          the same bits as cpu.sequential_rows for any launch
+//                                          shape
 //
 // Unchecked offsets/indices (device tensors not validated at build time) are checked by a kernel
 // that records the first bad position; every writing kernel reads that record first and exits
@@ -220,8 +221,9 @@ __global__ void __launch_bounds__(kAheadBlock) pull_ahead_kernel(PullParams<T, I
 // A warp per output row. The row's positions are taken in chunks: the warp loads the chunk's row
 // numbers into shared memory, then every value of the chunk (all 32 lanes, many loads in flight),
 // then lane f walks column f of the chunk in ascending position order. A long row (Cora has a node
-// with 168 in-neighbours) thus waits for two memory latencies per chunk instead of one per
-// batch of kAheadBatch positions, and the chain of steps is the same one pull_kernel runs.
+// with 168 in-neighbours) thus waits for two memory latencies per chunk of up to kStageRows
+// positions (pull_ahead_kernel: about one per two batches of kAheadBatch), and the chain of steps
+// is the same one pull_kernel runs.
 constexpr int kStageWarps = 8;      // warps per block (the block size is capped to match)
 constexpr int kStageBytes = 4096;   // staged values per warp
 constexpr int kStageRows = 128;     // positions per chunk at most
