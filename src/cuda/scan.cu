@@ -45,6 +45,15 @@ constexpr int kThreads = kScanTile / kScanSegment;  // 256: one thread per segme
 // covers that many tiles and the chain of posted carries keeps ahead of the memory system; the
 // unit's data stays in registers (64 per thread) between the two passes. 1 under the test hook.
 template <class T> constexpr int kUnitTiles = 32 / static_cast<int>(sizeof(T));
+// Units of 4 float tiles hold half the registers (64 instead of 118-122: more blocks per SM). The
+// unordered look-back adds unit totals, so more units cost it little (H200, 2^28 floats: 1.09 ->
+// 1.03 ms; [4096, 4096] along dim 1: 0.087 -> 0.056); the canonical one re-adds tile totals
+// (2^28: 1.22 -> 1.34 ms), so it takes them only for lines of at most 4 tiles, which are one unit
+// either way and have no look-back within the line.
+constexpr int kSmallUnitTiles = 4;
+template <class T> bool small_units(bool canonical, i64 tiles_per_line) {
+  return sizeof(T) == 4 && (!canonical || tiles_per_line <= kSmallUnitTiles);
+}
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kShortLine = 2 * kScanSegment;  // longer lines, up to a group, take a warp each
 static_assert(kScanGroup == 32 && kScanTileGroups * 32 == kThreads, "a warp per group");
@@ -192,15 +201,14 @@ __device__ __forceinline__ void segment_outputs(T (&v)[kScanSegment], T P) {
   }
 }
 
-// Contiguous lines [nlines, len]: a block scans one unit of up to K <= kUnitTiles<T> canonical
+// Contiguous lines [nlines, len]: a block scans one unit of up to K <= kMax canonical
 // tiles at a time, units claimed in order. The unit's values are loaded once into registers;
 // pass 1 forms each tile's group chains and totals, warp 0 finds the unit's carry, pass 2 writes
 // the outputs. x and out may be the same memory (everything is read before anything is written).
-template <class T, bool Canonical>
+template <class T, bool Canonical, int kMax>
 __global__ void __launch_bounds__(kThreads)
 scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 units_per_line,
                   i64 total_units, TileStatus<T> st) {
-  constexpr int kMax = kUnitTiles<T>;
   __shared__ T s_group[kMax][kScanTileGroups];
   __shared__ T s_carry[kMax];
   __shared__ i64 s_unit;
@@ -457,7 +465,8 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
   if (d.inner == 1) {
     const i64 tiles_per_line = (d.len + kScanTile - 1) / kScanTile;
     const auto nt = static_cast<std::size_t>(d.outer * tiles_per_line);
-    const int K = alt ? 1 : kUnitTiles<T>;
+    const bool small = !alt && small_units<T>(Canonical, tiles_per_line);
+    const int K = alt ? 1 : small ? kSmallUnitTiles : kUnitTiles<T>;
     const i64 units_per_line = (tiles_per_line + K - 1) / K;
     const i64 units = d.outer * units_per_line;
     TileStatus<T> st{};
@@ -470,8 +479,12 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(st.flag, 0, static_cast<std::size_t>(units) * sizeof(int), stream));
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(st.next_unit, 0, sizeof(unsigned long long), stream));
     const i64 grid = alt ? std::min<i64>(units, 37) : std::min<i64>(units, i64{1} << 30);
-    scan_lines_kernel<T, Canonical><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
-        xp, op, d.len, tiles_per_line, K, units_per_line, units, st);
+    if (small)
+      scan_lines_kernel<T, Canonical, kSmallUnitTiles><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+          xp, op, d.len, tiles_per_line, K, units_per_line, units, st);
+    else
+      scan_lines_kernel<T, Canonical, kUnitTiles<T>><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+          xp, op, d.len, tiles_per_line, K, units_per_line, units, st);
     SAMEBITS_CUDA_CHECK_LAUNCH("scan_lines_kernel");
     return;
   }
