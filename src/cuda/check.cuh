@@ -6,10 +6,15 @@
 #include <string>
 
 #include "samebits/errors.hpp"
+#include "samebits/tensor.hpp"
 
 namespace samebits::detail {
 
 [[noreturn]] void throw_cuda_error(cudaError_t e, const char* what, const char* file, int line);
+
+// For error messages: one element, at element offset `offset`, of an int32 or int64 tensor on the
+// GPU (a synchronous copy).
+std::int64_t read_index_value(const TensorView& index, std::int64_t offset);
 
 }  // namespace samebits::detail
 

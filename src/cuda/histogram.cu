@@ -262,14 +262,7 @@ void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (h.first_bad != ULLONG_MAX) {
     const auto pos = static_cast<i64>(h.first_bad);
-    i64 value = 0;
-    if (is64) {
-      SAMEBITS_CUDA_CHECK(cudaMemcpy(&value, static_cast<const i64*>(a.index.data) + pos * si, 8, cudaMemcpyDeviceToHost));
-    } else {
-      int v32 = 0;
-      SAMEBITS_CUDA_CHECK(cudaMemcpy(&v32, static_cast<const int*>(a.index.data) + pos * si, 4, cudaMemcpyDeviceToHost));
-      value = v32;
-    }
+    const i64 value = read_index_value(a.index, pos * si);
     // (no fmt in CUDA sources: its consteval format strings do not compile under nvcc)
     throw IndexOutOfRange("bincount: index[" + std::to_string(pos) + "] = " + std::to_string(value) +
                           " is outside [0, " + std::to_string(bins) + ") (out has " + std::to_string(bins) + " bins)");

@@ -373,19 +373,6 @@ std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stre
   return h == ~0ull ? -1 : static_cast<std::int64_t>(h);
 }
 
-std::int64_t read_index_value(const TensorView& index, std::int64_t offset) {
-  if (index.dtype == DType::i32) {
-    std::int32_t v = 0;
-    SAMEBITS_CUDA_CHECK(cudaMemcpy(&v, static_cast<const std::int32_t*>(index.data) + offset, sizeof v,
-                                   cudaMemcpyDeviceToHost));
-    return v;
-  }
-  std::int64_t v = 0;
-  SAMEBITS_CUDA_CHECK(cudaMemcpy(&v, static_cast<const std::int64_t*>(index.data) + offset, sizeof v,
-                                 cudaMemcpyDeviceToHost));
-  return v;
-}
-
 bool alternative_scatter_config() {
   const char* e = std::getenv("SAMEBITS_CUDA_SCATTER_CONFIG");
   return e != nullptr && e[0] == '1';

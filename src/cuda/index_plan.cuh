@@ -97,8 +97,6 @@ void sort_index_vector(const TensorView& index, const void* values32, std::int64
 
 // Reads *bad (waits for the stream); -1 when every index was in range.
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream);
-// Reads one element (at element offset `offset`) of an integer tensor on the GPU.
-std::int64_t read_index_value(const TensorView& index, std::int64_t offset);
 
 // Automatic plan reuse (src/cuda/plan_cache.cu). find_cached_plan: the plan of `index` when a copy
 // of the same contents (same address, length, stride, dtype and num_keys) was remembered; it

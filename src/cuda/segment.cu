@@ -419,24 +419,13 @@ void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, cudaSt
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
   const char* op = op_name(a);
   if (h[0] != kNone) {
-    std::int64_t v = 0;
-    SAMEBITS_CUDA_CHECK(cudaMemcpy(&v, static_cast<const std::int64_t*>(a.offsets.data) + h[0],
-                                   sizeof v, cudaMemcpyDeviceToHost));
+    const std::int64_t v = read_index_value(a.offsets, static_cast<std::int64_t>(h[0]));
     throw IndexOutOfRange(std::string(op) + ": offsets[" + std::to_string(h[0]) + "] = " +
                           std::to_string(v) + " is invalid: offsets must start at 0, never " +
                           "decrease and end at " + std::to_string(positions));
   }
   if (h[1] != kNone) {
-    std::int64_t v = 0;
-    if (a.indices.dtype == DType::i32) {
-      std::int32_t v32 = 0;
-      SAMEBITS_CUDA_CHECK(cudaMemcpy(&v32, static_cast<const std::int32_t*>(a.indices.data) + h[1],
-                                     sizeof v32, cudaMemcpyDeviceToHost));
-      v = v32;
-    } else {
-      SAMEBITS_CUDA_CHECK(cudaMemcpy(&v, static_cast<const std::int64_t*>(a.indices.data) + h[1],
-                                     sizeof v, cudaMemcpyDeviceToHost));
-    }
+    const std::int64_t v = read_index_value(a.indices, static_cast<std::int64_t>(h[1]));
     throw IndexOutOfRange(std::string(op) + ": indices[" + std::to_string(h[1]) + "] = " +
                           std::to_string(v) + " is outside [0, " + std::to_string(a.x.size(0)) +
                           ")");
