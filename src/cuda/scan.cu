@@ -66,19 +66,61 @@ bool alt_launch() {
 // Look-back state, zeroed before each launch. A block scans a *unit* of up to K consecutive
 // canonical tiles of one line (K is a launch choice: the canonical order is per tile, and the
 // tile carries chain C_{k+1} = C_k + T_k through the unit exactly as across units).
+//
+// Every posted value travels with its tag in each 64-bit word it occupies (sizeof(T) / 4 words of
+// {tag, 32 bits of the value}). A word is stored and loaded whole (single-copy atomic), so a
+// reader that finds the same nonzero tag in every word of a value has that value, with no fence
+// between a value and its flag: a fence would wait for the block's output stores still in flight,
+// while every other warp of the block waits at the barrier after the look-back.
+using u64 = unsigned long long;
+constexpr unsigned kTagTotals = 1;  // a tile total (canonical), or a unit's total (unordered)
+constexpr unsigned kTagCarry = 2;   // the carry after a unit
+template <class T> constexpr int kWords = static_cast<int>(sizeof(T)) / 4;
+
 template <class T> struct TileStatus {
-  int* flag;                      // per unit: 0 nothing yet, 1 totals posted, 2 carry-after posted
-  T* total;                       // per canonical tile: T_k
-  T* unit_total;                  // per unit: its tiles' totals chained (the unordered look-back)
-  T* after;                       // per unit: the carry after its last tile
-  unsigned long long* next_unit;  // units are claimed in order, so predecessors always run
+  u64* unit;       // per unit, kWords<T> words: its total (tag 1, unordered) then its carry-after (tag 2)
+  u64* tile;       // per canonical tile, kWords<T> words: T_k (tag 1; the canonical look-back only)
+  u64* next_unit;  // units are claimed in order, so predecessors always run
 };
 
-__device__ __forceinline__ int load_flag(int* f) {
-  return cuda::atomic_ref<int, cuda::thread_scope_device>(*f).load(cuda::memory_order_acquire);
+__device__ __forceinline__ u64 load_word(const u64* w) {
+  return cuda::atomic_ref<u64, cuda::thread_scope_device>(*const_cast<u64*>(w)).load(cuda::memory_order_relaxed);
 }
-__device__ __forceinline__ void store_flag(int* f, int v) {
-  cuda::atomic_ref<int, cuda::thread_scope_device>(*f).store(v, cuda::memory_order_release);
+__device__ __forceinline__ void store_word(u64* w, u64 v) {
+  cuda::atomic_ref<u64, cuda::thread_scope_device>(*w).store(v, cuda::memory_order_relaxed);
+}
+
+template <class T> __device__ __forceinline__ void post(u64* at, T v, unsigned tag) {
+  const u64 t = u64{tag} << 32;
+  if constexpr (sizeof(T) == 4) {
+    store_word(at, t | __float_as_uint(v));
+  } else {
+    const auto b = static_cast<u64>(__double_as_longlong(v));
+    store_word(at, t | (b & 0xffffffffull));
+    store_word(at + 1, t | (b >> 32));
+  }
+}
+
+// The value at `at` and its tag; tag 0 while it is not posted (or, for a double, while its two
+// words come from different posts).
+template <class T> struct Posted {
+  T value;
+  unsigned tag;
+};
+template <class T> __device__ __forceinline__ Posted<T> read_posted(const u64* at) {
+  const u64 a = load_word(at);
+  if constexpr (sizeof(T) == 4) {
+    return {__uint_as_float(static_cast<unsigned>(a)), static_cast<unsigned>(a >> 32)};
+  } else {
+    const u64 b = load_word(at + 1);
+    const auto ta = static_cast<unsigned>(a >> 32), tb = static_cast<unsigned>(b >> 32);
+    return {__longlong_as_double(static_cast<long long>((b << 32) | (a & 0xffffffffull))), ta == tb ? ta : 0u};
+  }
+}
+template <class T> __device__ __forceinline__ T wait_posted(const u64* at) {
+  Posted<T> r;
+  do { r = read_posted<T>(at); } while (r.tag == 0);
+  return r.value;
 }
 
 // Carry before unit G (the line's units start at `first`; its canonical tiles at `tile0`; K tiles
@@ -86,17 +128,30 @@ __device__ __forceinline__ void store_flag(int* f, int v) {
 // every canonical tile t after b's, left to right. Same value in every lane.
 template <class T>
 __device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 tile0, int K, int lane) {
+  constexpr int W = kWords<T>;
   i64 top = G - 1, base = first - 1;
   T C = T(-0.0);
   for (;;) {  // windows of 32 predecessor units, nearest first; lane 0 is the nearest
     const i64 p = top - lane;
-    int fl = 2;  // before the line: the virtual carry -0.0
+    bool carry = true;  // before the line: the virtual carry -0.0
     T c = T(-0.0);
     if (p >= first) {
-      do { fl = load_flag(&st.flag[p]); } while (fl == 0);
-      if (fl == 2) c = st.after[p];
+      // Wait until unit p has posted its carry or its last tile's total, then take the carry if
+      // there is one.
+      const u64* last = st.tile + (tile0 + (p - first + 1) * K - 1) * W;
+      for (;;) {
+        const Posted<T> a = read_posted<T>(st.unit + p * W);
+        if (a.tag == kTagCarry) {
+          c = a.value;
+          break;
+        }
+        if (read_posted<T>(last).tag != 0) {
+          carry = false;
+          break;
+        }
+      }
     }
-    const unsigned m = __ballot_sync(kFull, fl == 2);
+    const unsigned m = __ballot_sync(kFull, carry);
     if (m != 0) {
       const int q = __ffs(m) - 1;
       base = top - q;
@@ -105,29 +160,26 @@ __device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 t
     }
     top -= 32;
   }
-  // Tiles of units base+1 .. G-1 (all full units), local tile indices [t_begin, t_end). Every
-  // one of those units was seen with flag >= 1 above (an acquire by some lane of this warp), and
-  // the warp barrier orders those acquires before every lane's reads, so the totals are read
-  // without another flag load, from L2, kReadAhead windows of 32 at a time: when carries lag,
-  // each round trip to memory then brings 128 tiles instead of 32 (one acquire, then the read
-  // that depends on it, per 32 tiles before).
-  __syncwarp();
+  // Tiles of units base+1 .. G-1 (all full units), local tile indices [t_begin, t_end), read
+  // kReadAhead windows of 32 per round trip to memory; a total not posted yet is waited for.
   constexpr int kReadAhead = 4;
   const i64 t_begin = (base + 1 - first) * K, t_end = (G - first) * K;
   for (i64 w = t_begin; w < t_end; w += 32 * kReadAhead) {
-    T t_mine[kReadAhead];
+    Posted<T> got[kReadAhead];
 #pragma unroll
     for (int j = 0; j < kReadAhead; ++j) {
       const i64 t = w + j * 32 + lane;
-      t_mine[j] = t < t_end ? __ldcg(&st.total[tile0 + t]) : T(-0.0);
+      got[j] = t < t_end ? read_posted<T>(st.tile + (tile0 + t) * W) : Posted<T>{T(-0.0), kTagTotals};
     }
 #pragma unroll
-    for (int j = 0; j < kReadAhead; ++j)
+    for (int j = 0; j < kReadAhead; ++j) {
+      if (got[j].tag == 0) got[j].value = wait_posted<T>(st.tile + (tile0 + w + j * 32 + lane) * W);
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
-        const T v = __shfl_sync(kFull, t_mine[j], i);
+        const T v = __shfl_sync(kFull, got[j].value, i);
         if (w + j * 32 + i < t_end) C = C + v;
       }
+    }
   }
   return C;
 }
@@ -136,18 +188,20 @@ __device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 t
 // as found, stopping at the first posted carry-after; where that lies depends on timing.
 template <class T>
 __device__ T lookback_unordered(const TileStatus<T>& st, i64 G, i64 first, int lane) {
+  constexpr int W = kWords<T>;
   i64 top = G - 1;
   T sum = T(-0.0);
   for (;;) {
     const i64 p = top - lane;
-    int fl = 2;
+    unsigned tag = kTagCarry;
     T c = T(-0.0), a = T(-0.0);
     if (p >= first) {
-      do { fl = load_flag(&st.flag[p]); } while (fl == 0);
-      if (fl == 2) c = st.after[p];
-      else a = st.unit_total[p];
+      Posted<T> r;
+      do { r = read_posted<T>(st.unit + p * W); } while (r.tag == 0);
+      tag = r.tag;
+      (tag == kTagCarry ? c : a) = r.value;
     }
-    const unsigned m = __ballot_sync(kFull, fl == 2);
+    const unsigned m = __ballot_sync(kFull, tag == kTagCarry);
     const int q = m != 0 ? __ffs(m) - 1 : 32;
     T v = lane < q ? a : (lane == q ? c : T(-0.0));
 #pragma unroll
@@ -250,32 +304,28 @@ scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 un
     __syncthreads();
     if (warp == 0) {
       const i64 first = line * units_per_line, tile0 = line * tiles_per_line;
-      if (lane == 0) {  // the unit's tile totals (posted with flag 1, or with flag 2 at u == 0)
+      if (lane == 0) {  // the unit's tile totals (posted for the canonical look-back)
         T U = z;
         for (int q = 0; q < nk; ++q) {
           T F = z;
 #pragma unroll
           for (int w = 0; w < kScanTileGroups; ++w) F = F + s_group[q][w];
-          st.total[tile0 + k0 + q] = F;
+          if (Canonical && u > 0) post(st.tile + (tile0 + k0 + q) * kWords<T>, F, kTagTotals);
           s_carry[q] = F;  // the totals for now; carries below
           U = U + F;
         }
-        st.unit_total[G] = U;
+        if (!Canonical && u > 0) post(st.unit + G * kWords<T>, U, kTagTotals);
       }
       T C = z;
-      if (u > 0) {
-        if (lane == 0) store_flag(&st.flag[G], 1);
-        C = Canonical ? lookback_canonical(st, G, first, tile0, K, lane)
-                      : lookback_unordered(st, G, first, lane);
-      }
+      if (u > 0)
+        C = Canonical ? lookback_canonical(st, G, first, tile0, K, lane) : lookback_unordered(st, G, first, lane);
       if (lane == 0) {  // chain the carries through the unit: C_{k+1} = C_k + T_k
         for (int q = 0; q < nk; ++q) {
           const T F = s_carry[q];
           s_carry[q] = C;
           C = C + F;
         }
-        st.after[G] = C;
-        store_flag(&st.flag[G], 2);
+        post(st.unit + G * kWords<T>, C, kTagCarry);
       }
     }
     __syncthreads();
@@ -434,7 +484,7 @@ std::size_t scan_workspace(const CumsumArgs& a) {
   if (a.x.numel() == 0) return 0;
   if (d.inner == 1) {  // sized for one tile per unit, the most units any launch uses
     const auto tiles = static_cast<std::size_t>(d.outer * ((d.len + kScanTile - 1) / kScanTile));
-    return align_up(tiles * sizeof(int)) + 3 * align_up(tiles * es) + align_up(sizeof(unsigned long long));
+    return align_up(sizeof(u64)) + 2 * align_up(tiles * 2 * es);
   }
   const i64 ngroups = (d.len + kScanGroupElems - 1) / kScanGroupElems;
   return align_up(static_cast<std::size_t>(d.outer * ngroups * d.inner) * es);
@@ -469,15 +519,14 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
     const int K = alt ? 1 : small ? kSmallUnitTiles : kUnitTiles<T>;
     const i64 units_per_line = (tiles_per_line + K - 1) / K;
     const i64 units = d.outer * units_per_line;
+    // next_unit, the unit words, then the tile words (the canonical look-back only), zeroed in one go.
     TileStatus<T> st{};
-    const std::size_t a_flag = align_up(nt * sizeof(int)), a_val = align_up(nt * sizeof(T));
-    st.flag = reinterpret_cast<int*>(w);
-    st.total = reinterpret_cast<T*>(w + a_flag);
-    st.unit_total = reinterpret_cast<T*>(w + a_flag + a_val);
-    st.after = reinterpret_cast<T*>(w + a_flag + 2 * a_val);
-    st.next_unit = reinterpret_cast<unsigned long long*>(w + a_flag + 3 * a_val);
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(st.flag, 0, static_cast<std::size_t>(units) * sizeof(int), stream));
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(st.next_unit, 0, sizeof(unsigned long long), stream));
+    const std::size_t a_units = align_up(static_cast<std::size_t>(units) * 2 * sizeof(T));
+    st.next_unit = reinterpret_cast<u64*>(w);
+    st.unit = reinterpret_cast<u64*>(w + align_up(sizeof(u64)));
+    st.tile = reinterpret_cast<u64*>(w + align_up(sizeof(u64)) + a_units);
+    const std::size_t zeroed = align_up(sizeof(u64)) + (Canonical ? a_units + nt * 2 * sizeof(T) : a_units);
+    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(w, 0, zeroed, stream));
     const i64 grid = alt ? std::min<i64>(units, 37) : std::min<i64>(units, i64{1} << 30);
     if (small)
       scan_lines_kernel<T, Canonical, kSmallUnitTiles><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
