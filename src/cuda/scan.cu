@@ -255,6 +255,21 @@ __device__ __forceinline__ void segment_outputs(T (&v)[kScanSegment], T P) {
   }
 }
 
+// The chain of one value per lane in lane order, from -0.0: `before` is lane i's chain of the
+// values of lanes 0 .. i-1, `all` the chain of the first n (the same in every lane).
+template <class T> struct WarpChain {
+  T before, all;
+};
+template <class T> __device__ __forceinline__ WarpChain<T> warp_chain(T x, int lane, int n = 32) {
+  T before = T(-0.0), acc = T(-0.0);
+  for (int i = 0; i < n; ++i) {
+    const T t = __shfl_sync(kFull, x, i);
+    if (i == lane) before = acc;
+    acc = acc + t;
+  }
+  return {before, acc};
+}
+
 // Contiguous lines [nlines, len]: a block scans one unit of up to K <= kMax canonical
 // tiles at a time, units claimed in order. The unit's values are loaded once into registers;
 // pass 1 forms each tile's group chains and totals, warp 0 finds the unit's carry, pass 2 writes
@@ -288,17 +303,10 @@ scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 un
     for (int q = 0; q < kMax; ++q) {
       e_of[q] = z;
       if (q < nk) {
-        const T acc = segment_total(v[q]);
         // e: chain of the totals of the segments before this one in the group (the warp).
-        T e = z, gacc = z;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          const T t = __shfl_sync(kFull, acc, i);
-          if (i == lane) e = gacc;
-          gacc = gacc + t;
-        }
-        e_of[q] = e;
-        if (lane == 0) s_group[q][warp] = gacc;
+        const WarpChain<T> c = warp_chain(segment_total(v[q]), lane);
+        e_of[q] = c.before;
+        if (lane == 0) s_group[q][warp] = c.all;
       }
     }
     __syncthreads();
@@ -379,13 +387,8 @@ __global__ void scan_warp_lines_kernel(const T* x, T* out, i64 nlines, i64 len) 
     T v[kScanSegment];
     const i64 i0 = static_cast<i64>(lane) * kScanSegment;
     load_segment(xl, i0, len, v);
-    const T total = segment_total(v);
-    T e = z, gacc = z;  // e: chain of the totals of the segments before this lane's
-    for (int i = 0; i < nseg; ++i) {
-      const T t = __shfl_sync(kFull, total, i);
-      if (i == lane) e = gacc;
-      gacc = gacc + t;
-    }
+    // the chain of the totals of the segments before this lane's
+    const T e = warp_chain(segment_total(v), lane, nseg).before;
     segment_outputs(v, (z + z) + e);  // (carry + groups before) + segments before
     if (lane < nseg) store_segment(ol, i0, len, v);
   }

@@ -68,7 +68,8 @@ TEST(CumsumGpu, PortableBitwiseEqualsCpuUnderTwoLaunchShapes) {
   const Shape shapes[] = {{1},       {8},          {255},       {2048},         {2049},
                           {1 << 22}, {4096, 4096}, {7, 3000, 5}, {5000, 33},   {2, 300, 2, 9},
                           {1, 1 << 20, 1}, {100000, 3}, {5, 40000}, {100003}, {3, 2048 * 33 + 5},
-                          {300, 256}, {70, 257}, {1000, 255}, {20000, 1}, {3000, 16}, {3000, 17}};  // around the line kernels' limits
+                          {300, 256}, {70, 257}, {1000, 255}, {20000, 1}, {3000, 16}, {3000, 17},  // around the line kernels' limits
+                          {3, 2048 * 63}, {3, 2048 * 64 - 1}, {4, 2048 * 70 + 5}};  // several lines of many units each
   int case_number = 0;
   for (const Shape& shape : shapes)
     for (DType dt : {DType::f32, DType::f64}) {
