@@ -26,6 +26,11 @@ void bench_scan(Report& r) {
     for (const auto& v : list_variants("cumsum")) {
       if (v.backend != DeviceType::cuda) continue;
       Options o{.level = v.level, .variant = v.name};
+      try {  // a variant that does not take this tensor (cuda.cub_scan: several lines) is left out
+        cumsum(x, c.dim, out, o);
+      } catch (const InvalidArgument&) {
+        continue;
+      }
       const double ms = time_ms([&] { cumsum(x, c.dim, out, o); });
       r.add({"scan", "cumsum", c.name, v.name, std::string(to_string(v.level)), ms,
              2.0 * static_cast<double>(x.nbytes()), ""});

@@ -1,5 +1,9 @@
 // CUDA variants of cumsum.
 //
+//   cuda.cub_scan            not_guaranteed  one contiguous line: CUB's single-pass scan (its
+//                                            decoupled look-back combines predecessor aggregates as
+//                                            it finds them, so the bits follow timing); the fastest
+//                                            scan of one line, the baseline a user has today
 //   cuda.lookback_unordered  not_guaranteed  a block per unit of 2048-element tiles; a unit's
 //                                            carry is found by a decoupled look-back that reduces
 //                                            the predecessors' totals with a warp tree as it finds
@@ -23,11 +27,14 @@
 // order. Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 runs the look-back kernel with
 // one-tile units on a small persistent grid and the three passes with 64-thread blocks on a
 // capped grid; the canonical order, and so the bits of the portable variant, do not change.
+#include <cub/device/device_scan.cuh>
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <string>
 
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
@@ -573,9 +580,44 @@ void cumsum_cuda(const CumsumArgs& a, const Workspace& ws) {
   }
 }
 
+// cuda.cub_scan: CUB's inclusive sum over one contiguous line; other tensors take the variants
+// below it in the table.
+std::string cub_why_not(const CumsumArgs& a) {
+  const Dims d = dims_of(a.x, a.dim);
+  if (d.outer != 1 || d.inner != 1) return "scans one line only, and this tensor has several along dim";
+  if (a.x.numel() > std::numeric_limits<int>::max()) return "more than 2^31 - 1 elements";
+  if (!a.x.is_contiguous() || !a.out.is_contiguous()) return "needs contiguous x and out";
+  return "";
+}
+
+template <class T> cudaError_t cub_sum(void* temp, std::size_t& bytes, const CumsumArgs& a, cudaStream_t stream) {
+  return cub::DeviceScan::InclusiveSum(temp, bytes, static_cast<const T*>(a.x.data), static_cast<T*>(a.out.data),
+                                       static_cast<int>(a.x.numel()), stream);
+}
+
+std::size_t cub_workspace(const CumsumArgs& a) {
+  if (a.x.numel() == 0) return 0;
+  std::size_t bytes = 0;
+  SAMEBITS_CUDA_CHECK(a.x.dtype == DType::f32 ? cub_sum<float>(nullptr, bytes, a, nullptr)
+                                              : cub_sum<double>(nullptr, bytes, a, nullptr));
+  return bytes;
+}
+
+void cub_run(const CumsumArgs& a, const Workspace& ws) {
+  if (a.x.numel() == 0) return;
+  std::size_t bytes = ws.bytes;
+  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
+  SAMEBITS_CUDA_CHECK(a.x.dtype == DType::f32 ? cub_sum<float>(ws.data, bytes, a, stream)
+                                              : cub_sum<double>(ws.data, bytes, a, stream));
+  SAMEBITS_CUDA_CHECK_LAUNCH("cub::DeviceScan::InclusiveSum");
+}
+
 }  // namespace
 
 void register_cuda_scan(Registry& r) {
+  r.add(Variant<CumsumArgs>{{"cumsum", "cuda.cub_scan", DeviceType::cuda, Determinism::not_guaranteed,
+                             "CUB's single-pass scan of one contiguous line (look-back order follows timing)"},
+                            cub_why_not, cub_workspace, cub_run});
   r.add(Variant<CumsumArgs>{{"cumsum", "cuda.lookback_unordered", DeviceType::cuda,
                              Determinism::not_guaranteed,
                              "decoupled look-back adding predecessor totals as found (timing-dependent)"},

@@ -145,10 +145,35 @@ TEST(CumsumGpu, UnorderedLookbackVariesRunToRun) {
   Tensor out = Tensor::empty({1 << 24}, DType::f32, kGpu);
   std::set<std::uint64_t> hashes;
   for (int r = 0; r < 300 && hashes.size() < 2; ++r) {
-    cumsum(xg, 0, out, {.level = kNg});
+    cumsum(xg, 0, out, {.level = kNg, .variant = "cuda.lookback_unordered"});
     hashes.insert(content_hash(out));
   }
   EXPECT_GE(hashes.size(), 2u);
+}
+
+TEST(CumsumGpu, CubScanTakesOneContiguousLineOnly) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // One line (also in place): CUB's scan, within the chunked bound of the reference.
+  Tensor x = testing::random_normal({300001}, DType::f32, seed);
+  Tensor xg = x.to(kGpu);
+  expect_close(x, 0, gpu_cumsum(xg, 0, kNg), kNg);
+  EXPECT_NE(last_explain().find("cuda.cub_scan"), std::string::npos) << last_explain();
+  Tensor in_place = x.to(kGpu);
+  cumsum(in_place, 0, in_place, {.level = kNg});
+  expect_close(x, 0, in_place, kNg);
+  // Several lines, or a strided line: the look-back variant, with the reason in the explanation.
+  Tensor m = testing::random_normal({3, 5000}, DType::f64, seed);
+  expect_close(m, 1, gpu_cumsum(m.to(kGpu), 1, kNg), kNg);
+  EXPECT_NE(last_explain().find("ran cuda.lookback_unordered"), std::string::npos) << last_explain();
+  EXPECT_NE(last_explain().find("several along dim"), std::string::npos) << last_explain();
+  Tensor keep;
+  const TensorView strided = testing::strided_copy(xg, keep);
+  Tensor out = Tensor::empty({300001}, DType::f32, kGpu);
+  cumsum(strided, 0, out, {.level = kNg});
+  EXPECT_NE(last_explain().find("needs contiguous"), std::string::npos) << last_explain();
+  expect_close(x, 0, out, kNg);
 }
 
 }  // namespace

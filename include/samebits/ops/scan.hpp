@@ -24,7 +24,8 @@
 //
 // The `not_guaranteed` variants combine the same chunk totals in whatever order threads or
 // blocks finish (CPU: carries published with atomic float adds; CUDA: a look-back that adds
-// predecessor totals as it finds them), so the last bits vary from run to run.
+// predecessor totals as it finds them, or, for one contiguous line of fewer than 2^31 elements,
+// CUB's scan, whose tiles and look-back are its own), so the last bits vary from run to run.
 #pragma once
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
