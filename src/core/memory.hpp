@@ -28,4 +28,18 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
 void cuda_copy_strided(const TensorView& src, const TensorView& dst);
 void cuda_synchronize(Stream stream);
 
+// Makes a CUDA device current for its lifetime and restores the caller's afterwards, so that an
+// op's kernels, CUB calls and library handles run on the device of its tensors whatever device
+// the calling thread had current. Does nothing for the CPU.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(Device device);
+  ~CurrentDevice();
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int saved_ = -1;  // the device to restore; -1: nothing was changed
+};
+
 }  // namespace samebits::detail

@@ -13,6 +13,7 @@
 #include <typeindex>
 #include <vector>
 
+#include "core/memory.hpp"
 #include "samebits/determinism.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/registry.hpp"
@@ -133,6 +134,7 @@ void dispatch(std::string_view op, Device device, const Args& args, const Option
   if (choice.degraded) warn_once(std::string(op), choice.explain);
   const auto& v = table[static_cast<std::size_t>(choice.index)];
   set_last_explain(std::move(choice.explain));
+  const CurrentDevice on_device(device);  // the op runs on its tensors' device
   const std::size_t bytes = v.workspace_bytes ? v.workspace_bytes(args) : 0;
   WorkspaceBuffer ws(bytes, device, opts.stream);
   v.run(args, ws.workspace());

@@ -51,6 +51,18 @@ struct DeviceScope {
 
 }  // namespace
 
+CurrentDevice::CurrentDevice(Device device) {
+  if (!device.is_cuda()) return;
+  int current = 0;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&current));
+  if (current == device.index) return;
+  SAMEBITS_CUDA_CHECK(cudaSetDevice(device.index));
+  saved_ = current;
+}
+CurrentDevice::~CurrentDevice() {
+  if (saved_ >= 0) cudaSetDevice(saved_);
+}
+
 int cuda_device_count() {
   static const int n = [] {
     int c = 0;

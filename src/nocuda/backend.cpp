@@ -21,5 +21,7 @@ void cuda_free(void*, int, Stream) {}
 void cuda_copy(void*, Device, const void*, Device, std::size_t) { unavailable(); }
 void cuda_copy_strided(const TensorView&, const TensorView&) { unavailable(); }
 void cuda_synchronize(Stream) {}
+CurrentDevice::CurrentDevice(Device) {}
+CurrentDevice::~CurrentDevice() = default;
 
 }  // namespace samebits::detail

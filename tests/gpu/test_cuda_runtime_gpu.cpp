@@ -3,7 +3,9 @@
 // CudaError that names the call).
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/backends.hpp"
 #include "core/memory.hpp"
@@ -15,6 +17,57 @@ namespace {
 
 using testing::fresh_seed;
 const Device kGpu = Device::cuda();
+
+// Ops on the tensors of one GPU, called while the thread has another GPU current: they run on
+// their tensors' GPU (the same bits as with that GPU current), and the caller's GPU is current
+// again afterwards. Needs two GPUs.
+TEST(CudaRuntime, OpsRunOnTheDeviceOfTheirTensors) {
+  SAMEBITS_REQUIRE_CUDA();
+  if (detail::cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Device d1 = Device::cuda(1);
+  const Tensor x = testing::random_normal({300001}, DType::f32, seed, d1);
+  const Tensor src = testing::random_normal({300001, 8}, DType::f32, seed + 1, d1);
+  const Tensor index = testing::random_index(300001, 5000, DType::i64, seed + 2, d1);
+  const Tensor offsets = Tensor::from_vector<std::int64_t>({0, 1000, 1000, 250000, 300001}, {5}, d1);
+  const Tensor a = testing::random_normal({300, 200}, DType::f32, seed + 3, d1);
+  const auto run_all = [&] {
+    std::vector<Tensor> r;
+    r.push_back(Tensor::empty({300001}, DType::f32, d1));
+    cumsum(x, 0, r.back(), {.level = Determinism::portable});
+    r.push_back(Tensor::empty({300001}, DType::f32, d1));
+    cumsum(x, 0, r.back(), {.level = Determinism::not_guaranteed});  // CUB's scan: checked below
+    r.push_back(Tensor::full({5000, 8}, 0.5, DType::f32, d1));
+    index_add(r.back(), index, src, 1.0, {.level = Determinism::portable});
+    r.push_back(Tensor::empty({4, 8}, DType::f32, d1));
+    segment_reduce(src, offsets, r.back(), Reduce::sum, {.level = Determinism::portable});
+    r.push_back(Tensor::empty({1}, DType::f32, d1));
+    sum(x, r.back(), {.level = Determinism::portable});
+    r.push_back(Tensor::empty({300, 300}, DType::f32, d1));
+    gemm(Transpose::no, Transpose::yes, 1.0, a, a, 0.0, r.back(), {.level = Determinism::portable});
+    for (Tensor& t : r) t = t.to(Device::cpu());
+    return r;
+  };
+  int before = -1;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&before));
+  SAMEBITS_CUDA_CHECK(cudaSetDevice(1));
+  const std::vector<Tensor> want = run_all();
+  SAMEBITS_CUDA_CHECK(cudaSetDevice(0));
+  const std::vector<Tensor> got = run_all();
+  int after = -1;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&after));
+  EXPECT_EQ(after, 0);
+  SAMEBITS_CUDA_CHECK(cudaSetDevice(before));
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (i == 1) continue;  // the not_guaranteed scan may differ in its last bits
+    EXPECT_TRUE(bitwise_equal(got[i], want[i])) << "result " << i;
+  }
+  const auto g = got[1].to_vector<float>(), w = want[0].to_vector<float>();
+  for (std::size_t i = 0; i < g.size(); i += 997)
+    EXPECT_NEAR(g[i], w[i], 1e-3 * (1.0 + std::abs(w[i]))) << "cumsum at " << i;
+}
 
 TEST(CudaRuntime, AllocatorReusesFreedBlocksAndAllowsZeroBytes) {
   SAMEBITS_REQUIRE_CUDA();
