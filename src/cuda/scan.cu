@@ -14,16 +14,17 @@
 //                                            carry C_j and re-adds the published tile totals
 //                                            T_j .. T_{k-1} left to right, which is exactly the
 //                                            chain C_k = C_{k-1} + T_{k-1} whatever the timing
-// Why not cub::DeviceScan: CCCL 3.0 (CUDA 13.0) documents its float scans as not deterministic
-// (the look-back combines predecessor aggregates as it finds them, like cuda.lookback_unordered),
-// and its tile shape is a tuning choice, so no CUB scan can give the canonical order.
+// Why the portable variant is not cub::DeviceScan: CCCL 3.0 (CUDA 13.0) documents its float
+// scans as not deterministic (the look-back combines predecessor aggregates as it finds them,
+// like cuda.lookback_unordered), and its tile shape is a tuning choice, so no CUB scan can give
+// the canonical order.
 // Contiguous lines of at most 256 elements (one group) take a thread per line up to 16 elements and
 // a warp per line beyond, with the steps of the canonical order (both variants, deterministic).
 // Lines with inner > 1 (scans along a non-last dim) run as three passes, a thread per
 // (line, 256-element group): group totals, the carry chain per line, the rescan; both variants
 // use them (deterministic). Non-contiguous tensors are copied to contiguous ones first.
-// A block scans a unit of 8 consecutive canonical tiles (the look-back then steps 8 tiles at a
-// time); the carry chain runs through the unit tile by tile, so the unit size is not part of the
+// A block scans a unit of consecutive canonical tiles (8 float or 4 double tiles; 4 float tiles
+// where kSmallUnitTiles applies), so the look-back steps that many tiles at a time; the carry chain runs through the unit tile by tile, so the unit size is not part of the
 // order. Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 runs the look-back kernel with
 // one-tile units on a small persistent grid and the three passes with 64-thread blocks on a
 // capped grid; the canonical order, and so the bits of the portable variant, do not change.
@@ -319,7 +320,7 @@ scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 un
     __syncthreads();
     if (warp == 0) {
       const i64 first = line * units_per_line, tile0 = line * tiles_per_line;
-      if (lane == 0) {  // the unit's tile totals (posted for the canonical look-back)
+      if (lane == 0) {  // the unit's tile totals (posted for the canonical look-back of later units)
         T U = z;
         for (int q = 0; q < nk; ++q) {
           T F = z;

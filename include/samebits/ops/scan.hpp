@@ -22,10 +22,11 @@
 // (u = 2^-24 for float32, 2^-53 for float64); a plain sequential scan has i + 1.
 // NaN and infinities propagate as in any sum (NaN payloads are not specified).
 //
-// The `not_guaranteed` variants combine the same chunk totals in whatever order threads or
-// blocks finish (CPU: carries published with atomic float adds; CUDA: a look-back that adds
-// predecessor totals as it finds them, or, for one contiguous line of fewer than 2^31 elements,
-// CUB's scan, whose tiles and look-back are its own), so the last bits vary from run to run.
+// The `not_guaranteed` variants combine chunk totals in whatever order threads or blocks finish
+// (CPU: the same chunks, carries published with atomic float adds; CUDA: the same chunks and a
+// look-back that adds predecessor totals as it finds them, or, for one contiguous line of fewer
+// than 2^31 elements, CUB's scan, whose tiles and look-back are its own), so the last bits vary
+// from run to run.
 #pragma once
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
