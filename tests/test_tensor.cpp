@@ -32,6 +32,14 @@ TEST(TensorView, TooManyDimsRejected) {
   EXPECT_THROW(Tensor::empty({-1}, DType::f32), InvalidArgument);
 }
 
+TEST(Tensor, NegativeOrOverflowingSizesAreRejectedBeforeAllocating) {
+  EXPECT_THROW(Tensor::empty({-5}, DType::f32), InvalidArgument);
+  EXPECT_THROW(Tensor::empty({3, -1}, DType::f64), InvalidArgument);
+  EXPECT_THROW(Tensor::empty({std::int64_t{1} << 62}, DType::f32), InvalidArgument);  // 2^64 bytes
+  EXPECT_THROW(Tensor::empty({std::int64_t{1} << 40, std::int64_t{1} << 30}, DType::i32), InvalidArgument);
+  EXPECT_EQ(Tensor::empty({0, std::int64_t{1} << 62}, DType::f32).numel(), 0);  // empty: nothing to allocate
+}
+
 TEST(Tensor, CopyOfStridedIsRowMajor) {
   Tensor t = testing::random_normal({3, 5}, DType::f64, testing::fresh_seed());
   Tensor tt = Tensor::copy_of(t.view().transpose(0, 1));

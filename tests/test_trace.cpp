@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 #include "testing.hpp"
@@ -91,6 +92,28 @@ TEST(Trace, ConcurrentRecordsAreNumberedWithoutGaps) {
   ASSERT_EQ(tr.entries.size(), 200u);
   for (std::size_t i = 0; i < tr.entries.size(); ++i) EXPECT_EQ(tr.entries[i].index, (std::int64_t)i);
   std::remove(path.c_str());
+}
+
+TEST(Trace, AFailedRunLeavesTheEarlierTraceInPlace) {
+  const auto path = temp_path("trace_failed_run.jsonl");
+  const Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3});
+  {
+    trace::Session session(path);
+    trace::record(0, "conv1", "aggregate", a);
+    trace::record(1, "conv1", "aggregate", a);
+  }
+  ASSERT_EQ(trace::read(path).entries.size(), 2u);
+  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+  try {
+    trace::Session session(path);
+    trace::record(0, "conv1", "aggregate", a);
+    throw std::runtime_error("the traced run failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(trace::enabled());
+  EXPECT_EQ(trace::read(path).entries.size(), 2u) << "the earlier trace was replaced";
+  EXPECT_EQ(trace::read(path + ".partial").entries.size(), 1u) << "what the failed run recorded";
+  std::filesystem::remove(path + ".partial");
 }
 
 TEST(Trace, StartTwiceAndBadPathsAreErrors) {

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #if defined(SAMEBITS_HAS_CUDA)
@@ -210,7 +209,7 @@ void run(const BenchCli& o) {
       }
     }
   }
-  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1) << '\n';
+  if (!o.json_path.empty()) write_output(o.json_path, out.dump(1) + "\n", "bench graphsage --json");
 }
 
 }  // namespace
@@ -232,10 +231,14 @@ void add_bench_graphsage_command(CLI::App& app) {
   g->add_option("--graphs", o->graphs, "cora and/or synthetic")->capture_default_str();
   g->add_option("--reps", o->reps, "Timed repetitions on Cora (a tenth on the synthetic graph)")
       ->check(CLI::Range(1, 1000000))->capture_default_str();
-  g->add_option("--nodes", o->syn_nodes, "Synthetic graph: nodes")->capture_default_str();
-  g->add_option("--edges", o->syn_edges, "Synthetic graph: edges")->capture_default_str();
-  g->add_option("--features", o->syn_features, "Synthetic graph: dense features")->capture_default_str();
-  g->add_option("--hidden", o->syn_hidden, "Synthetic graph: hidden width")->capture_default_str();
+  g->add_option("--nodes", o->syn_nodes, "Synthetic graph: nodes")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
+  g->add_option("--edges", o->syn_edges, "Synthetic graph: edges")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34))->capture_default_str();
+  g->add_option("--features", o->syn_features, "Synthetic graph: dense features")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  g->add_option("--hidden", o->syn_hidden, "Synthetic graph: hidden width")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
   g->add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
   g->add_option("--json", o->json_path, "Write the timings as JSON to FILE");
   g->callback([o] { run(*o); });

@@ -106,13 +106,13 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--features", c->shape.features, "Features per row (-1: 1-d tensors)");
   cmd->add_option("--dim", c->shape.dim, "sum_dim: reduced dimension");
   cmd->add_option("--reduce", c->shape.reduce, "sum, mean, amax or amin");
-  cmd->add_option("--runs", c->runs, "Runs (trainings for --experiment)")->check(CLI::Range(2, 1000000));
-  cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable");
-  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N");
-  cmd->add_option("--seed", c->seed, "Seed of the inputs");
+  cmd->add_option("--runs", c->runs, "Runs (trainings for --experiment)")->check(CLI::Range(2, 1000000))->capture_default_str();
+  cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable")->capture_default_str();
+  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--seed", c->seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--safety", c->safety, "Safety factor applied to the measured spread")
-      ->check(CLI::Range(1.0, 1e6));
-  cmd->add_option("--out", c->out, "Tolerance file to write");
+      ->check(CLI::Range(1.0, 1e6))->capture_default_str();
+  cmd->add_option("--out", c->out, "Tolerance file to write")->capture_default_str();
   cmd->callback([c] { run(*c); });
 }
 

@@ -123,13 +123,13 @@ void add_demo_command(CLI::App& app) {
   auto o = std::make_shared<DemoOptions>();
   auto* cmd = app.add_subcommand("demo", "Run one index_add repeatedly at each determinism level, on the "
                                          "CPU and CUDA, and count distinct results");
-  cmd->add_option("--runs", o->runs, "Repetitions per level")->check(CLI::Range(1, 100000));
-  cmd->add_option("-e,--edges", o->edges, "Source rows E")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
-  cmd->add_option("-n,--nodes", o->nodes, "Target rows N")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
-  cmd->add_option("-f,--features", o->features, "Features per row F")->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
-  cmd->add_option("--seed", o->seed, "Seed of the random input");
+  cmd->add_option("--runs", o->runs, "Repetitions per level")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("-e,--edges", o->edges, "Source rows E")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))->capture_default_str();
+  cmd->add_option("-n,--nodes", o->nodes, "Target rows N")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))->capture_default_str();
+  cmd->add_option("-f,--features", o->features, "Features per row F")->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}))->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the random input")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or all (CUDA only when present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "all"}));
+      ->check(CLI::IsMember({"cpu", "cuda", "all"}))->capture_default_str();
   cmd->callback([o] { run_demo(*o); });
 }
 

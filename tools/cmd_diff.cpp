@@ -1,9 +1,8 @@
 // `samebits diff A B [--plot FILE.svg]`: where two traces (written with --trace / trace::start)
 // first differ, how far apart they are there, and how the difference grows afterwards.
-// Exit status, as with diff(1): 0 when the traces agree, 1 when they differ.
+// Exit status, as with diff(1): 0 when the traces agree, 1 when they differ (a trace that stops
+// early counts as differing), 2 when a trace cannot be read or the chart cannot be written.
 #include <fmt/format.h>
-
-#include <fstream>
 
 #include "commands.hpp"
 #include "samebits/errors.hpp"
@@ -26,15 +25,20 @@ void add_diff_command(CLI::App& app) {
   cmd->add_option("B", o->b, "Second trace")->required()->check(CLI::ExistingFile);
   cmd->add_option("--plot", o->plot, "Also write an SVG chart of the distance per entry");
   cmd->callback([o] {
-    const auto report = trace::diff(trace::read(o->a), trace::read(o->b));
-    fmt::print("A: {}\nB: {}\n{}", o->a, o->b, trace::format_diff(report));
-    if (!o->plot.empty()) {
-      std::ofstream out(o->plot);
-      if (!out) throw Error(fmt::format("diff: cannot write '{}'", o->plot));
-      out << trace::diff_svg(report);
-      fmt::print("chart written to {}\n", o->plot);
+    trace::DiffReport report;
+    try {
+      report = trace::diff(trace::read(o->a), trace::read(o->b));
+      fmt::print("A: {}\nB: {}\n{}", o->a, o->b, trace::format_diff(report));
+      if (!o->plot.empty()) {
+        write_output(o->plot, trace::diff_svg(report), "diff --plot");
+        fmt::print("chart written to {}\n", o->plot);
+      }
+    } catch (const Error& e) {
+      fmt::print(stderr, "samebits: error: {}\n", e.what());
+      throw CLI::RuntimeError(2);
     }
-    if (report.first_diff >= 0 || report.structure_mismatch >= 0) throw CLI::RuntimeError(1);
+    if (report.first_diff >= 0 || report.structure_mismatch >= 0 || report.entries_a != report.entries_b)
+      throw CLI::RuntimeError(1);
   });
 }
 

@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -100,7 +99,7 @@ void run(ExperimentCli& o) {
   fmt::print("{}", nn::format_table(r));
   const nlohmann::json j = nn::to_json(r);
   if (!o.json_path.empty()) {
-    std::ofstream(o.json_path) << j.dump(1) << '\n';
+    write_output(o.json_path, j.dump(1) + "\n", "experiment --json");
     fmt::print("results: {}\n", o.json_path);
   }
   if (!o.report_path.empty()) {

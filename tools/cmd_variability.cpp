@@ -3,7 +3,6 @@
 // arXiv:2408.05148 (see include/samebits/variability.hpp).
 #include <fmt/format.h>
 
-#include <fstream>
 
 #include "commands.hpp"
 #include "samebits/samebits.hpp"
@@ -58,9 +57,7 @@ void run(const VariabilityCli& c) {
     first = false;
   }
   if (!c.json.empty()) {
-    std::ofstream out(c.json);
-    if (!out) throw Error(fmt::format("variability: cannot write '{}'", c.json));
-    out << json << "\n]\n";
+    write_output(c.json, json + "\n]\n", "variability --json");
     fmt::print("report written to {}\n", c.json);
   }
 }
@@ -79,14 +76,14 @@ void add_variability_command(CLI::App& app) {
   cmd->add_option("--dim", c->shape.dim, "sum_dim: reduced dimension");
   cmd->add_option("--reduce", c->shape.reduce, "sum, mean, amax or amin (scatter_reduce, "
                                                "segment_reduce, aggregate)");
-  cmd->add_option("--runs", c->options.runs, "Runs")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--runs", c->options.runs, "Runs")->check(CLI::Range(1, 1000000))->capture_default_str();
   cmd->add_option("--level", c->levels,
-                  "not_guaranteed, run_to_run, portable, a comma list, or all");
-  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N");
-  cmd->add_option("--seed", c->options.seed, "Seed of the inputs");
+                  "not_guaranteed, run_to_run, portable, a comma list, or all")->capture_default_str();
+  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--seed", c->options.seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--reference", c->reference,
                   "Compare with the first run, or with a portable run (as the paper does)")
-      ->check(CLI::IsMember({"first", "portable"}));
+      ->check(CLI::IsMember({"first", "portable"}))->capture_default_str();
   cmd->add_option("--guard", c->options.guard,
                   "Floor of the relative-difference denominator (default: smallest normal)");
   cmd->add_option("--json", c->json, "Also write the reports (with the environment) to FILE");

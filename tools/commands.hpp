@@ -2,7 +2,15 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <string_view>
+
 namespace samebits::cli {
+
+// Writes `text` to `path` through a temporary file in the same directory that replaces `path`
+// only once it is complete: a failed write (a missing directory, a full disk) throws Error naming
+// `what` and the path, and leaves whatever was at `path` untouched.
+void write_output(const std::string& path, std::string_view text, std::string_view what);
 
 void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level coverage matrix
 void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits

@@ -1,5 +1,7 @@
 // samebits: the command-line program. Subcommands live in tools/cmd_*.cpp.
+#include <exception>
 #include <iostream>
+#include <new>
 
 #include "commands.hpp"
 #include "samebits/samebits.hpp"
@@ -28,6 +30,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const samebits::Error& e) {
+    std::cerr << "samebits: error: " << e.what() << '\n';
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "samebits: error: out of host memory (the sizes asked for do not fit in this "
+                 "machine's memory)\n";
+    return 1;
+  } catch (const std::exception& e) {
     std::cerr << "samebits: error: " << e.what() << '\n';
     return 1;
   }

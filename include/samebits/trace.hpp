@@ -16,6 +16,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,22 +32,32 @@ inline std::atomic<bool> g_enabled{false};
 // True while a trace is being recorded.
 inline bool enabled() noexcept { return detail::g_enabled.load(std::memory_order_relaxed); }
 
-// Starts recording to `path` (truncated). Throws Error if the file cannot be opened or a trace is
+// Starts recording to `path`. The entries go to `path`.partial, which replaces `path` when the
+// recording stops, so a run that fails never leaves a cut-short trace under `path` (nor
+// overwrites an earlier one there). Throws Error if the file cannot be opened or a trace is
 // already being recorded.
 void start(const std::string& path);
-// Stops recording and closes the file; does nothing if no trace is running.
+// Stops recording; `path`.partial becomes `path`. Does nothing if no trace is running.
 void stop();
+// Stops recording without replacing `path`: what was recorded stays in `path`.partial.
+void abandon();
 // Appends one entry (thread-safe; entries are numbered in the order calls reach the recorder).
 // Copies `out` to the host to compute the statistics. Does nothing when disabled.
 void record(std::int64_t step, std::string_view layer, std::string_view op, const TensorView& out);
 
-// Records for its lifetime.
+// Records for its lifetime; left by an exception, it abandons the recording (see abandon()).
 class Session {
  public:
-  explicit Session(const std::string& path) { start(path); }
-  ~Session() { stop(); }
+  explicit Session(const std::string& path) : pending_(std::uncaught_exceptions()) { start(path); }
+  ~Session() noexcept(false) {
+    if (std::uncaught_exceptions() > pending_) abandon();
+    else stop();
+  }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
+
+ private:
+  int pending_;
 };
 
 // Number of values sampled per entry, at positions floor(k * numel / kSamples), k = 0..7.

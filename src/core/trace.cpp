@@ -95,8 +95,9 @@ void start(const std::string& path) {
   std::lock_guard lock(r.m);
   if (r.file != nullptr)
     throw Error(fmt::format("trace: already recording to '{}'; call trace::stop() first", r.path));
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) throw Error(fmt::format("trace: cannot open '{}' for writing", path));
+  // Recorded into PATH.partial, which replaces PATH when the recording stops (see stop/abandon).
+  std::FILE* f = std::fopen((path + ".partial").c_str(), "wb");
+  if (f == nullptr) throw Error(fmt::format("trace: cannot open '{}' for writing", path + ".partial"));
   json header = {{"samebits_trace", 1},
                  {"version", std::string(version())},
                  {"git", std::string(git_revision())},
@@ -110,13 +111,25 @@ void start(const std::string& path) {
   detail::g_enabled.store(true, std::memory_order_release);
 }
 
-void stop() {
+namespace {
+// Ends the recording; `keep`: PATH.partial replaces PATH, else it stays beside an untouched PATH.
+void finish(bool keep) {
   auto& r = recorder();
   std::lock_guard lock(r.m);
   detail::g_enabled.store(false, std::memory_order_release);
-  if (r.file != nullptr) std::fclose(r.file);
+  if (r.file == nullptr) return;
+  const bool closed = std::fclose(r.file) == 0;
   r.file = nullptr;
+  const std::string partial = r.path + ".partial";
+  if (!keep) return;
+  if (!closed) throw Error(fmt::format("trace: writing '{}' failed; the trace is incomplete", partial));
+  if (std::rename(partial.c_str(), r.path.c_str()) != 0)
+    throw Error(fmt::format("trace: cannot move '{}' to '{}'", partial, r.path));
 }
+}  // namespace
+
+void stop() { finish(true); }
+void abandon() { finish(false); }
 
 void record(std::int64_t step, std::string_view layer, std::string_view op, const TensorView& out) {
   if (!enabled()) return;

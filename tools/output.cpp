@@ -1,0 +1,33 @@
+// Output files of the samebits program: written whole or not at all.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "commands.hpp"
+#include "samebits/errors.hpp"
+
+namespace samebits::cli {
+
+void write_output(const std::string& path, std::string_view text, std::string_view what) {
+  if (path.empty()) throw Error(fmt::format("{}: the file name is empty", what));
+  const std::string temp = path + ".partial";
+  std::FILE* f = std::fopen(temp.c_str(), "wb");
+  if (f == nullptr) throw Error(fmt::format("{}: cannot write '{}': {}", what, path, std::strerror(errno)));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int write_errno = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    std::remove(temp.c_str());
+    throw Error(fmt::format("{}: cannot write '{}': {}", what, path,
+                            std::strerror(written ? errno : write_errno)));
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(temp.c_str());
+    throw Error(fmt::format("{}: cannot replace '{}': {}", what, path, std::strerror(e)));
+  }
+}
+
+}  // namespace samebits::cli
