@@ -122,9 +122,10 @@ double worst_gradient_error(const Dataset& d, std::uint64_t seed) {
   model.loss_and_gradients(true);
   const std::vector<double> grad = model.gradients().to_vector<double>();
   std::vector<double> p = p0.to_vector<double>();
-  const double eps = 1e-6;
-  double worst = 0;
-  for (std::size_t i = 0; i < p.size(); ++i) {
+  // Central differences. A step that carries a hidden unit across ReLU's kink gives a wrong
+  // estimate (rare: once in about 800 runs here), so a parameter that misses is measured again
+  // with a step of another size, which a wrong backward would miss too.
+  auto finite_difference = [&](std::size_t i, double eps) {
     const double saved = p[i];
     p[i] = saved + eps;
     model.set_parameters(Tensor::from_vector(p, {static_cast<std::int64_t>(p.size())}));
@@ -133,8 +134,19 @@ double worst_gradient_error(const Dataset& d, std::uint64_t seed) {
     model.set_parameters(Tensor::from_vector(p, {static_cast<std::int64_t>(p.size())}));
     const double down = model.loss_and_gradients(true);
     p[i] = saved;
-    const double fd = (up - down) / (2 * eps);
-    const double err = std::fabs(fd - grad[i]) / std::max(1e-3, std::fabs(grad[i]));
+    return (up - down) / (2 * eps);
+  };
+  auto relative_error = [&](std::size_t i, double fd) {
+    return std::fabs(fd - grad[i]) / std::max(1e-3, std::fabs(grad[i]));
+  };
+  double worst = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    double fd = finite_difference(i, 1e-6);
+    double err = relative_error(i, fd);
+    if (err >= 1e-5) {
+      fd = finite_difference(i, 3.7e-7);
+      err = relative_error(i, fd);
+    }
     EXPECT_LT(err, 1e-5) << "parameter " << i << ": finite difference " << fd << ", backward "
                          << grad[i];
     worst = std::max(worst, err);
