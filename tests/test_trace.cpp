@@ -134,6 +134,15 @@ TEST(Trace, StartTwiceAndBadPathsAreErrors) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
   }
+  {
+    std::ofstream(path) << "{\"samebits_trace\":99}\n";
+  }
+  try {
+    trace::read(path);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("trace format 99"), std::string::npos) << e.what();
+  }
   std::remove(path.c_str());
 }
 

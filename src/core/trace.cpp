@@ -175,6 +175,9 @@ TraceFile read(const std::string& path) {
       if (line_no == 1) {
         if (!j.contains("samebits_trace"))
           throw std::invalid_argument("not a samebits trace (no samebits_trace header)");
+        if (j.at("samebits_trace") != 1)
+          throw std::invalid_argument(fmt::format("trace format {} is not one this samebits reads (1)",
+                                                  j.at("samebits_trace").dump()));
         t.header = text;
         continue;
       }
