@@ -125,24 +125,18 @@ TEST(Trace, StartTwiceAndBadPathsAreErrors) {
   EXPECT_THROW(trace::start("/nonexistent-dir/x/trace.jsonl"), Error);
   EXPECT_FALSE(trace::enabled());
   EXPECT_THROW(trace::read("/nonexistent-dir/x/trace.jsonl"), DataError);
-  {
-    std::ofstream(path) << "{\"samebits_trace\":1}\n{\"i\":0,\"step\":1}\n";
-  }
-  try {
-    trace::read(path);
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
-  }
-  {
-    std::ofstream(path) << "{\"samebits_trace\":99}\n";
-  }
-  try {
-    trace::read(path);
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("trace format 99"), std::string::npos) << e.what();
-  }
+  // A file that trace::read refuses, with `expected` in its message.
+  auto expect_refused = [&](const std::string& text, const std::string& expected) {
+    std::ofstream(path) << text;
+    try {
+      trace::read(path);
+      ADD_FAILURE() << "expected DataError for " << text;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  expect_refused("{\"samebits_trace\":1}\n{\"i\":0,\"step\":1}\n", ":2:");  // an entry cut short
+  expect_refused("{\"samebits_trace\":99}\n", "trace format 99");
   std::remove(path.c_str());
 }
 
