@@ -209,6 +209,12 @@ TEST(TraceDiff, ReportsStructuralMismatch) {
   EXPECT_EQ(r.structure_mismatch, 2);
   EXPECT_EQ(r.compared, 2);
   EXPECT_NE(trace::format_diff(r).find("STRUCTURE DIFFERS"), std::string::npos);
+  EXPECT_EQ(trace::format_diff(r).find("no difference"), std::string::npos);
+  b.entries.resize(2);  // a trace that stops early: the common entries agree, the traces do not
+  const auto shorter = trace::diff(a, b);
+  EXPECT_EQ(shorter.first_diff, -1);
+  EXPECT_NE(trace::format_diff(shorter).find("one trace is longer"), std::string::npos);
+  EXPECT_EQ(trace::format_diff(shorter).find("no difference"), std::string::npos);
 }
 
 TEST(TraceDiff, DifferentBitsWithEqualStatisticsStillCount) {

@@ -95,6 +95,7 @@ void run(ExperimentCli& o) {
   if (!o.trace_path.empty()) tracing.emplace(o.trace_path);
   const nn::ExperimentResult r =
       nn::run_experiment(c, [&](const nn::Progress& p) { progress(p); });
+  if (tracing) trace::stop();  // a trace that cannot be completed throws here, not in a destructor
   tracing.reset();
   fmt::print("{}", nn::format_table(r));
   const nlohmann::json j = nn::to_json(r);
