@@ -1,4 +1,5 @@
 // samebits: the command-line program. Subcommands live in tools/cmd_*.cpp.
+#include <cstdio>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -38,6 +39,12 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "samebits: error: " << e.what() << '\n';
+    return 1;
+  }
+  // Output that could not be written (a full disk, a closed pipe) is a failure, not a success.
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "samebits: error: writing the output failed\n";
     return 1;
   }
   return 0;
