@@ -142,6 +142,7 @@ Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
 #endif
 
 void run(const BenchCli& o) {
+  check_writable(o.json_path, "bench graphsage --json");
   if (o.threads > 0) set_num_threads(o.threads);
   std::vector<Device> devices;
   for (const auto& d : items(o.devices)) {

@@ -27,6 +27,7 @@ void add_diff_command(CLI::App& app) {
   cmd->callback([o] {
     trace::DiffReport report;
     try {
+      check_writable(o->plot, "diff --plot");
       report = trace::diff(trace::read(o->a), trace::read(o->b));
       fmt::print("A: {}\nB: {}\n{}", o->a, o->b, trace::format_diff(report));
       if (!o->plot.empty()) {

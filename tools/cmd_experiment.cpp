@@ -90,6 +90,8 @@ void run(ExperimentCli& o) {
     throw InvalidArgument("experiment: --check must be 'cora' or 'none'");
   c.check_cora = o.check == "cora";
 
+  check_writable(o.json_path, "experiment --json");
+  check_writable(o.report_path, "experiment --report");
   ProgressPrinter progress;
   std::optional<trace::Session> tracing;
   if (!o.trace_path.empty()) tracing.emplace(o.trace_path);
@@ -135,11 +137,12 @@ void add_experiment_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000000))->capture_default_str();
   g->add_option("--hidden", c.model.hidden, "Hidden width")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   g->add_option("--dropout", c.model.dropout, "Dropout probability")->check(CLI::Range(0.0, 0.999))->capture_default_str();
-  g->add_option("--lr", c.model.lr, "Adam learning rate")->capture_default_str();
-  g->add_option("--weight-decay", c.model.weight_decay, "L2 weight decay (added to the gradient)")->capture_default_str();
+  g->add_option("--lr", c.model.lr, "Adam learning rate")->check(finite_at_least(0.0))->capture_default_str();
+  g->add_option("--weight-decay", c.model.weight_decay, "L2 weight decay (added to the gradient)")
+      ->check(finite_at_least(0.0))->capture_default_str();
   g->add_option("--beta1", c.model.beta1, "Adam beta1")->check(CLI::Range(0.0, 0.999999))->capture_default_str();
   g->add_option("--beta2", c.model.beta2, "Adam beta2")->check(CLI::Range(0.0, 0.999999))->capture_default_str();
-  g->add_option("--eps", c.model.eps, "Adam epsilon")->capture_default_str();
+  g->add_option("--eps", c.model.eps, "Adam epsilon")->check(finite_at_least(0.0))->capture_default_str();
   g->add_option("--json", o->json_path, "Write all results as JSON to FILE");
   g->add_option("--report", o->report_path, "Write a self-contained HTML report to FILE.html");
   g->add_option("--trace", o->trace_path,

@@ -43,6 +43,7 @@ void run(const VariabilityCli& c) {
                  e.defaults.reduce.empty() ? "" : " reduce=" + e.defaults.reduce);
     return;
   }
+  check_writable(c.json, "variability --json");
   VariabilityOptions o = c.options;
   o.device = parse_device(c.device);
   o.reference_deterministic = c.reference == "portable";
@@ -85,7 +86,8 @@ void add_variability_command(CLI::App& app) {
                   "Compare with the first run, or with a portable run (as the paper does)")
       ->check(CLI::IsMember({"first", "portable"}))->capture_default_str();
   cmd->add_option("--guard", c->options.guard,
-                  "Floor of the relative-difference denominator (default: smallest normal)");
+                  "Floor of the relative-difference denominator (0, the default: smallest normal)")
+      ->check(finite_at_least(0.0));
   cmd->add_option("--json", c->json, "Also write the reports (with the environment) to FILE");
   cmd->callback([c] { run(*c); });
 }

@@ -11,6 +11,12 @@ namespace samebits::cli {
 // only once it is complete: a failed write (a missing directory, a full disk) throws Error naming
 // `what` and the path, and leaves whatever was at `path` untouched.
 void write_output(const std::string& path, std::string_view text, std::string_view what);
+// Checks before the work starts that `path` can be written (creates and removes its temporary
+// file); throws Error naming `what` and the path otherwise. Empty paths are not checked.
+void check_writable(const std::string& path, std::string_view what);
+// A floating-point option that must be a finite number of at least `lo` (NaN and infinities are
+// refused, which CLI::Range lets through).
+CLI::Validator finite_at_least(double lo);
 
 void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level coverage matrix
 void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits

@@ -2,8 +2,11 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <string>
 
 #include "commands.hpp"
 #include "samebits/errors.hpp"
@@ -28,6 +31,32 @@ void write_output(const std::string& path, std::string_view text, std::string_vi
     std::remove(temp.c_str());
     throw Error(fmt::format("{}: cannot replace '{}': {}", what, path, std::strerror(e)));
   }
+}
+
+void check_writable(const std::string& path, std::string_view what) {
+  if (path.empty()) return;
+  const std::string temp = path + ".partial";
+  std::FILE* f = std::fopen(temp.c_str(), "ab");
+  if (f == nullptr) throw Error(fmt::format("{}: cannot write '{}': {}", what, path, std::strerror(errno)));
+  std::fclose(f);
+  std::remove(temp.c_str());
+}
+
+CLI::Validator finite_at_least(double lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        double v = 0;
+        try {
+          std::size_t used = 0;
+          v = std::stod(text, &used);
+          if (used != text.size()) return "'" + text + "' is not a number";
+        } catch (const std::exception&) {
+          return "'" + text + "' is not a number";
+        }
+        if (!std::isfinite(v) || v < lo) return fmt::format("{} is not a finite number >= {}", text, lo);
+        return "";
+      },
+      fmt::format("FINITE >= {}", lo));
 }
 
 }  // namespace samebits::cli
