@@ -142,7 +142,7 @@ Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
 #endif
 
 void run(const BenchCli& o) {
-  check_writable(o.json_path, "bench graphsage --json");
+  detail::check_writable(o.json_path, "bench graphsage --json");
   if (o.threads > 0) set_num_threads(o.threads);
   std::vector<Device> devices;
   for (const auto& d : items(o.devices)) {
@@ -210,7 +210,8 @@ void run(const BenchCli& o) {
       }
     }
   }
-  if (!o.json_path.empty()) write_output(o.json_path, out.dump(1) + "\n", "bench graphsage --json");
+  if (!o.json_path.empty())
+    detail::write_whole_file(o.json_path, out.dump(1) + "\n", "bench graphsage --json");
 }
 
 }  // namespace

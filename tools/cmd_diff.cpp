@@ -27,11 +27,11 @@ void add_diff_command(CLI::App& app) {
   cmd->callback([o] {
     trace::DiffReport report;
     try {
-      check_writable(o->plot, "diff --plot");
+      detail::check_writable(o->plot, "diff --plot");
       report = trace::diff(trace::read(o->a), trace::read(o->b));
       fmt::print("A: {}\nB: {}\n{}", o->a, o->b, trace::format_diff(report));
       if (!o->plot.empty()) {
-        write_output(o->plot, trace::diff_svg(report), "diff --plot");
+        detail::write_whole_file(o->plot, trace::diff_svg(report), "diff --plot");
         fmt::print("chart written to {}\n", o->plot);
       }
     } catch (const Error& e) {

@@ -90,8 +90,8 @@ void run(ExperimentCli& o) {
     throw InvalidArgument("experiment: --check must be 'cora' or 'none'");
   c.check_cora = o.check == "cora";
 
-  check_writable(o.json_path, "experiment --json");
-  check_writable(o.report_path, "experiment --report");
+  detail::check_writable(o.json_path, "experiment --json");
+  if (!o.report_path.empty()) nn::check_report_path(o.report_path);
   ProgressPrinter progress;
   std::optional<trace::Session> tracing;
   if (!o.trace_path.empty()) tracing.emplace(o.trace_path);
@@ -102,7 +102,7 @@ void run(ExperimentCli& o) {
   fmt::print("{}", nn::format_table(r));
   const nlohmann::json j = nn::to_json(r);
   if (!o.json_path.empty()) {
-    write_output(o.json_path, j.dump(1) + "\n", "experiment --json");
+    detail::write_whole_file(o.json_path, j.dump(1) + "\n", "experiment --json");
     fmt::print("results: {}\n", o.json_path);
   }
   if (!o.report_path.empty()) {

@@ -43,7 +43,7 @@ void run(const VariabilityCli& c) {
                  e.defaults.reduce.empty() ? "" : " reduce=" + e.defaults.reduce);
     return;
   }
-  check_writable(c.json, "variability --json");
+  detail::check_writable(c.json, "variability --json");
   VariabilityOptions o = c.options;
   o.device = parse_device(c.device);
   o.reference_deterministic = c.reference == "portable";
@@ -58,7 +58,7 @@ void run(const VariabilityCli& c) {
     first = false;
   }
   if (!c.json.empty()) {
-    write_output(c.json, json + "\n]\n", "variability --json");
+    detail::write_whole_file(c.json, json + "\n]\n", "variability --json");
     fmt::print("report written to {}\n", c.json);
   }
 }

@@ -2,18 +2,10 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include <string>
-#include <string_view>
+#include "core/files.hpp"  // write_whole_file, check_writable: every file a subcommand writes
 
 namespace samebits::cli {
 
-// Writes `text` to `path` through a temporary file in the same directory that replaces `path`
-// only once it is complete: a failed write (a missing directory, a full disk) throws Error naming
-// `what` and the path, and leaves whatever was at `path` untouched.
-void write_output(const std::string& path, std::string_view text, std::string_view what);
-// Checks before the work starts that `path` can be written (creates and removes its temporary
-// file); throws Error naming `what` and the path otherwise. Empty paths are not checked.
-void check_writable(const std::string& path, std::string_view what);
 // A floating-point option that must be a finite number of at least `lo` (NaN and infinities are
 // refused, which CLI::Range lets through).
 CLI::Validator finite_at_least(double lo);

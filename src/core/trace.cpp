@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "core/files.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/errors.hpp"
@@ -96,8 +97,9 @@ void start(const std::string& path) {
   if (r.file != nullptr)
     throw Error(fmt::format("trace: already recording to '{}'; call trace::stop() first", r.path));
   // Recorded into PATH.partial, which replaces PATH when the recording stops (see stop/abandon).
-  std::FILE* f = std::fopen((path + ".partial").c_str(), "wb");
-  if (f == nullptr) throw Error(fmt::format("trace: cannot open '{}' for writing", path + ".partial"));
+  const std::string partial = samebits::detail::partial_path(path);
+  std::FILE* f = std::fopen(partial.c_str(), "wb");
+  if (f == nullptr) throw Error(fmt::format("trace: cannot open '{}' for writing", partial));
   json header = {{"samebits_trace", 1},
                  {"version", std::string(version())},
                  {"git", std::string(git_revision())},
@@ -120,7 +122,7 @@ void finish(bool keep) {
   if (r.file == nullptr) return;
   const bool closed = std::fclose(r.file) == 0;
   r.file = nullptr;
-  const std::string partial = r.path + ".partial";
+  const std::string partial = samebits::detail::partial_path(r.path);
   if (!keep) return;
   if (!closed) throw Error(fmt::format("trace: writing '{}' failed; the trace is incomplete", partial));
   if (std::rename(partial.c_str(), r.path.c_str()) != 0)

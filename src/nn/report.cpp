@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 
+#include "core/files.hpp"
 #include "samebits/errors.hpp"
 
 namespace samebits::nn {
@@ -260,12 +260,20 @@ code{font-size:12px}</style></head><body>
   return out;
 }
 
-void write_report(const std::filesystem::path& path, const json& results) {
+namespace {
+void make_parent_directories(const std::filesystem::path& path) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  std::ofstream f(path);
-  if (!f) throw Error("cannot write the report to " + path.string());
-  f << render_report(results);
-  if (!f) throw Error("writing the report to " + path.string() + " failed");
+}
+}  // namespace
+
+void check_report_path(const std::filesystem::path& path) {
+  make_parent_directories(path);
+  detail::check_writable(path.string(), "report");
+}
+
+void write_report(const std::filesystem::path& path, const json& results) {
+  make_parent_directories(path);
+  detail::write_whole_file(path.string(), render_report(results), "report");
 }
 
 }  // namespace samebits::nn

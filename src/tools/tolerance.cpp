@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/files.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
 
@@ -166,9 +167,7 @@ Tolerances tolerances_from_json(const std::string& text) {
 }
 
 void save_tolerances(const Tolerances& t, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("cannot write tolerance file '{}'", path));
-  out << to_json(t) << "\n";
+  detail::write_whole_file(path, to_json(t) + "\n", "tolerance file");
 }
 
 Tolerances load_tolerances(const std::string& path) {

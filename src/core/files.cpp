@@ -1,21 +1,19 @@
-// Output files of the samebits program: written whole or not at all.
+// Files written whole or not at all.
+#include "core/files.hpp"
+
 #include <fmt/format.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <exception>
-#include <string>
 
-#include "commands.hpp"
 #include "samebits/errors.hpp"
 
-namespace samebits::cli {
+namespace samebits::detail {
 
-void write_output(const std::string& path, std::string_view text, std::string_view what) {
+void write_whole_file(const std::string& path, std::string_view text, std::string_view what) {
   if (path.empty()) throw Error(fmt::format("{}: the file name is empty", what));
-  const std::string temp = path + ".partial";
+  const std::string temp = partial_path(path);
   std::FILE* f = std::fopen(temp.c_str(), "wb");
   if (f == nullptr) throw Error(fmt::format("{}: cannot write '{}': {}", what, path, std::strerror(errno)));
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
@@ -35,28 +33,11 @@ void write_output(const std::string& path, std::string_view text, std::string_vi
 
 void check_writable(const std::string& path, std::string_view what) {
   if (path.empty()) return;
-  const std::string temp = path + ".partial";
+  const std::string temp = partial_path(path);
   std::FILE* f = std::fopen(temp.c_str(), "ab");
   if (f == nullptr) throw Error(fmt::format("{}: cannot write '{}': {}", what, path, std::strerror(errno)));
   std::fclose(f);
   std::remove(temp.c_str());
 }
 
-CLI::Validator finite_at_least(double lo) {
-  return CLI::Validator(
-      [lo](std::string& text) -> std::string {
-        double v = 0;
-        try {
-          std::size_t used = 0;
-          v = std::stod(text, &used);
-          if (used != text.size()) return "'" + text + "' is not a number";
-        } catch (const std::exception&) {
-          return "'" + text + "' is not a number";
-        }
-        if (!std::isfinite(v) || v < lo) return fmt::format("{} is not a finite number >= {}", text, lo);
-        return "";
-      },
-      fmt::format("FINITE >= {}", lo));
-}
-
-}  // namespace samebits::cli
+}  // namespace samebits::detail
