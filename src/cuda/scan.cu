@@ -24,10 +24,11 @@
 // (line, 256-element group): group totals, the carry chain per line, the rescan; both variants
 // use them (deterministic). Non-contiguous tensors are copied to contiguous ones first.
 // A block scans a unit of consecutive canonical tiles (8 float or 4 double tiles; 4 float tiles
-// where kSmallUnitTiles applies), so the look-back steps that many tiles at a time; the carry chain runs through the unit tile by tile, so the unit size is not part of the
-// order. Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 runs the look-back kernel with
-// one-tile units on a small persistent grid and the three passes with 64-thread blocks on a
-// capped grid; the canonical order, and so the bits of the portable variant, do not change.
+// where kSmallUnitTiles applies), so the look-back steps that many tiles at a time; the carry
+// chain runs through the unit tile by tile, so the unit size is not part of the order.
+// Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 runs the look-back kernel with one-tile
+// units on a small persistent grid and the three passes with 64-thread blocks on a capped grid;
+// the canonical order, and so the bits of the portable variant, do not change.
 #include <cub/device/device_scan.cuh>
 #include <cuda/atomic>
 #include <cuda_runtime.h>
@@ -84,6 +85,10 @@ using u64 = unsigned long long;
 constexpr unsigned kTagTotals = 1;  // a tile total (canonical), or a unit's total (unordered)
 constexpr unsigned kTagCarry = 2;   // the carry after a unit
 template <class T> constexpr int kWords = static_cast<int>(sizeof(T)) / 4;
+// Bytes of `count` posted values of `value_bytes` each (kWords words of 8 bytes per value).
+constexpr std::size_t posted_bytes(std::size_t count, std::size_t value_bytes) {
+  return count * (value_bytes / 4) * sizeof(u64);
+}
 
 template <class T> struct TileStatus {
   u64* unit;       // per unit, kWords<T> words: its total (tag 1, unordered) then its carry-after (tag 2)
@@ -495,7 +500,7 @@ std::size_t scan_workspace(const CumsumArgs& a) {
   if (a.x.numel() == 0) return 0;
   if (d.inner == 1) {  // sized for one tile per unit, the most units any launch uses
     const auto tiles = static_cast<std::size_t>(d.outer * ((d.len + kScanTile - 1) / kScanTile));
-    return align_up(sizeof(u64)) + 2 * align_up(tiles * 2 * es);
+    return align_up(sizeof(u64)) + 2 * align_up(posted_bytes(tiles, es));
   }
   const i64 ngroups = (d.len + kScanGroupElems - 1) / kScanGroupElems;
   return align_up(static_cast<std::size_t>(d.outer * ngroups * d.inner) * es);
@@ -532,11 +537,11 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
     const i64 units = d.outer * units_per_line;
     // next_unit, the unit words, then the tile words (the canonical look-back only), zeroed in one go.
     TileStatus<T> st{};
-    const std::size_t a_units = align_up(static_cast<std::size_t>(units) * 2 * sizeof(T));
+    const std::size_t a_units = align_up(posted_bytes(static_cast<std::size_t>(units), sizeof(T)));
     st.next_unit = reinterpret_cast<u64*>(w);
     st.unit = reinterpret_cast<u64*>(w + align_up(sizeof(u64)));
     st.tile = reinterpret_cast<u64*>(w + align_up(sizeof(u64)) + a_units);
-    const std::size_t zeroed = align_up(sizeof(u64)) + (Canonical ? a_units + nt * 2 * sizeof(T) : a_units);
+    const std::size_t zeroed = align_up(sizeof(u64)) + a_units + (Canonical ? posted_bytes(nt, sizeof(T)) : 0);
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(w, 0, zeroed, stream));
     const i64 grid = alt ? std::min<i64>(units, 37) : std::min<i64>(units, i64{1} << 30);
     if (small)
