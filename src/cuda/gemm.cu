@@ -624,19 +624,6 @@ Tiles choose_tiles(i64 m, i64 n, i64 k) {
   return Tiles::narrow;
 }
 
-struct DeviceGuard {
-  int saved = -1;
-  explicit DeviceGuard(int device) {
-    SAMEBITS_CUDA_CHECK(cudaGetDevice(&saved));
-    if (saved != device) SAMEBITS_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() {
-    if (saved >= 0) cudaSetDevice(saved);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-};
-
 template <class T> Epilogue<T> epilogue_of(const GemmArgs& g) {
   return {static_cast<T>(g.alpha), static_cast<T>(g.beta)};
 }
@@ -728,7 +715,7 @@ template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool spli
 
 void run_tiled(const GemmArgs& g, const Workspace& ws, bool split_k) {
   if (g.m() == 0 || g.n() == 0) return;
-  DeviceGuard guard(g.c.device.index);
+  const CurrentDevice on_device(g.c.device);
   const cudaStream_t s = SAMEBITS_STREAM(ws.stream);
   if (g.c.dtype == DType::f32) run_tiled_t<float>(g, s, split_k);
   else run_tiled_t<double>(g, s, split_k);
@@ -852,7 +839,7 @@ template <class T> void run_cublas_t(const GemmArgs& g, cudaStream_t s) {
 
 void run_cublas(const GemmArgs& g, const Workspace& ws) {
   if (g.m() == 0 || g.n() == 0) return;
-  DeviceGuard guard(g.c.device.index);
+  const CurrentDevice on_device(g.c.device);
   const cudaStream_t s = SAMEBITS_STREAM(ws.stream);
   if (g.c.dtype == DType::f32) run_cublas_t<float>(g, s);
   else run_cublas_t<double>(g, s);

@@ -95,21 +95,6 @@ template <class Kernel> std::int64_t resident_blocks(Kernel kernel, int block, s
   return n;
 }
 
-// Makes `device` current for its lifetime (ops run on the device of their tensors).
-class CudaDeviceGuard {
- public:
-  explicit CudaDeviceGuard(Device device) {
-    SAMEBITS_CUDA_CHECK(cudaGetDevice(&saved_));
-    if (device.is_cuda() && device.index != saved_) SAMEBITS_CUDA_CHECK(cudaSetDevice(device.index));
-  }
-  ~CudaDeviceGuard() { cudaSetDevice(saved_); }
-  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
-  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
-
- private:
-  int saved_ = 0;
-};
-
 // V consecutive values of T loaded or stored as one access (16 bytes when V * sizeof(T) == 16);
 // the address must be aligned to the pack's size.
 template <class T, int V> struct alignas(sizeof(T) * V) Pack {

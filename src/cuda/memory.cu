@@ -40,14 +40,6 @@ Cache& cache() {
   return *c;
 }
 
-struct DeviceScope {
-  int saved = 0;
-  explicit DeviceScope(int device) {
-    SAMEBITS_CUDA_CHECK(cudaGetDevice(&saved));
-    if (saved != device) SAMEBITS_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(saved); }
-};
 
 }  // namespace
 
@@ -90,7 +82,7 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
       return p;
     }
   }
-  DeviceScope scope(device);
+  const CurrentDevice on_device(Device::cuda(device));
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, c);
   if (e == cudaErrorMemoryAllocation) {
@@ -139,7 +131,7 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
 
 void cuda_copy_strided(const TensorView& src, const TensorView& dst) {
   if (src.numel() == 0) return;
-  CudaDeviceGuard guard(dst.device);
+  const CurrentDevice on_device(dst.device);
   const std::size_t bytes = size_of(src.dtype);
   if (bytes != 4 && bytes != 8) throw InvalidArgument("cuda_copy_strided: elements of 4 or 8 bytes only");
   if (bytes == 4) copy_strided<std::uint32_t>(src, dst.data, &dst, nullptr);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/memory.hpp"
 #include "core/random_detail.hpp"
 #include "cuda/check.cuh"
 
@@ -24,13 +25,10 @@ void launch(const TensorView& out, const RandomFill& f) {
   const std::int64_t n = out.numel();
   constexpr int threads = 256;
   const std::int64_t blocks = std::min<std::int64_t>((n + threads - 1) / threads, 65536);
-  int saved = 0;
-  SAMEBITS_CUDA_CHECK(cudaGetDevice(&saved));
-  if (saved != out.device.index) SAMEBITS_CUDA_CHECK(cudaSetDevice(out.device.index));
+  const CurrentDevice on_device(out.device);
   fill_random_kernel<T><<<static_cast<unsigned>(blocks), threads>>>(static_cast<T*>(out.data), n, f);
   const cudaError_t launched = cudaGetLastError();
   const cudaError_t done = cudaDeviceSynchronize();
-  if (saved != out.device.index) cudaSetDevice(saved);
   SAMEBITS_CUDA_CHECK(launched);
   SAMEBITS_CUDA_CHECK(done);
 }
