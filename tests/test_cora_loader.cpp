@@ -2,6 +2,7 @@
 // written to a temporary directory give DataError messages that name the file, line and fault.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -150,6 +151,43 @@ TEST_F(TempData, UnknownSplit) {
   write("nodes.tsv", "node\tlabel\tsplit\tfeatures\n0\t1\ttrain\t0\n1\t0\ttrian\t1\n");
   const std::string e = error_of();
   EXPECT_NE(e.find("line 3: unknown split 'trian'"), std::string::npos) << e;
+}
+
+// A message quotes at most a short excerpt of the file, every byte of it printable.
+TEST_F(TempData, BinaryBytesAreQuotedEscapedAndShort) {
+  auto printable = [](const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  };
+  // A compressed file given for nodes.tsv: NUL, high bytes, control characters, no newline.
+  std::string gz("\x1f\x8b\x08\x00\xff\xfe\r\x07", 8);
+  for (int i = 0; i < 4096; ++i)
+    gz += static_cast<char>(i * 37 % 256 == '\n' ? 0 : i * 37 % 256);
+  write_good();
+  write("nodes.tsv", gz);
+  std::string e = error_of();
+  EXPECT_NE(e.find("bad header '\\x1f\\x8b\\x08\\x00\\xff\\xfe\\r\\x07"), std::string::npos) << e;
+  EXPECT_NE(e.find("... (4104 bytes)"), std::string::npos) << e;
+  EXPECT_TRUE(printable(e)) << e;
+  EXPECT_LT(e.size(), 400u) << e;
+
+  write("nodes.tsv", "node\tlabel\tsplit\tfeatures\n0\t1\t" + std::string("\xff\x00tr\x1b[2J", 8) +
+                         "\t0\n");
+  e = error_of();
+  EXPECT_NE(e.find("unknown split '\\xff\\x00tr\\x1b[2J'"), std::string::npos) << e;
+  EXPECT_TRUE(printable(e)) << e;
+
+  write("nodes.tsv",
+        "node\tlabel\tsplit\tfeatures\n0\t" + std::string(100000, '7') + "x\ttrain\t0\n");
+  e = error_of();
+  EXPECT_NE(e.find("label '777"), std::string::npos) << e;
+  EXPECT_NE(e.find("... (100001 bytes)"), std::string::npos) << e;
+  EXPECT_LT(e.size(), 400u);
+
+  write_good();
+  write("edges.tsv", std::string("\x89PNG\r\n\x1a\n", 8));
+  e = error_of();
+  EXPECT_NE(e.find("edges.tsv line 1: bad header '\\x89PNG'"), std::string::npos) << e;
+  EXPECT_TRUE(printable(e)) << e;
 }
 
 TEST_F(TempData, IndexOutOfRange) {

@@ -6,7 +6,11 @@
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
 
+#include "core/num_threads_env.hpp"
 #include "samebits/samebits.hpp"
 
 namespace samebits {
@@ -79,6 +83,38 @@ TEST(Environment, DetectsFlushToZero) {
   EXPECT_TRUE(e.daz);
   ASSERT_FALSE(e.warnings.empty());
   EXPECT_NE(e.warnings[0].find("FTZ"), std::string::npos);
+}
+
+// SAMEBITS_NUM_THREADS: a whole number in [1, 1024], or unset/empty; anything else is refused
+// with the variable and its value (escaped where it is not printable) in the message.
+TEST(Environment, NumThreadsVariableIsCheckedStrictly) {
+  const char* before = std::getenv("SAMEBITS_NUM_THREADS");
+  const std::string saved = before ? before : "";
+  ::unsetenv("SAMEBITS_NUM_THREADS");
+  EXPECT_EQ(detail::num_threads_from_environment(), std::nullopt);
+  for (const auto& [value, want] : {std::pair{"", 0}, {"1", 1}, {"4", 4}, {"1024", 1024}}) {
+    ::setenv("SAMEBITS_NUM_THREADS", value, 1);
+    EXPECT_EQ(detail::num_threads_from_environment().value_or(0), want) << "'" << value << "'";
+  }
+  auto refusal = [](const char* value) -> std::string {
+    ::setenv("SAMEBITS_NUM_THREADS", value, 1);
+    try {
+      detail::num_threads_from_environment();
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  for (const char* value :
+       {"abc", "-3", "0", "99999999999", "1025", "4 ", " 4", "+4", "4.0", "0x10", "8abc"})
+    EXPECT_NE(refusal(value).find("SAMEBITS_NUM_THREADS='" + std::string(value) + "'"),
+              std::string::npos)
+        << refusal(value);
+  EXPECT_NE(refusal("\xff\x1b[2J").find("SAMEBITS_NUM_THREADS='\\xff\\x1b[2J'"),
+            std::string::npos)
+      << refusal("\xff\x1b[2J");
+  if (before) ::setenv("SAMEBITS_NUM_THREADS", saved.c_str(), 1);
+  else ::unsetenv("SAMEBITS_NUM_THREADS");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -137,6 +138,26 @@ TEST(Trace, StartTwiceAndBadPathsAreErrors) {
   };
   expect_refused("{\"samebits_trace\":1}\n{\"i\":0,\"step\":1}\n", ":2:");  // an entry cut short
   expect_refused("{\"samebits_trace\":99}\n", "trace format 99");
+  std::remove(path.c_str());
+}
+
+// A binary file given as a trace: the message quotes a short excerpt, every byte printable.
+TEST(Trace, BinaryLinesAreQuotedEscapedAndShort) {
+  const auto path = temp_path("trace_binary.jsonl");
+  std::ofstream(path) << "{\"samebits_trace\":1}\n" << std::string("\xff\xfe\x1b[2J\x00", 7)
+                      << std::string(1000, 'z') << "\n";
+  try {
+    trace::read(path);
+    ADD_FAILURE() << "expected DataError";
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(":2: not a JSON line (error at byte 1): '\\xff\\xfe\\x1b[2J\\x00zzz"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("... (1007 bytes)"), std::string::npos) << m;
+    EXPECT_TRUE(std::all_of(m.begin(), m.end(), [](char c) { return c >= 0x20 && c < 0x7f; })) << m;
+    EXPECT_LT(m.size(), 300u + path.size()) << m;
+  }
   std::remove(path.c_str());
 }
 

@@ -229,7 +229,8 @@ void add_bench_graphsage_command(CLI::App& app) {
                                                "level on Cora and a synthetic graph");
   g->add_option("--data", o->data, "Cora directory")->capture_default_str();
   g->add_option("--device", o->devices, "cpu, cuda, or a list; auto: cpu (Cora only) plus cuda")->capture_default_str();
-  g->add_option("--levels", o->levels, "Determinism levels")->capture_default_str();
+  g->add_option("--levels", o->levels, "Determinism levels, comma-separated")
+      ->check(level_list(false))->capture_default_str();
   g->add_option("--graphs", o->graphs, "cora and/or synthetic")->capture_default_str();
   g->add_option("--reps", o->reps, "Timed repetitions on Cora (a tenth on the synthetic graph)")
       ->check(CLI::Range(1, 1000000))->capture_default_str();

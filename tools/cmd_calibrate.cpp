@@ -102,11 +102,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--data", c->data, "graphsage: data set directory")->capture_default_str();
   cmd->add_option("--epochs", c->epochs, "graphsage: epochs per training")
       ->check(CLI::Range(1, 100000))->capture_default_str();
-  cmd->add_option("--n", c->shape.n, "Elements / sources / edges (0: the op's default)");
-  cmd->add_option("--rows", c->shape.rows, "Output rows / targets / segments / nodes");
-  cmd->add_option("--features", c->shape.features, "Features per row (-1: 1-d tensors)");
-  cmd->add_option("--dim", c->shape.dim, "sum_dim: reduced dimension");
-  cmd->add_option("--reduce", c->shape.reduce, "sum, mean, amax or amin");
+  add_shape_options(*cmd, c->shape);
   cmd->add_option("--runs", c->runs, "Runs (trainings for --experiment)")->check(CLI::Range(2, 1000000))->capture_default_str();
   cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable")->capture_default_str();
   cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->capture_default_str();

@@ -128,7 +128,8 @@ void add_experiment_command(CLI::App& app) {
   g->add_option("--epochs", c.epochs, "Epochs per training")->check(CLI::Range(1, 100000))->capture_default_str();
   g->add_option("--device", o->devices, "cpu, cuda, or a list (cpu,cuda); auto: cpu plus cuda if present")
       ->capture_default_str();
-  g->add_option("--levels", o->levels, "Determinism levels, comma-separated")->capture_default_str();
+  g->add_option("--levels", o->levels, "Determinism levels, comma-separated")
+      ->check(level_list(false))->capture_default_str();
   g->add_option("--seeds", c.seeds, "Also train K different seeds once each (the seed spread)")
       ->check(CLI::Range(0, 1000000))->capture_default_str();
   g->add_option("--seed", c.seed, "Seed of the repeated runs (first seed of --seeds)")->capture_default_str();

@@ -71,15 +71,11 @@ void add_variability_command(CLI::App& app) {
       "variability", "Run an op N times on the same inputs and measure how much the output varies");
   cmd->add_option("--op", c->op, "Op to run (--list shows them)");
   cmd->add_flag("--list", c->list, "List the ops and their default shapes");
-  cmd->add_option("--n", c->shape.n, "Elements / sources / edges (0: the op's default)");
-  cmd->add_option("--rows", c->shape.rows, "Output rows / targets / segments / nodes");
-  cmd->add_option("--features", c->shape.features, "Features per row (-1: 1-d tensors)");
-  cmd->add_option("--dim", c->shape.dim, "sum_dim: reduced dimension");
-  cmd->add_option("--reduce", c->shape.reduce, "sum, mean, amax or amin (scatter_reduce, "
-                                               "segment_reduce, aggregate)");
+  add_shape_options(*cmd, c->shape);
   cmd->add_option("--runs", c->options.runs, "Runs")->check(CLI::Range(1, 1000000))->capture_default_str();
   cmd->add_option("--level", c->levels,
-                  "not_guaranteed, run_to_run, portable, a comma list, or all")->capture_default_str();
+                  "not_guaranteed, run_to_run, portable, a comma list, or all")
+      ->check(level_list(true))->capture_default_str();
   cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--seed", c->options.seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--reference", c->reference,

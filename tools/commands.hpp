@@ -2,13 +2,27 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+
 #include "core/files.hpp"  // write_whole_file, check_writable: every file a subcommand writes
+
+namespace samebits {
+struct OpShape;  // samebits/variability.hpp
+}  // namespace samebits
 
 namespace samebits::cli {
 
 // A floating-point option that must be a finite number of at least `lo` (NaN and infinities are
 // refused, which CLI::Range lets through).
 CLI::Validator finite_at_least(double lo);
+// An integer option that must be at least `lo`, with a message that says so.
+CLI::Validator integer_at_least(std::int64_t lo);
+// A comma-separated list of determinism levels (or "all", where `all_allowed`): refuses an
+// unknown level and a level listed twice before the work starts.
+CLI::Validator level_list(bool all_allowed);
+// The shape options of the op table (--n, --rows, --features, --dim, --reduce), shared by
+// `samebits variability` and `samebits calibrate`.
+void add_shape_options(CLI::App& cmd, OpShape& shape);
 
 void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level coverage matrix
 void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits

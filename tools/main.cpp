@@ -1,11 +1,38 @@
 // samebits: the command-line program. Subcommands live in tools/cmd_*.cpp.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "commands.hpp"
+#include "core/num_threads_env.hpp"
 #include "samebits/samebits.hpp"
+
+namespace {
+
+// `samebits frobnicate`, `samebits experiment frobnicate`: CLI11 says only that a subcommand is
+// required. Names the word given and the subcommands there are; empty when no word was given.
+std::string unknown_subcommand(CLI::App& app) {
+  CLI::App* at = &app;
+  while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+  const auto left = at->remaining();
+  if (at->get_require_subcommand_min() == 0 || left.empty() || left.front().starts_with('-'))
+    return "";
+  std::string command, names;
+  for (CLI::App* p = at; p->get_parent() != nullptr; p = p->get_parent())
+    command = " " + p->get_name() + command;
+  command = "samebits" + command;
+  for (const CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; }))
+    if (!sub->get_name().empty())  // option groups are nameless subcommands
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+  return fmt::format("unknown subcommand '{}' ({} has {}; `{} --help` says what each does)",
+                     left.front(), command, names, command);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"samebits: bitwise-reproducible numerical ops on CPUs and CUDA GPUs"};
@@ -16,6 +43,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads for ops (default: all cores)")
       ->check(CLI::Range(1, 1024));
   app.parse_complete_callback([&] {
+    // A malformed SAMEBITS_NUM_THREADS is refused before any work, even under --threads: the
+    // library would otherwise ignore it or start that many threads.
+    samebits::detail::num_threads_from_environment();
     if (threads > 0) samebits::set_num_threads(threads);
   });
   samebits::cli::add_ops_command(app);
@@ -28,6 +58,13 @@ int main(int argc, char** argv) {
   samebits::cli::add_bench_graphsage_command(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RequiredError& e) {
+    // CLI11 reports an unknown subcommand as a missing one. The exit status stays CLI11's, as for
+    // every usage error.
+    const std::string unknown = unknown_subcommand(app);
+    if (unknown.empty()) return app.exit(e);
+    std::cerr << "samebits: error: " << unknown << '\n';
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const samebits::Error& e) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sys/utsname.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -12,6 +13,8 @@
 #include <thread>
 
 #include "core/environment_cuda.hpp"
+#include "core/excerpt.hpp"
+#include "core/num_threads_env.hpp"
 #include "samebits/samebits.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -111,6 +114,24 @@ std::string version_text(int v) {  // CUDA encodes 13.0 as 13000
 }
 
 }  // namespace
+
+namespace detail {
+
+std::optional<int> num_threads_from_environment() {
+  const char* e = std::getenv("SAMEBITS_NUM_THREADS");
+  if (e == nullptr || *e == '\0') return std::nullopt;
+  const std::string_view text(e);
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 1024)
+    throw InvalidArgument(
+        fmt::format("SAMEBITS_NUM_THREADS='{}' is not a thread count: set it to a whole number "
+                    "from 1 to 1024, or unset it to use every core",
+                    printable_excerpt(text)));
+  return n;
+}
+
+}  // namespace detail
 
 const std::vector<std::string>& result_affecting_variables() {
   static const std::vector<std::string> names = {

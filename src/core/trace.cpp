@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "core/excerpt.hpp"
 #include "core/files.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
@@ -178,8 +179,9 @@ TraceFile read(const std::string& path) {
         if (!j.contains("samebits_trace"))
           throw std::invalid_argument("not a samebits trace (no samebits_trace header)");
         if (j.at("samebits_trace") != 1)
-          throw std::invalid_argument(fmt::format("trace format {} is not one this samebits reads (1)",
-                                                  j.at("samebits_trace").dump()));
+          throw std::invalid_argument(
+              fmt::format("trace format {} is not one this samebits reads (1)",
+                          samebits::detail::printable_excerpt(j.at("samebits_trace").dump())));
         t.header = text;
         continue;
       }
@@ -198,6 +200,10 @@ TraceFile read(const std::string& path) {
       e.nan_count = j.at("nan").get<std::int64_t>();
       for (const auto& v : j.at("samples")) e.samples.push_back(read_number(v));
       t.entries.push_back(std::move(e));
+    } catch (const json::parse_error& ex) {
+      // The parser's own message quotes the bytes it read, which may be binary.
+      throw DataError(fmt::format("trace: {}:{}: not a JSON line (error at byte {}): '{}'", path,
+                                  line_no, ex.byte, samebits::detail::printable_excerpt(text)));
     } catch (const std::exception& ex) {
       throw DataError(fmt::format("trace: {}:{}: {}", path, line_no, ex.what()));
     }

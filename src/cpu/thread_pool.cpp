@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/num_threads_env.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/threads.hpp"
 
@@ -18,12 +19,11 @@ namespace samebits::detail {
 
 namespace {
 
+// SAMEBITS_NUM_THREADS when set (a malformed value throws InvalidArgument from the first op that
+// needs the pool), else every core.
 int default_threads() {
-  if (const char* e = std::getenv("SAMEBITS_NUM_THREADS")) {
-    const int n = std::atoi(e);
-    if (n >= 1) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
+  if (const auto n = detail::num_threads_from_environment()) return *n;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 class Pool {

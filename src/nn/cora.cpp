@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "core/excerpt.hpp"
 #include "samebits/errors.hpp"
 
 namespace samebits::nn {
@@ -65,7 +66,8 @@ template <class T> bool parse_number(std::string_view s, T& v) {
 
 template <class T> T field_number(const LineReader& r, std::string_view s, std::string_view what) {
   T v{};
-  if (!parse_number(s, v)) r.fail(fmt::format("{} '{}' is not a number", what, s));
+  if (!parse_number(s, v))
+    r.fail(fmt::format("{} '{}' is not a number", what, samebits::detail::printable_excerpt(s)));
   return v;
 }
 
@@ -74,7 +76,8 @@ Split parse_split(const LineReader& r, std::string_view s) {
   if (s == "val") return Split::val;
   if (s == "test") return Split::test;
   if (s == "none") return Split::none;
-  r.fail(fmt::format("unknown split '{}' (expected train, val, test or none)", s));
+  r.fail(fmt::format("unknown split '{}' (expected train, val, test or none)",
+                     samebits::detail::printable_excerpt(s)));
 }
 
 void read_nodes(const std::filesystem::path& path, const LoadOptions& opts, Dataset& d) {
@@ -84,7 +87,8 @@ void read_nodes(const std::filesystem::path& path, const LoadOptions& opts, Data
   {
     const auto h = split_on(line, '\t');
     if (h.size() != 4 || h[0] != "node" || h[1] != "label" || h[2] != "split" || h[3] != "features")
-      r.fail(fmt::format("bad header '{}' (expected 'node\\tlabel\\tsplit\\tfeatures')", line));
+      r.fail(fmt::format("bad header '{}' (expected 'node\\tlabel\\tsplit\\tfeatures')",
+                         samebits::detail::printable_excerpt(line)));
   }
   Csr& f = d.features;
   f.offsets.assign(1, 0);
@@ -142,7 +146,8 @@ void read_edges(const std::filesystem::path& path, Dataset& d) {
   {
     const auto h = split_on(line, '\t');
     if (h.size() != 2 || h[0] != "src" || h[1] != "dst")
-      r.fail(fmt::format("bad header '{}' (expected 'src\\tdst')", line));
+      r.fail(fmt::format("bad header '{}' (expected 'src\\tdst')",
+                         samebits::detail::printable_excerpt(line)));
   }
   while (r.next(line)) {
     if (line.empty()) continue;
