@@ -55,7 +55,7 @@ void bench_shape(Report& r, const Shape3& s) {
     r.add({"scatter", op, s.name, variant, std::string(to_string(level)), ms, bytes, note});
   };
   // Times fn with the variant forced; a variant that does not take this shape (cuda.fixed_point:
-  // rows of more than 4 features; cuda.tile_partials: fewer than 8, or many targets) is left out.
+  // rows of more than 4 features) is left out.
   auto each_variant = [&](const char* op, const char* row_op, const char* note_det,
                           const std::function<void(const Options&)>& fn) {
     for (const auto& v : list_variants(op)) {
@@ -67,11 +67,8 @@ void bench_shape(Report& r, const Shape3& s) {
         continue;
       }
       const bool sorts = v.name.find("sort") != std::string::npos;
-      const char* note = v.level == Determinism::not_guaranteed ? ""
-                         : sorts                                  ? note_det
-                         : v.name == "cuda.fixed_point"           ? "no sort: fixed-point sums"
-                                                                  : "no global sort: rows ordered per tile, chunk sums";
-      add(row_op, v.name, v.level, time_ms([&] { fn(o); }, reps), note);
+      add(row_op, v.name, v.level, time_ms([&] { fn(o); }, reps),
+          v.level == Determinism::not_guaranteed ? "" : (sorts ? note_det : "no sort: fixed-point sums"));
     }
   };
   each_variant("index_add", "index_add", "sort every call",

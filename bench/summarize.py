@@ -58,11 +58,9 @@ for op, tkey in (("index_add", "index_add"), ("scatter_add", "scatter_add")):
         at, so, pl = get("cuda.atomic"), get("cuda.sort_pull"), get("cuda.plan_pull")
         if at is None or so is None:
             continue
-        # What a run_to_run call runs: the first of the fixed-point sum, the tile partials and the
-        # sort that takes the shape (the registry's order).
-        fx, tp = get("cuda.fixed_point"), get("cuda.tile_partials")
-        rr = fx if fx is not None else tp if tp is not None else so
-        rr_name = "fixed point" if fx is not None else "tile partials" if tp is not None else "sort"
+        # What a run_to_run call runs: the fixed-point sum where it takes the shape, else the sort.
+        fx = get("cuda.fixed_point")
+        rr = fx if fx is not None else so
         td = tdd = None
         if torch:
             t = torch["price"].get(f"E={a[0]} N={a[1]} F={a[2]}", {})
@@ -75,7 +73,7 @@ for op, tkey in (("index_add", "index_add"), ("scatter_add", "scatter_add")):
         if isinstance(tdd, (int, float)): ratios["vs_torch_det"].append(rr / tdd)
         f = lambda x: f"{x:.3f}" if isinstance(x, (int, float)) else "-"
         print(f"| {op} | E={a[0]} N={a[1]} F={a[2]} | {at:.3f} | {so:.3f} ({so/at:.2f}x) | "
-              f"{rr:.3f} ({rr/at:.2f}x, {rr_name}) | "
+              f"{rr:.3f} ({rr/at:.2f}x{', fixed point' if fx is not None else ', sort'}) | "
               f"{f(pl)}{f' ({pl/at:.2f}x)' if pl else ''} | {f(ag)}{f' ({ag/at:.2f}x)' if ag else ''} | {f(td)} | {f(tdd)} | "
               f"{f(rr / tdd) if isinstance(tdd, (int, float)) else '-'} |")
 print()

@@ -8,10 +8,6 @@
 //                                   element: exact int64 fixed-point sums with integer atomics,
 //                                   the same integers in any order; no sort (when it applies:
 //                                   include/samebits/ops/scatter.hpp; cuda/scatter_fixed_point.cu)
-//   cuda.tile_partials run_to_run index_add and scatter_add of rows of at least 8 features into
-//                                   few targets: rows ordered by target within tiles of 4096,
-//                                   per-chunk sums in shared memory, chunks added in order; no
-//                                   global sort (ops/tile_partials.hpp; cuda/scatter_tile_partials.cu)
 //   cuda.sort_pull  portable        fresh indices every call: (index, position) pairs put in
 //                                   stable order with CSR offsets (cuda/index_plan.cu: a counting
 //                                   sort for few targets, CUB's radix sort otherwise), then each
@@ -687,10 +683,7 @@ void register_cuda_scatter(Registry& r) {
   auto sorted = by_dtype<run_sort_pull<float>, run_sort_pull<double>>;
   for (const char* op : {"index_add", "scatter_add", "scatter_reduce"}) {
     r.add(variant(op, "cuda.atomic", ng, atomic_how, atomic, false));
-    if (std::string_view(op) != "scatter_reduce") {
-      r.add(fixed_point_variant(op));
-      r.add(tile_partials_variant(op));
-    }
+    if (std::string_view(op) != "scatter_reduce") r.add(fixed_point_variant(op));
     r.add(variant(op, "cuda.sort_pull", po, sort_how, sorted, true));
   }
   r.add(variant("index_add_plan", "cuda.plan_pull", po, "ordered pull per target over a reused GPU plan",

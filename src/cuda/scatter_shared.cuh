@@ -139,7 +139,5 @@ inline std::int64_t host_offset(std::int64_t e, const Geo4& g) {
 
 // The cuda.fixed_point variant of index_add or scatter_add (cuda/scatter_fixed_point.cu).
 Variant<ScatterArgs> fixed_point_variant(const char* op);
-// The cuda.tile_partials variant of index_add or scatter_add (cuda/scatter_tile_partials.cu).
-Variant<ScatterArgs> tile_partials_variant(const char* op);
 
 }  // namespace samebits::detail
