@@ -4,6 +4,9 @@
 // the results are bitwise equal to the CPU's for any block size. Compiled with --fmad=false;
 // the sparse products also spell their roundings out with __fadd_rn/__fmul_rn.
 //
+// Each function makes its tensors' GPU current for its launches (the caller's device comes back
+// on return), as the op dispatcher does for the ops.
+//
 // Test hook: SAMEBITS_NN_BLOCK=<threads per block> (32..1024) changes the block size of every
 // launch but the staged log-softmax's (128 rows a block).
 #include <cuda_runtime.h>
@@ -11,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "core/memory.hpp"
 #include "cuda/check.cuh"
 #include "cuda/vec16.cuh"
 #include "nn/kernel_math.hpp"
@@ -189,6 +193,7 @@ cudaStream_t stream_of(Stream s) { return SAMEBITS_STREAM(s); }
 
 void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
                const TensorView& out_a, const TensorView& out_b, Stream s) {
+  const samebits::detail::CurrentDevice on_device(a.device);  // launches go to the tensors' GPU
   const std::int64_t h = a.size(1);
   const Launch l = launch_for(m.rows * h);
   if (l.empty) return;
@@ -201,6 +206,7 @@ void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
 
 void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
               const TensorView& out, Stream s) {
+  const samebits::detail::CurrentDevice on_device(x.device);  // launches go to the tensors' GPU
   const Launch l = launch_for((x.numel() + kPerThread - 1) / kPerThread);
   if (l.empty) return;
   add_bias_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
@@ -211,6 +217,7 @@ void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
 
 void relu_dropout(const TensorView& pre, const TensorView& out, bool training, std::uint64_t seed,
                   std::uint64_t stream, float p, float scale, Stream s) {
+  const samebits::detail::CurrentDevice on_device(pre.device);  // launches go to the tensors' GPU
   const Launch l = launch_for((pre.numel() + kPerThread - 1) / kPerThread);
   if (l.empty) return;
   relu_dropout_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
@@ -220,6 +227,7 @@ void relu_dropout(const TensorView& pre, const TensorView& out, bool training, s
 
 void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, float scale,
                            const TensorView& grad_pre, Stream s) {
+  const samebits::detail::CurrentDevice on_device(out.device);  // launches go to the tensors' GPU
   const Launch l = launch_for(out.numel());
   if (l.empty) return;
   relu_dropout_backward_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
@@ -230,6 +238,7 @@ void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, fl
 void log_softmax_nll(const TensorView& logits, const TensorView& target, float count,
                      const TensorView& logp, const TensorView& grad, const TensorView& nll,
                      Stream s) {
+  const samebits::detail::CurrentDevice on_device(logits.device);  // launches go to the tensors' GPU
   const std::int64_t rows = logits.size(0), classes = logits.size(1);
   if (rows > 0 && classes >= 1 && classes <= kStagedClasses) {
     const Launch l = launch_for(rows, kStagedRows);
@@ -248,6 +257,7 @@ void log_softmax_nll(const TensorView& logits, const TensorView& target, float c
 }
 
 void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out, Stream s) {
+  const samebits::detail::CurrentDevice on_device(x.device);  // launches go to the tensors' GPU
   const Launch l = launch_for(x.numel());
   if (l.empty) return;
   divide_rows_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
@@ -257,6 +267,7 @@ void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& o
 
 void adam(const TensorView& param, const TensorView& grad, const TensorView& m,
           const TensorView& v, const AdamScalars<float>& k, Stream s) {
+  const samebits::detail::CurrentDevice on_device(param.device);  // launches go to the tensors' GPU
   const Launch l = launch_for(param.numel());
   if (l.empty) return;
   adam_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(param.numel(), param.ptr<float>(),

@@ -1,12 +1,14 @@
 // GraphSAGE on CUDA: the model kernels bitwise equal to the CPU's on fresh random inputs and two
 // block sizes; portable training on CUDA gives the CPU's weight hash; run_to_run repeats are
 // identical; not_guaranteed is shown to vary.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <random>
 #include <set>
 
+#include "core/backends.hpp"
 #include "nn/cora.hpp"
 #include "nn/graphsage.hpp"
 #include "nn/kernels.hpp"
@@ -177,6 +179,21 @@ TEST(GraphSageGpu, PortableHashEqualsCpu) {
   EXPECT_EQ(hash_hex(cpu), hash_hex(gpu));
   EXPECT_EQ(hash_hex(gpu), hash_hex(gpu64));
   EXPECT_EQ(acc_cpu, acc_gpu);
+}
+
+// A model on the second GPU while the first is current: its kernels and ops run where its tensors
+// are, with the CPU's bits, and the caller's device is current again afterwards.
+TEST(GraphSageGpu, ModelOnTheSecondGpuEqualsCpu) {
+  SAMEBITS_REQUIRE_CUDA();
+  if (detail::cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  const std::uint64_t cpu = train(Device::cpu(), Determinism::portable, seed, 3);
+  const std::uint64_t gpu1 = train(Device::cuda(1), Determinism::portable, seed, 3);
+  EXPECT_EQ(hash_hex(cpu), hash_hex(gpu1));
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, 0);
 }
 
 TEST(GraphSageGpu, PortableHashEqualsCpuWithValuedFeatures) {
