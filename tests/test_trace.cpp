@@ -155,7 +155,7 @@ TEST(Trace, BinaryLinesAreQuotedEscapedAndShort) {
               std::string::npos)
         << m;
     EXPECT_NE(m.find("... (1007 bytes)"), std::string::npos) << m;
-    EXPECT_TRUE(std::all_of(m.begin(), m.end(), [](char c) { return c >= 0x20 && c < 0x7f; })) << m;
+    EXPECT_TRUE(testing::all_printable(m)) << m;
     EXPECT_LT(m.size(), 300u + path.size()) << m;
   }
   std::remove(path.c_str());

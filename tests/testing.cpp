@@ -1,6 +1,8 @@
 // Shared test helpers.
 #include "testing.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +28,10 @@ TensorView expanded_index(const Tensor& vec, const Shape& shape) {
     v.strides[static_cast<std::size_t>(j)] = j == 0 ? vec.view().strides[0] : 0;
   }
   return v;
+}
+
+bool all_printable(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
 }
 
 bool case_in_shard(int c) {

@@ -46,6 +46,9 @@ TensorView expanded_index(const Tensor& vec, const Shape& shape);
 // checkers such as compute-sanitizer run the shards side by side.
 bool case_in_shard(int c);
 
+// True when every byte of s is printable ASCII (what an error message may quote from a file).
+bool all_printable(const std::string& s);
+
 // Sets the CPU thread count for its lifetime.
 class ThreadCount {
  public:

@@ -13,6 +13,7 @@
 #endif
 
 #include "commands.hpp"
+#include "core/memory.hpp"
 #include "nn/cora.hpp"
 #include "nn/graphsage.hpp"
 #include "samebits/rng.hpp"
@@ -32,20 +33,6 @@ struct BenchCli {
   std::string json_path;
   int threads = 0;
 };
-
-std::vector<std::string> items(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return out;
-}
 
 // A random graph with dense features, every value from Philox (seed 2024): the same graph on
 // every machine.
@@ -144,21 +131,12 @@ Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
 void run(const BenchCli& o) {
   detail::check_writable(o.json_path, "bench graphsage --json");
   if (o.threads > 0) set_num_threads(o.threads);
-  std::vector<Device> devices;
-  for (const auto& d : items(o.devices)) {
-    if (d == "auto") {
-      devices.push_back(Device::cpu());
-      if (cuda_available()) devices.push_back(Device::cuda());
-    } else {
-      devices.push_back(parse_device(d));
-    }
-  }
-  std::vector<Determinism> levels;
-  for (const auto& l : items(o.levels)) levels.push_back(parse_determinism(l));
+  const std::vector<Device> devices = device_list(o.devices);
+  const std::vector<Determinism> levels = parse_level_list(o.levels, /*all_allowed=*/false);
   nlohmann::json out = nlohmann::json::array();
   fmt::print("{:<40} {:<6} {:<15} {:>10} {:>8} {:>6}\n", "graph", "device", "level", "ms", "vs ng",
              "graph");
-  for (const auto& gname : items(o.graphs)) {
+  for (const auto& gname : comma_items(o.graphs, "graph")) {
     nn::Dataset data;
     std::int64_t hidden = 16;
     if (gname == "cora") {
@@ -179,6 +157,8 @@ void run(const BenchCli& o) {
         cfg.hidden = hidden;
         Timing t;
         const int reps = gname == "cora" ? o.reps : std::max(5, o.reps / 10);
+        // The stream, the events and the captured graph belong to the model's GPU.
+        const detail::CurrentDevice on_device(dev);
 #if defined(SAMEBITS_HAS_CUDA)
         cudaStream_t stream = nullptr;
         if (dev.is_cuda()) {
@@ -228,7 +208,8 @@ void add_bench_graphsage_command(CLI::App& app) {
   auto* g = bench->add_subcommand("graphsage", "Time a GraphSAGE forward pass per determinism "
                                                "level on Cora and a synthetic graph");
   g->add_option("--data", o->data, "Cora directory")->capture_default_str();
-  g->add_option("--device", o->devices, "cpu, cuda, or a list; auto: cpu (Cora only) plus cuda")->capture_default_str();
+  g->add_option("--device", o->devices, "cpu, cuda, or a list; auto: cpu (Cora only) plus cuda")
+      ->check(device_names(true))->capture_default_str();
   g->add_option("--levels", o->levels, "Determinism levels, comma-separated")
       ->check(level_list(false))->capture_default_str();
   g->add_option("--graphs", o->graphs, "cora and/or synthetic")->capture_default_str();

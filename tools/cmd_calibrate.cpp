@@ -104,8 +104,9 @@ void add_calibrate_command(CLI::App& app) {
       ->check(CLI::Range(1, 100000))->capture_default_str();
   add_shape_options(*cmd, c->shape);
   cmd->add_option("--runs", c->runs, "Runs (trainings for --experiment)")->check(CLI::Range(2, 1000000))->capture_default_str();
-  cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable")->capture_default_str();
-  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable")
+      ->check(one_level())->capture_default_str();
+  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->check(device_names(false))->capture_default_str();
   cmd->add_option("--seed", c->seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--safety", c->safety, "Safety factor applied to the measured spread")
       ->check(CLI::Range(1.0, 1e6))->capture_default_str();

@@ -30,19 +30,6 @@ struct ExperimentCli {
   std::string json_path, report_path, trace_path;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    const std::size_t p = s.find(',', start);
-    const std::string item = s.substr(start, p == std::string::npos ? s.npos : p - start);
-    if (!item.empty()) out.push_back(item);
-    if (p == std::string::npos) break;
-    start = p + 1;
-  }
-  return out;
-}
-
 // Progress: a redrawn bar on a terminal, one line per finished group otherwise (logs, CI).
 class ProgressPrinter {
  public:
@@ -75,17 +62,8 @@ class ProgressPrinter {
 void run(ExperimentCli& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   auto& c = o.cfg;
-  c.devices.clear();
-  for (const auto& d : split_list(o.devices)) {
-    if (d == "auto") {
-      c.devices.push_back(Device::cpu());
-      if (cuda_available()) c.devices.push_back(Device::cuda());
-    } else {
-      c.devices.push_back(parse_device(d));
-    }
-  }
-  c.levels.clear();
-  for (const auto& l : split_list(o.levels)) c.levels.push_back(parse_determinism(l));
+  c.devices = device_list(o.devices);
+  c.levels = parse_level_list(o.levels, /*all_allowed=*/false);
   if (o.check != "cora" && o.check != "none")
     throw InvalidArgument("experiment: --check must be 'cora' or 'none'");
   c.check_cora = o.check == "cora";
@@ -127,7 +105,7 @@ void add_experiment_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000000))->capture_default_str();
   g->add_option("--epochs", c.epochs, "Epochs per training")->check(CLI::Range(1, 100000))->capture_default_str();
   g->add_option("--device", o->devices, "cpu, cuda, or a list (cpu,cuda); auto: cpu plus cuda if present")
-      ->capture_default_str();
+      ->check(device_names(true))->capture_default_str();
   g->add_option("--levels", o->levels, "Determinism levels, comma-separated")
       ->check(level_list(false))->capture_default_str();
   g->add_option("--seeds", c.seeds, "Also train K different seeds once each (the seed spread)")

@@ -20,20 +20,6 @@ struct VariabilityCli {
 };
 
 // "all" or a comma-separated list of levels.
-std::vector<Determinism> parse_levels(const std::string& s) {
-  if (s == "all")
-    return {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable};
-  std::vector<Determinism> out;
-  std::size_t b = 0;
-  while (b <= s.size()) {
-    const auto e = s.find(',', b);
-    out.push_back(parse_determinism(s.substr(b, e == std::string::npos ? e : e - b)));
-    if (e == std::string::npos) break;
-    b = e + 1;
-  }
-  return out;
-}
-
 void run(const VariabilityCli& c) {
   if (c.list || c.op.empty()) {
     fmt::print("ops (defaults in brackets; features -1 means 1-d tensors):\n");
@@ -49,7 +35,7 @@ void run(const VariabilityCli& c) {
   o.reference_deterministic = c.reference == "portable";
   std::string json = "[\n";
   bool first = true;
-  for (Determinism level : parse_levels(c.levels)) {
+  for (Determinism level : parse_level_list(c.levels, /*all_allowed=*/true)) {
     o.level = level;
     set_mode({level, false});  // so that the embedded environment states the level
     const auto r = measure_variability(c.op, c.shape, o);
@@ -76,7 +62,7 @@ void add_variability_command(CLI::App& app) {
   cmd->add_option("--level", c->levels,
                   "not_guaranteed, run_to_run, portable, a comma list, or all")
       ->check(level_list(true))->capture_default_str();
-  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->check(device_names(false))->capture_default_str();
   cmd->add_option("--seed", c->options.seed, "Seed of the inputs")->capture_default_str();
   cmd->add_option("--reference", c->reference,
                   "Compare with the first run, or with a portable run (as the paper does)")

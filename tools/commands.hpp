@@ -3,6 +3,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "samebits/determinism.hpp"
+#include "samebits/dtype.hpp"
 
 #include "core/files.hpp"  // write_whole_file, check_writable: every file a subcommand writes
 
@@ -17,9 +22,21 @@ namespace samebits::cli {
 CLI::Validator finite_at_least(double lo);
 // An integer option that must be at least `lo`, with a message that says so.
 CLI::Validator integer_at_least(std::int64_t lo);
-// A comma-separated list of determinism levels (or "all", where `all_allowed`): refuses an
-// unknown level and a level listed twice before the work starts.
+// The items of a comma-separated list (devices, graphs); an empty item or list is an
+// InvalidArgument naming `what`.
+std::vector<std::string> comma_items(const std::string& text, const char* what);
+// A comma-separated list of devices ("cpu", "cuda", "cuda:1", ...); "auto" stands for the CPU and,
+// where one is present, the first CUDA device.
+std::vector<Device> device_list(const std::string& text);
+// A comma-separated list of determinism levels, or "all" where `all_allowed` (the three levels):
+// an empty or unknown level, or one listed twice (under one name or two), is an InvalidArgument.
+std::vector<Determinism> parse_level_list(const std::string& text, bool all_allowed);
+// The same rules as validators, so that a bad list is refused before the work starts:
+// level_list for levels (one_level: exactly one), device_names for devices (a list where
+// `list_allowed`, "auto" included; else one device).
 CLI::Validator level_list(bool all_allowed);
+CLI::Validator one_level();
+CLI::Validator device_names(bool list_allowed);
 // The shape options of the op table (--n, --rows, --features, --dim, --reduce), shared by
 // `samebits variability` and `samebits calibrate`.
 void add_shape_options(CLI::App& cmd, OpShape& shape);

@@ -32,6 +32,15 @@ std::string unknown_subcommand(CLI::App& app) {
                      left.front(), command, names, command);
 }
 
+// Exit status of a parse that stopped: 0 for --help and --version, a subcommand's own status
+// (diff: 1 when the traces differ, 2 when one cannot be read), and 2 for every usage error (an
+// unknown subcommand or option, a value that is missing or out of range), as POSIX tools do.
+int parse_exit_status(CLI::App& app, const CLI::ParseError& e) {
+  const int status = app.exit(e);
+  if (status == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr) return status;
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -40,13 +49,23 @@ int main(int argc, char** argv) {
                                         std::string(samebits::git_revision()) + ")");
   app.require_subcommand(1);
   int threads = 0;
-  app.add_option("--threads", threads, "CPU threads for ops (default: all cores)")
+  app.add_option("--threads", threads,
+                 "CPU threads for ops (default: SAMEBITS_NUM_THREADS, else every core)")
       ->check(CLI::Range(1, 1024));
   app.parse_complete_callback([&] {
-    // A malformed SAMEBITS_NUM_THREADS is refused before any work, even under --threads: the
-    // library would otherwise ignore it or start that many threads.
-    samebits::detail::num_threads_from_environment();
-    if (threads > 0) samebits::set_num_threads(threads);
+    if (threads > 0) {
+      samebits::set_num_threads(threads);  // overrides SAMEBITS_NUM_THREADS
+      return;
+    }
+    // A malformed SAMEBITS_NUM_THREADS is refused before any work, as a usage error, also by
+    // commands that never start the CPU pool (diff, a run on CUDA alone); doctor reports it.
+    if (app.got_subcommand("doctor")) return;
+    try {
+      samebits::detail::num_threads_from_environment();
+    } catch (const samebits::InvalidArgument& e) {
+      std::cerr << "samebits: error: " << e.what() << '\n';
+      throw CLI::RuntimeError(2);
+    }
   });
   samebits::cli::add_ops_command(app);
   samebits::cli::add_demo_command(app);
@@ -59,14 +78,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::RequiredError& e) {
-    // CLI11 reports an unknown subcommand as a missing one. The exit status stays CLI11's, as for
-    // every usage error.
+    // CLI11 reports an unknown subcommand as a missing one.
     const std::string unknown = unknown_subcommand(app);
-    if (unknown.empty()) return app.exit(e);
+    if (unknown.empty()) return parse_exit_status(app, e);
     std::cerr << "samebits: error: " << unknown << '\n';
-    return e.get_exit_code();
+    return 2;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return parse_exit_status(app, e);
   } catch (const samebits::Error& e) {
     std::cerr << "samebits: error: " << e.what() << '\n';
     return 1;

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "samebits/determinism.hpp"
 #include "samebits/errors.hpp"
+#include "samebits/samebits.hpp"
 #include "samebits/variability.hpp"
 
 namespace samebits::cli {
@@ -38,41 +39,84 @@ CLI::Validator integer_at_least(std::int64_t lo) {
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         if (ec != std::errc() || end != text.data() + text.size() || v < lo)
           return fmt::format("'{}' is not a whole number >= {}", text, lo);
+        // CLI11 would read a leading 0 as octal (010 is 8).
+        if (text.size() > 1 && text[0] == '0')
+          return fmt::format("'{}': write the number without leading zeros", text);
         return "";
       },
       fmt::format("INT >= {}", lo));
 }
 
-CLI::Validator level_list(bool all_allowed) {
+std::vector<std::string> comma_items(const std::string& text, const char* what) {
+  std::vector<std::string> out;
+  std::size_t b = 0;
+  for (;;) {
+    const auto e = text.find(',', b);
+    out.push_back(text.substr(b, e == std::string::npos ? e : e - b));
+    if (out.back().empty())
+      throw InvalidArgument(fmt::format("an empty {} in '{}': give {}s separated by single commas", what,
+                                        text, what));
+    if (e == std::string::npos) return out;
+    b = e + 1;
+  }
+}
+
+std::vector<Device> device_list(const std::string& text) {
+  std::vector<Device> devices;
+  for (const std::string& d : comma_items(text, "device")) {
+    if (d == "auto") {
+      devices.push_back(Device::cpu());
+      if (cuda_available()) devices.push_back(Device::cuda());
+    } else {
+      devices.push_back(parse_device(d));
+    }
+  }
+  return devices;
+}
+
+std::vector<Determinism> parse_level_list(const std::string& text, bool all_allowed) {
+  if (all_allowed && text == "all")
+    return {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable};
+  std::vector<Determinism> levels;
+  std::map<Determinism, std::string> seen;  // level -> the name it was given as
+  for (const std::string& item : comma_items(text, "level")) {
+    const Determinism level = parse_determinism(item);
+    const auto [at, first] = seen.emplace(level, item);
+    if (!first)
+      throw InvalidArgument(fmt::format(
+          "the level {} is listed twice{}: give each level once", to_string(level),
+          at->second == item ? "" : fmt::format(" (as '{}' and as '{}')", at->second, item)));
+    levels.push_back(level);
+  }
+  return levels;
+}
+
+// A validator from a parser that throws InvalidArgument with the message to show.
+template <class Parse> CLI::Validator refusing(Parse parse, std::string description) {
   return CLI::Validator(
-      [all_allowed](std::string& text) -> std::string {
-        if (all_allowed && text == "all") return "";
-        std::map<Determinism, std::string> seen;  // level -> the name it was given as
-        std::size_t b = 0;
-        while (b <= text.size()) {
-          const auto e = text.find(',', b);
-          const std::string item = text.substr(b, e == std::string::npos ? e : e - b);
-          if (!item.empty()) {
-            Determinism level{};
-            try {
-              level = parse_determinism(item);
-            } catch (const InvalidArgument& ex) {
-              return ex.what();
-            }
-            const auto [at, first] = seen.emplace(level, item);
-            if (!first)
-              return fmt::format("the level {} is listed twice{}: give each level once",
-                                 to_string(level),
-                                 at->second == item
-                                     ? ""
-                                     : fmt::format(" (as '{}' and as '{}')", at->second, item));
-          }
-          if (e == std::string::npos) break;
-          b = e + 1;
+      [parse](std::string& text) -> std::string {
+        try {
+          (void)parse(text);
+        } catch (const InvalidArgument& e) {
+          return e.what();
         }
         return "";
       },
-      all_allowed ? "LEVEL,... or all" : "LEVEL,...");
+      std::move(description));
+}
+
+CLI::Validator level_list(bool all_allowed) {
+  return refusing([all_allowed](const std::string& t) { return parse_level_list(t, all_allowed); },
+                  all_allowed ? "LEVEL,... or all" : "LEVEL,...");
+}
+
+CLI::Validator one_level() {
+  return refusing([](const std::string& t) { return parse_determinism(t); }, "LEVEL");
+}
+
+CLI::Validator device_names(bool list_allowed) {
+  if (list_allowed) return refusing([](const std::string& t) { return device_list(t); }, "DEVICE,... or auto");
+  return refusing([](const std::string& t) { return parse_device(t); }, "DEVICE");
 }
 
 void add_shape_options(CLI::App& cmd, OpShape& shape) {

@@ -30,7 +30,8 @@ struct Environment {
   // CPU, at run time (MXCSR of the calling thread on x86-64; FPCR on AArch64).
   std::string cpu_model, os;
   int hardware_threads = 0;
-  int samebits_threads = 0;               // samebits::num_threads()
+  int samebits_threads = 0;               // samebits::num_threads() (0, with a warning, when
+                                          // SAMEBITS_NUM_THREADS is malformed)
   bool fp_flags_known = false;
   bool ftz = false, daz = false;          // flush-to-zero / denormals-are-zero set
   // CUDA.

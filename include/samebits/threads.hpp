@@ -4,9 +4,13 @@
 
 namespace samebits {
 
-// Number of threads CPU ops use (default: hardware concurrency, or SAMEBITS_NUM_THREADS).
+// Number of threads CPU ops use: SAMEBITS_NUM_THREADS when set, else the hardware's thread count
+// (at most 1024). The pool starts on first use; a SAMEBITS_NUM_THREADS that is not a whole number
+// in [1, 1024] makes that first use (this call, or any CPU op) throw InvalidArgument, unless
+// set_num_threads came first.
 int num_threads();
-// Sets the thread count (>= 1). Takes effect for the next op; not to be called while ops run.
+// Sets the thread count, in [1, 1024] (InvalidArgument otherwise); called first, it overrides
+// SAMEBITS_NUM_THREADS. Takes effect for the next op; not to be called while ops run.
 void set_num_threads(int n);
 
 }  // namespace samebits

@@ -170,7 +170,12 @@ Environment environment() {
   e.cpu_model = cpu_model();
   e.os = os_name();
   e.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
-  e.samebits_threads = num_threads();
+  std::string threads_refused;  // a malformed SAMEBITS_NUM_THREADS: reported, not thrown
+  try {
+    e.samebits_threads = num_threads();
+  } catch (const InvalidArgument& err) {
+    threads_refused = err.what();
+  }
   read_fp_flags(e);
   detail::fill_cuda_environment(e);
 
@@ -195,6 +200,8 @@ Environment environment() {
         "FTZ/DAZ is set on this thread: CPU results that involve denormals differ from the GPU's "
         "and from processes without it (something in the process, often a library built with "
         "fast-math, set it)");
+  if (!threads_refused.empty())
+    e.warnings.push_back(threads_refused + " (CPU ops refuse to start until it is fixed)");
   if (e.fast_math)
     e.warnings.push_back("the samebits library was compiled with fast-math: rebuild without it");
   if (!e.fp_contract_off)

@@ -97,15 +97,16 @@ void start(const std::string& path) {
   std::lock_guard lock(r.m);
   if (r.file != nullptr)
     throw Error(fmt::format("trace: already recording to '{}'; call trace::stop() first", r.path));
+  // The header first: nothing is created when describing the environment fails.
+  const json header = {{"samebits_trace", 1},
+                       {"version", std::string(version())},
+                       {"git", std::string(git_revision())},
+                       {"environment", json::parse(environment_json())}};
+  const std::string line = header.dump() + "\n";
   // Recorded into PATH.partial, which replaces PATH when the recording stops (see stop/abandon).
   const std::string partial = samebits::detail::partial_path(path);
   std::FILE* f = std::fopen(partial.c_str(), "wb");
   if (f == nullptr) throw Error(fmt::format("trace: cannot open '{}' for writing", partial));
-  json header = {{"samebits_trace", 1},
-                 {"version", std::string(version())},
-                 {"git", std::string(git_revision())},
-                 {"environment", json::parse(environment_json())}};
-  const std::string line = header.dump() + "\n";
   std::fwrite(line.data(), 1, line.size(), f);
   std::fflush(f);
   r.file = f;

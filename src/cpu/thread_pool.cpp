@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,7 +24,7 @@ namespace {
 // needs the pool), else every core.
 int default_threads() {
   if (const auto n = detail::num_threads_from_environment()) return *n;
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 1024u));
 }
 
 class Pool {
@@ -101,8 +102,10 @@ class Pool {
   std::exception_ptr error_;
 };
 
-Pool& pool() {
-  static Pool p(default_threads());
+// The process's pool, started on first use with `first` threads when given (set_num_threads: the
+// environment is then not consulted), else default_threads().
+Pool& pool(std::optional<int> first = std::nullopt) {
+  static Pool p(first ? *first : default_threads());
   return p;
 }
 
@@ -142,7 +145,8 @@ int num_threads() { return detail::pool().size(); }
 void set_num_threads(int n) {
   if (n < 1 || n > 1024)
     throw InvalidArgument("set_num_threads: thread count must be in [1, 1024], got " + std::to_string(n));
-  if (n != detail::pool().size()) detail::pool().resize(n);
+  detail::Pool& p = detail::pool(n);
+  if (n != p.size()) p.resize(n);
 }
 
 }  // namespace samebits

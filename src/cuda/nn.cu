@@ -193,7 +193,7 @@ cudaStream_t stream_of(Stream s) { return SAMEBITS_STREAM(s); }
 
 void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
                const TensorView& out_a, const TensorView& out_b, Stream s) {
-  const samebits::detail::CurrentDevice on_device(a.device);  // launches go to the tensors' GPU
+  const samebits::detail::CurrentDevice on_device(a.device);
   const std::int64_t h = a.size(1);
   const Launch l = launch_for(m.rows * h);
   if (l.empty) return;
@@ -206,7 +206,7 @@ void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
 
 void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
               const TensorView& out, Stream s) {
-  const samebits::detail::CurrentDevice on_device(x.device);  // launches go to the tensors' GPU
+  const samebits::detail::CurrentDevice on_device(x.device);
   const Launch l = launch_for((x.numel() + kPerThread - 1) / kPerThread);
   if (l.empty) return;
   add_bias_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
@@ -217,7 +217,7 @@ void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
 
 void relu_dropout(const TensorView& pre, const TensorView& out, bool training, std::uint64_t seed,
                   std::uint64_t stream, float p, float scale, Stream s) {
-  const samebits::detail::CurrentDevice on_device(pre.device);  // launches go to the tensors' GPU
+  const samebits::detail::CurrentDevice on_device(pre.device);
   const Launch l = launch_for((pre.numel() + kPerThread - 1) / kPerThread);
   if (l.empty) return;
   relu_dropout_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
@@ -227,7 +227,7 @@ void relu_dropout(const TensorView& pre, const TensorView& out, bool training, s
 
 void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, float scale,
                            const TensorView& grad_pre, Stream s) {
-  const samebits::detail::CurrentDevice on_device(out.device);  // launches go to the tensors' GPU
+  const samebits::detail::CurrentDevice on_device(out.device);
   const Launch l = launch_for(out.numel());
   if (l.empty) return;
   relu_dropout_backward_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
@@ -238,7 +238,7 @@ void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, fl
 void log_softmax_nll(const TensorView& logits, const TensorView& target, float count,
                      const TensorView& logp, const TensorView& grad, const TensorView& nll,
                      Stream s) {
-  const samebits::detail::CurrentDevice on_device(logits.device);  // launches go to the tensors' GPU
+  const samebits::detail::CurrentDevice on_device(logits.device);
   const std::int64_t rows = logits.size(0), classes = logits.size(1);
   if (rows > 0 && classes >= 1 && classes <= kStagedClasses) {
     const Launch l = launch_for(rows, kStagedRows);
@@ -257,7 +257,7 @@ void log_softmax_nll(const TensorView& logits, const TensorView& target, float c
 }
 
 void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out, Stream s) {
-  const samebits::detail::CurrentDevice on_device(x.device);  // launches go to the tensors' GPU
+  const samebits::detail::CurrentDevice on_device(x.device);
   const Launch l = launch_for(x.numel());
   if (l.empty) return;
   divide_rows_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
@@ -267,7 +267,7 @@ void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& o
 
 void adam(const TensorView& param, const TensorView& grad, const TensorView& m,
           const TensorView& v, const AdamScalars<float>& k, Stream s) {
-  const samebits::detail::CurrentDevice on_device(param.device);  // launches go to the tensors' GPU
+  const samebits::detail::CurrentDevice on_device(param.device);
   const Launch l = launch_for(param.numel());
   if (l.empty) return;
   adam_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(param.numel(), param.ptr<float>(),

@@ -186,6 +186,7 @@ TEST(GraphSageGpu, PortableHashEqualsCpu) {
 TEST(GraphSageGpu, ModelOnTheSecondGpuEqualsCpu) {
   SAMEBITS_REQUIRE_CUDA();
   if (detail::cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   const std::uint64_t cpu = train(Device::cpu(), Determinism::portable, seed, 3);
