@@ -95,7 +95,7 @@ void add_calibrate_command(CLI::App& app) {
   auto c = std::make_shared<CalibrateCli>();
   auto* cmd = app.add_subcommand(
       "calibrate", "Measure an op's run-to-run spread and write tolerances for tests (JSON)");
-  auto* op = cmd->add_option("--op", c->op, "Op to run (see samebits variability --list)");
+  auto* op = cmd->add_option("--op", c->op, "Op to run (see samebits variability --list)")->check(known_op());
   auto* exp = cmd->add_option("--experiment", c->experiment,
                               "Calibrate an experiment instead of an op: graphsage");
   op->excludes(exp);

@@ -55,7 +55,7 @@ void add_variability_command(CLI::App& app) {
   auto c = std::make_shared<VariabilityCli>();
   auto* cmd = app.add_subcommand(
       "variability", "Run an op N times on the same inputs and measure how much the output varies");
-  cmd->add_option("--op", c->op, "Op to run (--list shows them)");
+  cmd->add_option("--op", c->op, "Op to run (--list shows them)")->check(known_op());
   cmd->add_flag("--list", c->list, "List the ops and their default shapes");
   add_shape_options(*cmd, c->shape);
   cmd->add_option("--runs", c->options.runs, "Runs")->check(CLI::Range(1, 1000000))->capture_default_str();

@@ -119,6 +119,19 @@ CLI::Validator device_names(bool list_allowed) {
   return refusing([](const std::string& t) { return parse_device(t); }, "DEVICE");
 }
 
+CLI::Validator known_op() {
+  return refusing(
+      [](const std::string& t) {
+        std::string names;
+        for (const OpEntry& e : variability_ops()) {
+          if (e.name == t) return true;
+          names += (names.empty() ? "" : ", ") + e.name;
+        }
+        throw InvalidArgument(fmt::format("unknown op '{}': use one of {}", t, names));
+      },
+      "OP");
+}
+
 void add_shape_options(CLI::App& cmd, OpShape& shape) {
   // 0, what an option not given holds, stands for the op's own size (OpShape): an op on nothing
   // would have nothing to measure.
@@ -133,7 +146,8 @@ void add_shape_options(CLI::App& cmd, OpShape& shape) {
       ->check(integer_at_least(-1));
   cmd.add_option("--dim", shape.dim, "sum_dim: reduced dimension");
   cmd.add_option("--reduce", shape.reduce,
-                 "sum, mean, amax or amin (scatter_reduce, segment_reduce, aggregate)");
+                 "sum, mean, amax or amin (scatter_reduce, segment_reduce, aggregate)")
+      ->check(refusing([](const std::string& t) { return parse_reduce(t); }, "REDUCTION"));
 }
 
 }  // namespace samebits::cli
