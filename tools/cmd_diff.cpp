@@ -38,8 +38,7 @@ void add_diff_command(CLI::App& app) {
       fmt::print(stderr, "samebits: error: {}\n", e.what());
       throw CLI::RuntimeError(2);
     }
-    if (report.first_diff >= 0 || report.structure_mismatch >= 0 || report.entries_a != report.entries_b)
-      throw CLI::RuntimeError(1);
+    if (!report.agree()) throw CLI::RuntimeError(1);
   });
 }
 

@@ -3,7 +3,6 @@
 // arXiv:2408.05148 (see include/samebits/variability.hpp).
 #include <fmt/format.h>
 
-
 #include "commands.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/variability.hpp"
@@ -19,7 +18,6 @@ struct VariabilityCli {
   bool list = false;
 };
 
-// "all" or a comma-separated list of levels.
 void run(const VariabilityCli& c) {
   if (c.list || c.op.empty()) {
     fmt::print("ops (defaults in brackets; features -1 means 1-d tensors):\n");

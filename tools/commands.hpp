@@ -37,7 +37,7 @@ std::vector<Determinism> parse_level_list(const std::string& text, bool all_allo
 CLI::Validator level_list(bool all_allowed);
 CLI::Validator one_level();
 CLI::Validator device_names(bool list_allowed);
-// An op that `samebits variability` and `calibrate` know (variability_ops()).
+// An op that `samebits variability` and `calibrate` know (find_op).
 CLI::Validator known_op();
 // The shape options of the op table (--n, --rows, --features, --dim, --reduce), shared by
 // `samebits variability` and `samebits calibrate`.

@@ -120,16 +120,7 @@ CLI::Validator device_names(bool list_allowed) {
 }
 
 CLI::Validator known_op() {
-  return refusing(
-      [](const std::string& t) {
-        std::string names;
-        for (const OpEntry& e : variability_ops()) {
-          if (e.name == t) return true;
-          names += (names.empty() ? "" : ", ") + e.name;
-        }
-        throw InvalidArgument(fmt::format("unknown op '{}': use one of {}", t, names));
-      },
-      "OP");
+  return refusing([](const std::string& t) { return &find_op(t); }, "OP");
 }
 
 void add_shape_options(CLI::App& cmd, OpShape& shape) {

@@ -113,6 +113,9 @@ struct DiffReport {
   Entry first_a, first_b;         // the entries at first_diff (when there is one)
   std::vector<EntryDiff> entries;  // every compared entry, in order
   std::vector<StepDiff> steps;     // per step, in order of first appearance
+
+  // The two traces are the same: equal lengths and structure, and every output hash equal.
+  bool agree() const { return first_diff < 0 && structure_mismatch < 0 && entries_a == entries_b; }
 };
 
 DiffReport diff(const TraceFile& a, const TraceFile& b);

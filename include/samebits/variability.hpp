@@ -51,7 +51,9 @@ struct OpEntry {
 const std::vector<OpEntry>& variability_ops();
 // The shape with the op's defaults filled in where `shape` says 0.
 OpShape with_defaults(const OpEntry& entry, const OpShape& shape);
-// Looks up an op and prepares it; throws InvalidArgument listing the known ops.
+// The op named `op`; throws InvalidArgument listing the known ops when there is none.
+const OpEntry& find_op(const std::string& op);
+// Looks up an op (find_op) and prepares it.
 PreparedOp prepare_op(const std::string& op, const OpShape& shape, Device device,
                       std::uint64_t seed);
 

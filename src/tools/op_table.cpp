@@ -197,13 +197,18 @@ OpShape with_defaults(const OpEntry& e, const OpShape& s) {
   return r;
 }
 
-PreparedOp prepare_op(const std::string& op, const OpShape& shape, Device device,
-                      std::uint64_t seed) {
+const OpEntry& find_op(const std::string& op) {
   for (const auto& e : variability_ops())
-    if (e.name == op) return e.prepare(with_defaults(e, shape), device, seed);
+    if (e.name == op) return e;
   std::string known;
   for (const auto& e : variability_ops()) known += (known.empty() ? "" : ", ") + e.name;
   throw InvalidArgument(fmt::format("unknown op '{}': known ops are {}", op, known));
+}
+
+PreparedOp prepare_op(const std::string& op, const OpShape& shape, Device device,
+                      std::uint64_t seed) {
+  const OpEntry& e = find_op(op);
+  return e.prepare(with_defaults(e, shape), device, seed);
 }
 
 }  // namespace samebits

@@ -91,9 +91,8 @@ std::string format_diff(const DiffReport& r) {
   else if (r.entries_a != r.entries_b)
     s += fmt::format("one trace is longer: only the first {} entries were compared\n", r.compared);
   if (r.first_diff < 0) {
-    const bool whole = r.structure_mismatch < 0 && r.entries_a == r.entries_b;
     s += fmt::format("{}: all {} compared entries have identical output hashes\n",
-                     whole ? "no difference" : "the traces differ in length or structure", r.compared);
+                     r.agree() ? "no difference" : "the traces differ in length or structure", r.compared);
     return s;
   }
   const Entry& a = r.first_a;
