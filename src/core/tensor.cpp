@@ -131,16 +131,16 @@ void TensorView::throw_dtype_mismatch(DType wanted) const {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_ndim(shape.size());
   // Sizes are checked before anything is allocated: none negative, and the bytes within 2^63.
-  bool has_zero = false;
+  bool has_zero = false, overflow = false;
+  std::int64_t bytes_needed = static_cast<std::int64_t>(size_of(dtype));
   for (const std::int64_t d : shape) {
     if (d < 0) throw InvalidArgument(fmt::format("Tensor: negative size in shape [{}]", fmt::join(shape, ", ")));
     has_zero = has_zero || d == 0;
+    overflow = overflow || __builtin_mul_overflow(bytes_needed, d, &bytes_needed);
   }
-  std::int64_t bytes_needed = static_cast<std::int64_t>(size_of(dtype));
-  for (const std::int64_t d : shape)
-    if (!has_zero && __builtin_mul_overflow(bytes_needed, d, &bytes_needed))
-      throw InvalidArgument(fmt::format("Tensor: a {} tensor of shape [{}] would take more than 2^63 bytes",
-                                        to_string(dtype), fmt::join(shape, ", ")));
+  if (overflow && !has_zero)  // an empty tensor allocates nothing, whatever its other sizes
+    throw InvalidArgument(fmt::format("Tensor: a {} tensor of shape [{}] would take more than 2^63 bytes",
+                                      to_string(dtype), fmt::join(shape, ", ")));
   Tensor t;
   t.view_ = TensorView::contiguous(nullptr, dtype, device, shape);
   const auto bytes = static_cast<std::size_t>(t.view_.numel()) * size_of(dtype);

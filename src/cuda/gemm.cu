@@ -715,7 +715,6 @@ template <class T> void run_tiled_t(const GemmArgs& g, cudaStream_t s, bool spli
 
 void run_tiled(const GemmArgs& g, const Workspace& ws, bool split_k) {
   if (g.m() == 0 || g.n() == 0) return;
-  const CurrentDevice on_device(g.c.device);
   const cudaStream_t s = SAMEBITS_STREAM(ws.stream);
   if (g.c.dtype == DType::f32) run_tiled_t<float>(g, s, split_k);
   else run_tiled_t<double>(g, s, split_k);
@@ -839,7 +838,6 @@ template <class T> void run_cublas_t(const GemmArgs& g, cudaStream_t s) {
 
 void run_cublas(const GemmArgs& g, const Workspace& ws) {
   if (g.m() == 0 || g.n() == 0) return;
-  const CurrentDevice on_device(g.c.device);
   const cudaStream_t s = SAMEBITS_STREAM(ws.stream);
   if (g.c.dtype == DType::f32) run_cublas_t<float>(g, s);
   else run_cublas_t<double>(g, s);

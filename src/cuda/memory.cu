@@ -40,7 +40,6 @@ Cache& cache() {
   return *c;
 }
 
-
 }  // namespace
 
 CurrentDevice::CurrentDevice(Device device) {

@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/memory.hpp"
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "cuda/canonical_sum.cuh"
@@ -379,7 +378,6 @@ template <class T> const T* contiguous_data(const TensorView& v, bool gather, ch
 
 template <bool kAtomic> void run_sum(const SumArgs& a, const Workspace& ws) {
   visit_float(a.x.dtype, "sum", [&]<class T>() {
-    const CurrentDevice on_device(a.x.device);
     cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
     const Plan plan = plan_sum(a, kAtomic);
     char* w = static_cast<char*>(ws.data);
@@ -407,7 +405,6 @@ template <bool kAtomic> void run_sum(const SumArgs& a, const Workspace& ws) {
 
 template <bool kAtomic> void run_dot(const DotArgs& a, const Workspace& ws) {
   visit_float(a.a.dtype, "dot", [&]<class T>() {
-    const CurrentDevice on_device(a.a.device);
     cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
     const Plan plan = plan_dot(a, kAtomic);
     char* w = static_cast<char*>(ws.data);

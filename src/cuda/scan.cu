@@ -596,25 +596,27 @@ std::string cub_why_not(const CumsumArgs& a) {
   return "";
 }
 
-template <class T> cudaError_t cub_sum(void* temp, std::size_t& bytes, const CumsumArgs& a, cudaStream_t stream) {
-  return cub::DeviceScan::InclusiveSum(temp, bytes, static_cast<const T*>(a.x.data), static_cast<T*>(a.out.data),
-                                       static_cast<int>(a.x.numel()), stream);
+// CUB's inclusive sum of a's line in a's dtype; temp == nullptr asks for its temporary size.
+cudaError_t cub_sum(void* temp, std::size_t& bytes, const CumsumArgs& a, cudaStream_t stream) {
+  const int n = static_cast<int>(a.x.numel());
+  if (a.x.dtype == DType::f32)
+    return cub::DeviceScan::InclusiveSum(temp, bytes, static_cast<const float*>(a.x.data),
+                                         static_cast<float*>(a.out.data), n, stream);
+  return cub::DeviceScan::InclusiveSum(temp, bytes, static_cast<const double*>(a.x.data),
+                                       static_cast<double*>(a.out.data), n, stream);
 }
 
 std::size_t cub_workspace(const CumsumArgs& a) {
   if (a.x.numel() == 0) return 0;
   std::size_t bytes = 0;
-  SAMEBITS_CUDA_CHECK(a.x.dtype == DType::f32 ? cub_sum<float>(nullptr, bytes, a, nullptr)
-                                              : cub_sum<double>(nullptr, bytes, a, nullptr));
+  SAMEBITS_CUDA_CHECK(cub_sum(nullptr, bytes, a, nullptr));
   return bytes;
 }
 
 void cub_run(const CumsumArgs& a, const Workspace& ws) {
   if (a.x.numel() == 0) return;
   std::size_t bytes = ws.bytes;
-  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
-  SAMEBITS_CUDA_CHECK(a.x.dtype == DType::f32 ? cub_sum<float>(ws.data, bytes, a, stream)
-                                              : cub_sum<double>(ws.data, bytes, a, stream));
+  SAMEBITS_CUDA_CHECK(cub_sum(ws.data, bytes, a, SAMEBITS_STREAM(ws.stream)));
   SAMEBITS_CUDA_CHECK_LAUNCH("cub::DeviceScan::InclusiveSum");
 }
 
