@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -244,6 +245,102 @@ TEST(TraceDiff, DifferentBitsWithEqualStatisticsStillCount) {
   const auto r = trace::diff(a, b);
   EXPECT_EQ(r.first_diff, 0);
   EXPECT_GT(r.entries[0].distance, 0.0);
+}
+
+TEST(Trace, ContextsLabelTheirThreadsEntriesAndNest) {
+  const auto path = temp_path("trace_context.jsonl");
+  Tensor t = Tensor::full({2}, 1.0, DType::f32);
+  EXPECT_EQ(trace::current_context(), "");
+  {
+    trace::Session session(path);
+    trace::record(0, "l", "outside", t);
+    {
+      trace::Context run("cuda portable repeat run 2 of 3, seed 7");
+      trace::record(0, "l", "run", t);
+      {
+        trace::Context inner("inner");
+        trace::record(0, "l", "inner", t);
+        // Another thread has its own (empty) context.
+        std::thread([&] { trace::record(0, "l", "other thread", t); }).join();
+      }
+      EXPECT_EQ(trace::current_context(), "cuda portable repeat run 2 of 3, seed 7");
+      trace::record(1, "l", "run again", t);
+    }
+    EXPECT_EQ(trace::current_context(), "");
+    trace::record(1, "l", "after", t);
+  }
+  const auto entries = trace::read(path).entries;
+  ASSERT_EQ(entries.size(), 6u);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"outside", ""},
+      {"run", "cuda portable repeat run 2 of 3, seed 7"},
+      {"inner", "inner"},
+      {"other thread", ""},
+      {"run again", "cuda portable repeat run 2 of 3, seed 7"},
+      {"after", ""}};
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    EXPECT_EQ(entries[i].op, expected[i].first);
+    EXPECT_EQ(entries[i].context, expected[i].second) << entries[i].op;
+  }
+  // An entry outside any context has no "context" key at all (traces stay as before).
+  std::ifstream in(path);
+  std::string header, first;
+  std::getline(in, header);
+  std::getline(in, first);
+  EXPECT_EQ(first.find("context"), std::string::npos) << first;
+  std::remove(path.c_str());
+}
+
+TEST(TraceDiff, ContextsAreShownNotCompared) {
+  trace::TraceFile a, b;
+  for (int run = 1; run <= 2; ++run)
+    for (int step = 0; step < 2; ++step) {
+      const int i = static_cast<int>(a.entries.size());
+      auto x = entry(i, step, "aggregate", 1.0, "h" + std::to_string(i));
+      auto y = x;
+      x.context = "cpu portable run " + std::to_string(run);
+      y.context = "cuda portable run " + std::to_string(run);
+      if (run == 2 && step == 1) {
+        y.hash = "different";
+        y.mean += 1e-6;
+      }
+      a.entries.push_back(x);
+      b.entries.push_back(y);
+    }
+  const auto r = trace::diff(a, b);
+  EXPECT_EQ(r.structure_mismatch, -1) << "labels differ between devices; the ops do not";
+  EXPECT_EQ(r.first_diff, 3);
+  // One growth row per (run, step), not per step.
+  ASSERT_EQ(r.steps.size(), 4u);
+  EXPECT_EQ(r.steps[3].context, "cpu portable run 2");
+  EXPECT_EQ(r.steps[3].differing, 1);
+  EXPECT_EQ(r.steps[1].differing, 0);
+  const auto text = trace::format_diff(r);
+  EXPECT_NE(text.find("context  A: cpu portable run 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("B: cuda portable run 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("context (A)"), std::string::npos) << text;
+  b.entries[3].hash = a.entries[3].hash;
+  EXPECT_TRUE(trace::diff(a, b).agree());
+}
+
+TEST(TraceDiff, NamesFromTheFileAreEscapedForTerminalAndSvg) {
+  trace::TraceFile a, b;
+  auto x = entry(0, 0, "op\x1b[31m<b>&", 1.0, "h1");
+  x.layer = "layer\n<script>";
+  x.context = "run\x07 1";
+  auto y = x;
+  y.hash = "h2";
+  a.entries.push_back(x);
+  b.entries.push_back(y);
+  const auto r = trace::diff(a, b);
+  const auto text = trace::format_diff(r);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) EXPECT_TRUE(testing::all_printable(line)) << line;
+  EXPECT_NE(text.find("layer\\n<script>"), std::string::npos) << text;
+  const auto svg = trace::diff_svg(r);
+  EXPECT_EQ(svg.find("<script>"), std::string::npos);
+  EXPECT_EQ(svg.find("<b>"), std::string::npos);
+  EXPECT_NE(svg.find("&lt;script&gt;"), std::string::npos) << svg;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Divergence tracing: a recorder that, when enabled, writes one line per op call (step, layer,
-// op, dtype, shape, content hash of the output, min, max, mean, L2 norm, a few sampled values) to
-// a streamed JSON-lines file; and the comparison of two such files (`samebits diff`).
+// op, dtype, shape, content hash of the output, min, max, mean, L2 norm, a few sampled values,
+// and the recording thread's context label) to a streamed JSON-lines file; and the comparison of
+// two such files (`samebits diff`).
 //
 // Overhead when disabled: one relaxed load of a global flag per call site. Wrap call sites as
 //   if (samebits::trace::enabled()) samebits::trace::record(step, "conv1", "aggregate", out);
@@ -10,7 +11,8 @@
 //   line 1: {"samebits_trace":1,"version":...,"git":...,"environment":{...}}
 //   then:   {"i":0,"step":3,"layer":"conv1","op":"aggregate","dtype":"float32","shape":[2708,16],
 //            "hash":"0123456789abcdef","min":-1.5,"max":2.25,"mean":0.01,"l2":12.5,"nan":0,
-//            "samples":[...]}
+//            "samples":[...],"context":"cuda not_guaranteed repeat run 2 of 3, seed 0"}
+// "context" is present only while a trace::Context is alive on the recording thread.
 // Non-finite statistics are written as the strings "nan", "inf", "-inf". Statistics are computed
 // in float64 in row-major order, so they are themselves reproducible.
 #pragma once
@@ -60,6 +62,27 @@ class Session {
   int pending_;
 };
 
+// Labels the entries that this thread records during its lifetime ("context" in the file), so
+// that a trace holding several runs says which run an entry belongs to. Contexts nest: the
+// innermost one labels, and the enclosing one is back when it ends. Costs nothing while no trace
+// is being recorded beyond keeping the label.
+//   for (int run = 1; run <= runs; ++run) {
+//     samebits::trace::Context ctx(fmt::format("run {}", run));
+//     train(...);
+//   }
+class Context {
+ public:
+  explicit Context(std::string label);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+ private:
+  std::string previous_;
+};
+// The label of the innermost live Context on this thread; empty when there is none.
+const std::string& current_context() noexcept;
+
 // Number of values sampled per entry, at positions floor(k * numel / kSamples), k = 0..7.
 constexpr int kSamples = 8;
 
@@ -73,6 +96,7 @@ struct Entry {
   double min = 0, max = 0, mean = 0, l2 = 0;
   std::int64_t nan_count = 0;
   std::vector<double> samples;
+  std::string context;  // empty when recorded outside any Context
 };
 
 struct TraceFile {
@@ -93,11 +117,15 @@ struct EntryDiff {
   std::int64_t index = 0;  // position in both traces
   std::int64_t step = 0;
   std::string layer, op;
+  std::string context;  // trace A's context label
   bool same_hash = true;
   double distance = 0;
 };
 
+// Entries are grouped by trace A's (context, step): a trace of several runs has a row per run
+// and step.
 struct StepDiff {
+  std::string context;
   std::int64_t step = 0;
   std::int64_t entries = 0;    // entries of this step present in both traces
   std::int64_t differing = 0;  // of which the hashes differ
@@ -108,7 +136,9 @@ struct DiffReport {
   std::int64_t entries_a = 0, entries_b = 0;
   std::int64_t compared = 0;      // entries compared (the common prefix of matching structure)
   std::int64_t first_diff = -1;   // index of the first entry whose hash differs; -1: none
-  std::int64_t structure_mismatch = -1;  // first index where step/layer/op/shape differ; -1: none
+  // First index where step/layer/op/dtype/shape differ; -1: none. Context labels are shown but
+  // not compared, so a CPU trace and a CUDA trace of the same portable runs can agree.
+  std::int64_t structure_mismatch = -1;
   std::string structure_message;
   Entry first_a, first_b;         // the entries at first_diff (when there is one)
   std::vector<EntryDiff> entries;  // every compared entry, in order

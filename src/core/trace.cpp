@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "core/excerpt.hpp"
@@ -34,6 +35,8 @@ Recorder& recorder() {
   static Recorder r;
   return r;
 }
+
+thread_local std::string t_context;
 
 // Finite values as numbers; NaN and infinities as strings, which JSON has no numbers for.
 json number(double v) {
@@ -91,6 +94,10 @@ Stats compute_stats(const Tensor& host) {
 }
 
 }  // namespace
+
+Context::Context(std::string label) : previous_(std::exchange(t_context, std::move(label))) {}
+Context::~Context() { t_context = std::move(previous_); }
+const std::string& current_context() noexcept { return t_context; }
 
 void start(const std::string& path) {
   auto& r = recorder();
@@ -155,6 +162,7 @@ void record(std::int64_t step, std::string_view layer, std::string_view op, cons
   json samples = json::array();
   for (double v : s.samples) samples.push_back(number(v));
   line["samples"] = std::move(samples);
+  if (!t_context.empty()) line["context"] = t_context;
   auto& r = recorder();
   std::lock_guard lock(r.m);
   if (r.file == nullptr) return;  // stopped meanwhile
@@ -200,6 +208,7 @@ TraceFile read(const std::string& path) {
       e.l2 = read_number(j.at("l2"));
       e.nan_count = j.at("nan").get<std::int64_t>();
       for (const auto& v : j.at("samples")) e.samples.push_back(read_number(v));
+      if (j.contains("context")) e.context = j.at("context").get<std::string>();
       t.entries.push_back(std::move(e));
     } catch (const json::parse_error& ex) {
       // The parser's own message quotes the bytes it read, which may be binary.

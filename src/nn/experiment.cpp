@@ -11,6 +11,7 @@
 
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
+#include "samebits/trace.hpp"
 
 namespace samebits::nn {
 
@@ -59,7 +60,11 @@ void run_group(GraphSage& model, const ExperimentConfig& cfg, GroupResult& g,
   for (int r = 0; r < g.runs; ++r) {
     const auto t0 = Clock::now();
     const bool track = r < tracked;
-    model.init(cfg.seed + (by_seed ? static_cast<std::uint64_t>(r) : 0));
+    const std::uint64_t seed = cfg.seed + (by_seed ? static_cast<std::uint64_t>(r) : 0);
+    // Names this run in a trace that holds several (see samebits diff).
+    const trace::Context context(fmt::format("{} {} {} run {} of {}, seed {}", to_string(g.device),
+                                             to_string(g.level), g.kind, r + 1, g.runs, seed));
+    model.init(seed);
     auto record = [&](int e) {
       std::vector<double> w = host_doubles(model.parameters());
       if (r == 0) {

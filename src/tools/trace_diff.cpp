@@ -6,7 +6,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string_view>
+#include <utility>
 
+#include "core/excerpt.hpp"
 #include "samebits/trace.hpp"
 
 namespace samebits::trace {
@@ -25,6 +28,22 @@ std::string shape_text(const Shape& s) {
   std::string t;
   for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
   return "[" + t + "]";
+}
+
+// Names read from a trace file, made safe for a terminal (escaped, cut at 120 bytes).
+std::string shown(std::string_view text) { return samebits::detail::printable_excerpt(text, 120); }
+
+// The same, also safe inside SVG text.
+std::string shown_in_xml(std::string_view text) {
+  std::string out;
+  for (char c : shown(text)) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
 }
 
 std::string sci(double v) {
@@ -51,7 +70,7 @@ DiffReport diff(const TraceFile& a, const TraceFile& b) {
   r.entries_a = static_cast<std::int64_t>(a.entries.size());
   r.entries_b = static_cast<std::int64_t>(b.entries.size());
   const std::size_t n = std::min(a.entries.size(), b.entries.size());
-  std::map<std::int64_t, std::size_t> step_row;
+  std::map<std::pair<std::string, std::int64_t>, std::size_t> step_row;  // (context, step) -> row
   for (std::size_t i = 0; i < n; ++i) {
     const Entry& x = a.entries[i];
     const Entry& y = b.entries[i];
@@ -61,19 +80,19 @@ DiffReport diff(const TraceFile& a, const TraceFile& b) {
       r.structure_message = fmt::format(
           "entry {}: A has step {} {}/{} {}{}, B has step {} {}/{} {}{}: the runs did not execute "
           "the same sequence of ops",
-          i, x.step, x.layer, x.op, x.dtype, shape_text(x.shape), y.step, y.layer, y.op, y.dtype,
-          shape_text(y.shape));
+          i, x.step, shown(x.layer), shown(x.op), shown(x.dtype), shape_text(x.shape), y.step,
+          shown(y.layer), shown(y.op), shown(y.dtype), shape_text(y.shape));
       break;
     }
-    EntryDiff d{static_cast<std::int64_t>(i), x.step, x.layer, x.op, x.hash == y.hash,
+    EntryDiff d{static_cast<std::int64_t>(i), x.step, x.layer, x.op, x.context, x.hash == y.hash,
                 distance(x, y)};
     if (!d.same_hash && r.first_diff < 0) {
       r.first_diff = d.index;
       r.first_a = x;
       r.first_b = y;
     }
-    auto [it, inserted] = step_row.emplace(x.step, r.steps.size());
-    if (inserted) r.steps.push_back(StepDiff{x.step, 0, 0, 0.0});
+    auto [it, inserted] = step_row.emplace(std::pair(x.context, x.step), r.steps.size());
+    if (inserted) r.steps.push_back(StepDiff{x.context, x.step, 0, 0, 0.0});
     StepDiff& s = r.steps[it->second];
     ++s.entries;
     if (!d.same_hash) ++s.differing;
@@ -98,7 +117,11 @@ std::string format_diff(const DiffReport& r) {
   const Entry& a = r.first_a;
   const Entry& b = r.first_b;
   s += fmt::format("first difference: entry {}, step {}, layer '{}', op '{}', {}{}\n", a.index,
-                   a.step, a.layer, a.op, a.dtype, shape_text(a.shape));
+                   a.step, shown(a.layer), shown(a.op), shown(a.dtype), shape_text(a.shape));
+  if (!a.context.empty() || !b.context.empty()) {
+    s += fmt::format("  context  A: {}\n", a.context.empty() ? "(none)" : shown(a.context));
+    s += fmt::format("           B: {}\n", b.context.empty() ? "(none)" : shown(b.context));
+  }
   auto row = [&](std::string_view k, double x, double y) {
     s += fmt::format("  {:<8} {:>24.17g} {:>24.17g}   rel diff {}\n", k, x, y, sci(rel(x, y)));
   };
@@ -119,8 +142,10 @@ std::string format_diff(const DiffReport& r) {
 
   // Growth per step: every step while there are few, else log-spaced steps after the first
   // difference (the early growth is where the story is), always including the last.
-  s += fmt::format("growth  {:>8} {:>8} {:>10} {:>14}\n", "step", "entries", "differing",
-                   "max distance");
+  const bool with_context = std::any_of(r.steps.begin(), r.steps.end(),
+                                       [](const StepDiff& st) { return !st.context.empty(); });
+  s += fmt::format("growth  {:>8} {:>8} {:>10} {:>14}{}\n", "step", "entries", "differing",
+                   "max distance", with_context ? "  context (A)" : "");
   std::vector<std::size_t> rows;
   const std::size_t ns = r.steps.size();
   std::size_t first_row = 0;
@@ -134,8 +159,8 @@ std::string format_diff(const DiffReport& r) {
   }
   for (std::size_t i : rows) {
     const StepDiff& st = r.steps[i];
-    s += fmt::format("        {:>8} {:>8} {:>10} {:>14}\n", st.step, st.entries, st.differing,
-                     sci(st.max_distance));
+    s += fmt::format("        {:>8} {:>8} {:>10} {:>14}{}\n", st.step, st.entries, st.differing,
+                     sci(st.max_distance), with_context ? "  " + shown(st.context) : "");
   }
   return s;
 }
@@ -188,7 +213,8 @@ std::string diff_svg(const DiffReport& r) {
     s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#c00\" "
                      "stroke-dasharray=\"4 3\"/><text x=\"{3:.1f}\" y=\"{4}\" fill=\"#c00\">first "
                      "difference: entry {5} ({6}/{7})</text>\n",
-                     x, T, H - B, x + 4, T + 12, r.first_diff, r.first_a.layer, r.first_a.op);
+                     x, T, H - B, x + 4, T + 12, r.first_diff, shown_in_xml(r.first_a.layer),
+                     shown_in_xml(r.first_a.op));
   }
   std::string pts;
   for (const auto& e : r.entries)
