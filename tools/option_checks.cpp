@@ -91,6 +91,7 @@ std::vector<Determinism> parse_level_list(const std::string& text, bool all_allo
   return levels;
 }
 
+namespace {
 // A validator from a parser that throws InvalidArgument with the message to show.
 template <class Parse> CLI::Validator refusing(Parse parse, std::string description) {
   return CLI::Validator(
@@ -104,6 +105,7 @@ template <class Parse> CLI::Validator refusing(Parse parse, std::string descript
       },
       std::move(description));
 }
+}  // namespace
 
 CLI::Validator level_list(bool all_allowed) {
   return refusing([all_allowed](const std::string& t) { return parse_level_list(t, all_allowed); },

@@ -113,11 +113,9 @@ TensorView TensorView::reshape(const Shape& s) const {
 }
 
 std::string TensorView::describe() const {
-  std::string dims, strs;
-  for (int d = 0; d < ndim; ++d) {
-    dims += (d ? ", " : "") + std::to_string(shape[static_cast<std::size_t>(d)]);
-    strs += (d ? ", " : "") + std::to_string(strides[static_cast<std::size_t>(d)]);
-  }
+  const auto n = static_cast<std::size_t>(ndim);
+  const std::string dims = fmt::format("{}", fmt::join(shape.begin(), shape.begin() + n, ", "));
+  const std::string strs = fmt::format("{}", fmt::join(strides.begin(), strides.begin() + n, ", "));
   return fmt::format("{}[{}] {}{}", to_string(dtype), dims, to_string(device),
                      is_contiguous() ? "" : " (strides " + strs + ")");
 }
