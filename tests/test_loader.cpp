@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -186,6 +188,43 @@ TEST(DataLoader, RejectsBadOptions) {
   DataLoader empty(make_dataset(0, false), {.workers = 2});
   empty.start_epoch(0);
   EXPECT_FALSE(empty.next().has_value());
+}
+
+TEST(DataLoader, ABatchAsLargeAsAnyHoldsEverything) {
+  for (bool drop_last : {false, true}) {
+    DataLoader all(make_dataset(10, false),
+                   {.batch_size = std::numeric_limits<std::int64_t>::max(), .drop_last = drop_last});
+    EXPECT_EQ(all.batches_per_epoch(), drop_last ? 0 : 1);
+    all.start_epoch(0);
+    auto b = all.next();
+    ASSERT_EQ(b.has_value(), !drop_last);
+    if (b) EXPECT_EQ(b->samples.size(), 10u);
+    EXPECT_FALSE(all.next().has_value());
+  }
+}
+
+// Each kind of per-sample draw has its own counter space: draws of different kinds with the same
+// k agree only as often as independent draws would.
+TEST(SampleRandom, KindsAreIndependent) {
+  const std::uint64_t key = rng::derive_seed(5, 0, 1);
+  constexpr int n = 20000;
+  int int_vs_bernoulli = 0, int_vs_uniform = 0, uniform_vs_tensor = 0, normal_vs_tensor = 0;
+  for (int i = 0; i < n; ++i) {
+    const SampleRandom r(key, static_cast<std::uint64_t>(i));
+    int_vs_bernoulli += r.integer(0, 2) == static_cast<std::uint64_t>(r.bernoulli(0, 0.5f));
+    int_vs_uniform += r.integer(1, 10) == static_cast<std::uint64_t>(10 * r.uniform(4));
+    uniform_vs_tensor += r.uniform(0) == rng::uniform(r.seed(), r.stream(), 0);
+    normal_vs_tensor += r.normal(0) == rng::normal(r.seed(), r.stream(), 0);
+    // Each draw is still a pure function of (key, index, k).
+    const SampleRandom again(key, static_cast<std::uint64_t>(i));
+    ASSERT_EQ(r.integer(3, 1000), again.integer(3, 1000));
+    ASSERT_EQ(r.normal(7), again.normal(7));
+  }
+  // Independent: about n / 2 and n / 10 agreements (a shared counter space gave n and n).
+  EXPECT_NEAR(int_vs_bernoulli, n / 2, 600);
+  EXPECT_NEAR(int_vs_uniform, n / 10, 400);
+  EXPECT_LT(uniform_vs_tensor, 10);
+  EXPECT_LT(normal_vs_tensor, 10);
 }
 
 }  // namespace

@@ -32,24 +32,38 @@
 
 namespace samebits {
 
-// The random numbers of one sample in one epoch: Philox stream `index` under the epoch's
-// augmentation key. Draw k is a pure function of (seed, epoch, index, k).
+// The random numbers of one sample in one epoch: Philox stream `index` under keys derived from the
+// epoch's augmentation key. Draw k of each kind is a pure function of (seed, epoch, index, k), and
+// the kinds are independent of one another: uniform, normal, bernoulli and integer each draw from
+// their own key, and whole-tensor draws (seed(), stream()) from a fifth, so integer(0, 2) says
+// nothing about bernoulli(0, 0.5) or about fill_normal(t, seed(), stream(), 0).
 class SampleRandom {
  public:
-  SampleRandom(std::uint64_t key, std::uint64_t index) : key_(key), index_(index) {}
-  float uniform(std::uint64_t k) const { return rng::uniform(key_, index_, k); }
-  float normal(std::uint64_t k) const { return rng::normal(key_, index_, k); }
-  bool bernoulli(std::uint64_t k, float p) const { return rng::bernoulli(key_, index_, k, p); }
-  // Uniform in [0, range), range >= 1 (uses its own counter space: block k).
+  SampleRandom(std::uint64_t key, std::uint64_t index)
+      : key_(key),
+        index_(index),
+        uniform_key_(rng::derive_seed(key, 1, kKindTag)),
+        normal_key_(rng::derive_seed(key, 2, kKindTag)),
+        bernoulli_key_(rng::derive_seed(key, 3, kKindTag)),
+        integer_key_(rng::derive_seed(key, 4, kKindTag)) {}
+  // Uniform in [0, 1) (24 random bits).
+  float uniform(std::uint64_t k) const { return rng::uniform(uniform_key_, index_, k); }
+  // Standard normal.
+  float normal(std::uint64_t k) const { return rng::normal(normal_key_, index_, k); }
+  // 1 with probability p rounded up to a multiple of 2^-24 (see rng::bernoulli).
+  bool bernoulli(std::uint64_t k, float p) const { return rng::bernoulli(bernoulli_key_, index_, k, p); }
+  // Uniform in [0, range), range >= 1, without bias.
   std::uint64_t integer(std::uint64_t k, std::uint64_t range) const {
-    return rng::uniform_int(key_, index_, k, range);
+    return rng::uniform_int(integer_key_, index_, k, range);
   }
   // For whole-tensor draws: fill_normal(t, r.seed(), r.stream(), offset), etc.
   std::uint64_t seed() const { return key_; }
   std::uint64_t stream() const { return index_; }
 
  private:
+  static constexpr std::uint64_t kKindTag = 0x6b696e64;  // "kind": the per-kind keys' derivation
   std::uint64_t key_, index_;
+  std::uint64_t uniform_key_, normal_key_, bernoulli_key_, integer_key_;
 };
 
 // One per-sample tensor of a dataset (a batch stacks it to [batch, ...shape]; shape has at most

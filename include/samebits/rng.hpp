@@ -71,7 +71,10 @@ SAMEBITS_HD float uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_
   return to_unit_float(bits32(seed, stream, i));
 }
 
-// Element i of a stream of Bernoulli(p) draws: uniform < p.
+// Element i of a stream of Bernoulli(p) draws: uniform < p. uniform has 24 bits, so the
+// probability of 1 is p rounded up to a multiple of 2^-24: exact for such p (0.5, 0.25, ...),
+// within 2^-24 of p otherwise, and 2^-24 for any 0 < p <= 2^-24. For rarer events compare
+// uniform_double with p instead.
 SAMEBITS_HD bool bernoulli(std::uint64_t seed, std::uint64_t stream, std::uint64_t i, float p) {
   return uniform(seed, stream, i) < p;
 }

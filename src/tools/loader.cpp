@@ -36,7 +36,8 @@ DataLoader::~DataLoader() { stop(); }
 
 std::int64_t DataLoader::batches_per_epoch() const {
   const std::int64_t n = dataset_.size, b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  // Without n + b - 1, which overflows for a batch size near 2^63 ("everything in one batch").
+  return n / b + (!options_.drop_last && n % b != 0 ? 1 : 0);
 }
 
 std::vector<std::int64_t> DataLoader::epoch_order(std::int64_t epoch) const {
@@ -84,7 +85,7 @@ Batch DataLoader::make_batch(std::int64_t b) const {
   batch.epoch = epoch_;
   batch.index = b;
   const std::int64_t begin = b * options_.batch_size;
-  const std::int64_t end = std::min(begin + options_.batch_size, dataset_.size);
+  const std::int64_t end = begin + std::min(options_.batch_size, dataset_.size - begin);
   batch.samples.assign(order_.begin() + begin, order_.begin() + end);
   const std::int64_t rows = end - begin;
   for (const auto& f : dataset_.fields) {
