@@ -235,6 +235,10 @@ TEST(Generators, ManualSeedResetsEveryGeneratorAndDrawsAdvance) {
   normal_(y, 0.0, 1.0, &mine);
   EXPECT_TRUE(bitwise_equal(x, y));
   EXPECT_THROW(mine.set_state({1, 0, 3}), InvalidArgument);
+  // A reservation returns the whole state it starts at, and moves on by whole blocks.
+  mine.set_state({9, 2, 8});
+  EXPECT_EQ(mine.reserve_words(5), (Generator::State{9, 2, 8}));
+  EXPECT_EQ(mine.state(), (Generator::State{9, 2, 16}));
   manual_seed(kDefaultSeed);
 }
 

@@ -46,8 +46,10 @@ class Generator {
   void manual_seed(std::uint64_t seed);
   State state() const;
   void set_state(const State& s);
-  // Reserves `words` 32-bit words (rounded up to whole blocks); returns the first word offset.
-  std::uint64_t reserve_words(std::uint64_t words);
+  // Reserves `words` 32-bit words (rounded up to whole blocks); returns the state they start at
+  // (seed, stream and first word offset, read under the same lock as the reservation, so a
+  // manual_seed or set_state from another thread cannot fall between the two).
+  State reserve_words(std::uint64_t words);
 
  private:
   mutable std::mutex m_;

@@ -85,11 +85,10 @@ std::uint64_t element_offset(detail::RandomKind kind, DType dtype, std::uint64_t
 
 void fill_from(const TensorView& out, detail::RandomFill f, Generator* gen) {
   Generator& g = gen != nullptr ? *gen : default_generator(out.device);
-  const auto st = g.state();
-  const std::uint64_t word = g.reserve_words(words_for(f.kind, out.dtype, out.numel()));
+  const Generator::State st = g.reserve_words(words_for(f.kind, out.dtype, out.numel()));
   f.seed = st.seed;
   f.stream = st.stream;
-  f.offset = element_offset(f.kind, out.dtype, word);
+  f.offset = element_offset(f.kind, out.dtype, st.offset);
   fill(out, f);
 }
 
@@ -140,9 +139,9 @@ void Generator::set_state(const State& s) {
   state_ = s;
 }
 
-std::uint64_t Generator::reserve_words(std::uint64_t words) {
+Generator::State Generator::reserve_words(std::uint64_t words) {
   std::lock_guard lock(m_);
-  const std::uint64_t first = state_.offset;
+  const State first = state_;
   state_.offset += (words + 3) / 4 * 4;
   return first;
 }
