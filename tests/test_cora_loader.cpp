@@ -209,6 +209,36 @@ TEST_F(TempData, IndexOutOfRange) {
   EXPECT_NE(error_of().find("label -1 is negative"), std::string::npos) << error_of();
 }
 
+// Values that would make the model ask for absurd memory, or poison every weight, are refused
+// with their line; numbers too large for their type are "out of range", not "not a number".
+TEST_F(TempData, HugeAndNonFiniteValues) {
+  write_good();
+  const std::string header = "node\tlabel\tsplit\tfeatures\n";
+  write("nodes.tsv", header + "0\t1\ttrain\t0\n1\t65536\ttrain\t0\n");
+  std::string e = error_of();
+  EXPECT_NE(e.find("nodes.tsv line 3: label 65536 is above 65535 (at most 65536 classes)"),
+            std::string::npos) << e;
+  write("nodes.tsv", header + "0\t65535\ttrain\t16777215\n");  // both limits themselves: fine
+  write("edges.tsv", "src\tdst\n0\t0\n");
+  EXPECT_EQ(error_of(), "no error");
+  write("nodes.tsv", header + "0\t1\ttrain\t16777216\n");
+  e = error_of();
+  EXPECT_NE(e.find("feature index 16777216 out of range [0, 16777216)"), std::string::npos) << e;
+  write("nodes.tsv", header + "0\t3000000000000000000000\ttrain\t0\n");
+  e = error_of();
+  EXPECT_NE(e.find("label '3000000000000000000000' is out of range for a 64-bit integer"),
+            std::string::npos) << e;
+  write("nodes.tsv", header + "0\t1\ttrain\t0:1e50\n");
+  e = error_of();
+  EXPECT_NE(e.find("feature value '1e50' is out of range for a float32"), std::string::npos) << e;
+  for (const char* v : {"nan", "inf", "-inf", "NaN", "infinity"}) {
+    write("nodes.tsv", header + "0\t1\ttrain\t0:" + v + "\n");
+    e = error_of();
+    EXPECT_NE(e.find(std::string("nodes.tsv line 2: feature value '") + v + "' is not finite"),
+              std::string::npos) << e;
+  }
+}
+
 TEST_F(TempData, ExpectedCountsAreChecked) {
   write_good();
   const std::string e = error_of({.expect = cora_expected()});

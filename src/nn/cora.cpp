@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <string_view>
+#include <type_traits>
 
 #include "core/excerpt.hpp"
 #include "samebits/errors.hpp"
@@ -55,18 +57,19 @@ std::vector<std::string_view> split_on(std::string_view s, char sep) {
   return parts;
 }
 
-template <class T> bool parse_number(std::string_view s, T& v) {
-  if (s.empty()) return false;
-  const char* b = s.data();
-  const char* e = s.data() + s.size();
-  // from_chars is locale-free, and correctly rounded for floats: the same value everywhere.
-  auto [p, ec] = std::from_chars(b, e, v);
-  return ec == std::errc() && p == e;
-}
+// Labels and feature indices beyond these are refused with the line that holds them, before the
+// model would ask for the memory (a label of 2^31 - 1 means 2^31 classes).
+constexpr std::int64_t kMaxLabel = 65535;
+constexpr std::int64_t kMaxFeatureIndex = (std::int64_t{1} << 24) - 1;
 
 template <class T> T field_number(const LineReader& r, std::string_view s, std::string_view what) {
   T v{};
-  if (!parse_number(s, v))
+  // from_chars is locale-free, and correctly rounded for floats: the same value everywhere.
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range && p == s.data() + s.size())
+    r.fail(fmt::format("{} '{}' is out of range for {}", what, samebits::detail::printable_excerpt(s),
+                       std::is_floating_point_v<T> ? "a float32" : "a 64-bit integer"));
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size())
     r.fail(fmt::format("{} '{}' is not a number", what, samebits::detail::printable_excerpt(s)));
   return v;
 }
@@ -105,21 +108,27 @@ void read_nodes(const std::filesystem::path& path, const LoadOptions& opts, Data
     if (node != d.num_nodes)
       r.fail(fmt::format("node id {} out of order (expected {}: lines must list nodes 0, 1, 2, ...)",
                          node, d.num_nodes));
-    const auto label = field_number<std::int32_t>(r, fields[1], "label");
+    const auto label = field_number<std::int64_t>(r, fields[1], "label");
     if (label < 0) r.fail(fmt::format("label {} is negative", label));
-    d.labels.push_back(label);
+    if (label > kMaxLabel)
+      r.fail(fmt::format("label {} is above {} (at most {} classes)", label, kMaxLabel, kMaxLabel + 1));
+    d.labels.push_back(static_cast<std::int32_t>(label));
     d.split.push_back(parse_split(r, fields[2]));
     if (!fields[3].empty()) {
       for (std::string_view tok : split_on(fields[3], ',')) {
         const std::size_t colon = tok.find(':');
         const std::string_view col_text = tok.substr(0, colon);
         const auto col = field_number<std::int64_t>(r, col_text, "feature index");
-        if (col < 0 || col > INT32_MAX - 1 || (opts.num_features > 0 && col >= opts.num_features))
-          r.fail(fmt::format("feature index {} out of range [0, {})", col,
-                             opts.num_features > 0 ? opts.num_features : std::int64_t{INT32_MAX}));
+        const std::int64_t limit =
+            opts.num_features > 0 ? std::min(opts.num_features, kMaxFeatureIndex + 1) : kMaxFeatureIndex + 1;
+        if (col < 0 || col >= limit)
+          r.fail(fmt::format("feature index {} out of range [0, {})", col, limit));
         float v = 1.0f;
         if (colon != std::string_view::npos) {
           v = field_number<float>(r, tok.substr(colon + 1), "feature value");
+          if (!std::isfinite(v))
+            r.fail(fmt::format("feature value '{}' is not finite",
+                               samebits::detail::printable_excerpt(tok.substr(colon + 1))));
           if (v != 1.0f) binary = false;
         }
         f.cols.push_back(static_cast<std::int32_t>(col));

@@ -1,6 +1,8 @@
 // The Cora data set (and any graph in the same TSV format) in memory: node features as a sparse
 // CSR matrix, labels, the train/val/test split, and the directed edge list; plus the CSR helpers
-// the GraphSAGE model builds from them. Format: data/cora/README.md.
+// the GraphSAGE model builds from them. Format: data/cora/README.md. Beyond that format, the reader
+// refuses (DataError naming the file and line) labels above 65535, feature indices of 2^24 or more
+// and feature values that are NaN or infinite.
 #pragma once
 #include <cstdint>
 #include <filesystem>
