@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 
@@ -96,6 +97,32 @@ TEST(CheckClose, PassesWithinAndFailsOutsideWithAClearMessage) {
   Tolerance shaped = tol;
   shaped.shape = {6};
   EXPECT_NE(check_close(e, e, shaped).message.find("calibrated for shape [6]"), std::string::npos);
+}
+
+// A tolerance calibrated on runs that gave NaN is infinite: it lets everything but NaN on one side
+// through, where expected is 0 as elsewhere. Integers compare exactly, beyond 2^53 too.
+TEST(CheckClose, InfiniteTolerancesAndLargeIntegers) {
+  Tensor e = Tensor::from_vector(std::vector<float>{0.0f, 2.0f, 0.0f}, {3});
+  Tensor a = Tensor::from_vector(std::vector<float>{1e30f, -7.0f, NAN}, {3});
+  Tolerance infinite_rel;
+  infinite_rel.rel = INFINITY;
+  const auto r = check_close(a, e, infinite_rel);
+  EXPECT_EQ(r.failures, 1) << r.message;
+  EXPECT_EQ(r.first_failure, 2) << "only the NaN fails";
+  Tolerance infinite_abs;
+  infinite_abs.abs = INFINITY;
+  EXPECT_EQ(check_close(a, e, infinite_abs).failures, 1);
+
+  const std::int64_t big = std::int64_t{1} << 53;
+  Tensor x = Tensor::from_vector(std::vector<std::int64_t>{big + 1, 5, INT64_MIN}, {3});
+  Tensor y = Tensor::from_vector(std::vector<std::int64_t>{big, 5, INT64_MAX}, {3});
+  const auto exact = check_close(x, y, Tolerance{});
+  EXPECT_EQ(exact.failures, 2) << exact.message;
+  EXPECT_EQ(exact.first_failure, 0) << "2^53 + 1 is not 2^53";
+  Tolerance one;
+  one.abs = 1;
+  EXPECT_EQ(check_close(x, y, one).failures, 1) << "a difference of 1 is allowed; 2^64 - 1 is not";
+  EXPECT_TRUE(check_close(x, x, Tolerance{}).ok);
 }
 
 TEST(ExpectClose, GoogleTestAssertion) {

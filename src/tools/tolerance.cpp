@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "core/files.hpp"
 #include "core/strided.hpp"
@@ -24,6 +26,30 @@ std::vector<double> host_doubles(const TensorView& t) {
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(h.data<T>()[i]);
   });
   return v;
+}
+
+// Integer tensors exactly (doubles would merge values above 2^53).
+std::vector<std::int64_t> host_int64s(const TensorView& t) {
+  const Tensor h = Tensor::copy_of(t, Device::cpu());
+  std::vector<std::int64_t> v(static_cast<std::size_t>(h.numel()));
+  detail::visit_dtype(h.dtype(), [&]<class T>() {
+    if constexpr (std::is_integral_v<T>)
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(h.data<T>()[i]);
+  });
+  return v;
+}
+
+// |a - b| without overflow, rounded once to a double (at least 1 when a != b).
+double integer_distance(std::int64_t a, std::int64_t b) {
+  const auto ua = static_cast<std::uint64_t>(a), ub = static_cast<std::uint64_t>(b);
+  return static_cast<double>(a > b ? ua - ub : ub - ua);
+}
+
+// abs + rel * |expected|; an infinite abs or rel (calibrated on runs that gave NaN) allows any
+// difference, also where expected is 0 (where inf * 0 would make the allowance NaN).
+double allowed_difference(const Tolerance& tol, double expected) {
+  if (std::isinf(tol.abs) || std::isinf(tol.rel)) return INFINITY;
+  return tol.abs + tol.rel * std::fabs(expected);
 }
 
 std::string shape_text(const Shape& s) {
@@ -197,13 +223,22 @@ CloseResult check_close(const TensorView& actual, const TensorView& expected, co
     return r;
   }
   const auto a = host_doubles(actual), e = host_doubles(expected);
+  const bool integers = is_integer(actual.dtype) && is_integer(expected.dtype);
+  const auto ai = integers ? host_int64s(actual) : std::vector<std::int64_t>{};
+  const auto ei = integers ? host_int64s(expected) : std::vector<std::int64_t>{};
   r.elements = static_cast<std::int64_t>(a.size());
   double worst_ratio = -1;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    const bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
-    if (both_nan || a[i] == e[i]) continue;
-    const double diff = std::fabs(a[i] - e[i]);
-    const double allowed = tol.abs + tol.rel * std::fabs(e[i]);
+    double diff = 0;
+    if (integers) {
+      if (ai[i] == ei[i]) continue;
+      diff = integer_distance(ai[i], ei[i]);
+    } else {
+      const bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
+      if (both_nan || a[i] == e[i]) continue;
+      diff = std::fabs(a[i] - e[i]);
+    }
+    const double allowed = allowed_difference(tol, e[i]);
     const bool pass = diff <= allowed;  // false for NaN on one side or inf vs finite
     const double ratio = allowed > 0 ? diff / allowed : INFINITY;
     if (!pass) {

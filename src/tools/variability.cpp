@@ -43,6 +43,13 @@ double rel_diff(double x, double ref, double guard) {
   return std::fabs(x - ref) / std::max(std::fabs(ref), guard);
 }
 
+// |x - ref|, infinite where one side is NaN (fabs would give NaN, which std::max then drops).
+double abs_diff(double x, double ref) {
+  if (same_bits(x, ref)) return 0.0;
+  if (std::isnan(x) || std::isnan(ref)) return std::numeric_limits<double>::infinity();
+  return std::fabs(x - ref);
+}
+
 double full_sum(const std::vector<double>& v) {
   double s = 0;  // float64, in order: the reduction adds no variability of its own
   for (double x : v) s += x;
@@ -119,7 +126,7 @@ VariabilityReport measure_variability(const std::string& op, const OpShape& shap
       const double d = rel_diff(v[i], ref[i], r.guard);
       rel_sum += d;
       r.max_rel = std::max(r.max_rel, d);
-      r.max_abs = std::max(r.max_abs, std::fabs(v[i] - ref[i]));
+      r.max_abs = std::max(r.max_abs, abs_diff(v[i], ref[i]));
     }
     const double sd = rel_diff(full_sum(v), ref_scalar, r.guard);
     scalar_sum += sd;
