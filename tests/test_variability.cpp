@@ -3,6 +3,7 @@
 // as documented; every op in the table prepares and runs; JSON carries the environment.
 #include "samebits/variability.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -12,12 +13,22 @@
 namespace samebits {
 namespace {
 
+// `s` without the options that op `e` does not read (measure_variability refuses those).
+OpShape read_by(const OpEntry& e, OpShape s) {
+  if (!(e.reads & kReadsN)) s.n = 0;
+  if (!(e.reads & kReadsRows)) s.rows = 0;
+  if (!(e.reads & kReadsFeatures)) s.features = 0;
+  if (!(e.reads & kReadsDim)) s.dim = 0;
+  if (!(e.reads & kReadsReduce)) s.reduce.clear();
+  return s;
+}
+
 TEST(Variability, DeterministicLevelsGiveOneDistinctOutput) {
   testing::ThreadCount tc(4);
   for (const char* op : {"sum", "index_add", "sum_dim"}) {
     for (Determinism level : {Determinism::run_to_run, Determinism::portable}) {
       SCOPED_TRACE(std::string(op) + " " + std::string(to_string(level)));
-      const auto r = measure_variability(op, {.n = 200000, .rows = 300, .features = 0},
+      const auto r = measure_variability(op, read_by(find_op(op), {.n = 200000, .rows = 300}),
                                          {.runs = 10, .level = level});
       EXPECT_EQ(r.distinct, 1);
       EXPECT_EQ(r.varying, 0);
@@ -57,7 +68,7 @@ TEST(Variability, AtomicVariantVariesWithThreads) {
 TEST(Variability, EveryTableEntryRunsOnSmallShapes) {
   for (const auto& e : variability_ops()) {
     SCOPED_TRACE(e.name);
-    OpShape s{.n = 2000, .rows = 50, .features = e.name == "sum_dim" || e.name == "gemm" ? 8 : 0};
+    const OpShape s = read_by(e, {.n = 2000, .rows = 50, .features = 8});
     const auto r = measure_variability(e.name, s, {.runs = 2, .level = Determinism::portable});
     EXPECT_GT(r.elements, 0);
     EXPECT_EQ(r.distinct, 1);
@@ -65,6 +76,37 @@ TEST(Variability, EveryTableEntryRunsOnSmallShapes) {
     EXPECT_NE(format_report(r).find("distinct outputs"), std::string::npos);
   }
   EXPECT_THROW(prepare_op("nope", {}, Device::cpu(), 1), InvalidArgument);
+}
+
+// Options an op does not read are refused, not ignored; so is --features -1 where an op has no
+// 1-d form (it used to fall back to one feature, or fail deep inside as a negative size).
+TEST(Variability, OptionsAnOpDoesNotReadAreRefused) {
+  auto message = [](const std::string& op, const OpShape& s) -> std::string {
+    try {
+      check_shape(find_op(op), s);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(message("sum", {.rows = 5}), "--rows does not apply to sum (it reads --n)");
+  EXPECT_EQ(message("sum", {.rows = 5, .reduce = "amax"}),
+            "--rows, --reduce do not apply to sum (it reads --n)");
+  EXPECT_EQ(message("index_add", {.dim = 1}),
+            "--dim does not apply to index_add (it reads --n, --rows, --features)");
+  EXPECT_EQ(message("index_add", {.reduce = "sum"}),
+            "--reduce does not apply to index_add (it reads --n, --rows, --features)");
+  for (const char* op : {"aggregate", "sum_dim", "gemm"})
+    EXPECT_EQ(message(op, {.features = -1}),
+              fmt::format("--features -1 (1-d tensors) does not apply to {}: give 1 or more", op));
+  for (const char* op : {"index_add", "scatter_add", "scatter_reduce", "segment_reduce"})
+    EXPECT_EQ(message(op, {.n = 10, .rows = 3, .features = -1}), "accepted") << op;
+  EXPECT_EQ(message("scatter_reduce", {.reduce = "amax"}), "accepted");
+  EXPECT_EQ(message("sum_dim", {.rows = 4, .features = 3, .dim = 1}), "accepted");
+  // measure_variability goes through the same check.
+  EXPECT_THROW(measure_variability("sum", {.n = 100, .rows = 5}, {.runs = 1}), InvalidArgument);
+  // Every op's defaults pass its own check.
+  for (const auto& e : variability_ops()) EXPECT_EQ(message(e.name, e.defaults), "accepted") << e.name;
 }
 
 TEST(Variability, JsonEmbedsTheEnvironment) {

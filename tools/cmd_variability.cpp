@@ -3,6 +3,9 @@
 // arXiv:2408.05148 (see include/samebits/variability.hpp).
 #include <fmt/format.h>
 
+#include <string>
+#include <string_view>
+
 #include "commands.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/variability.hpp"
@@ -20,11 +23,20 @@ struct VariabilityCli {
 
 void run(const VariabilityCli& c) {
   if (c.list || c.op.empty()) {
-    fmt::print("ops (defaults in brackets; features -1 means 1-d tensors):\n");
-    for (const auto& e : variability_ops())
-      fmt::print("  {:<15} {} [n={} rows={} features={}{}]\n", e.name, e.help, e.defaults.n,
-                 e.defaults.rows, e.defaults.features,
-                 e.defaults.reduce.empty() ? "" : " reduce=" + e.defaults.reduce);
+    fmt::print("ops, with the shape options each reads and their defaults (--features -1: 1-d "
+               "tensors):\n");
+    for (const auto& e : variability_ops()) {
+      std::string reads;
+      auto add = [&](unsigned bit, std::string_view name, const std::string& value) {
+        if (e.reads & bit) reads += fmt::format("{}{} {}", reads.empty() ? "" : " ", name, value);
+      };
+      add(kReadsN, "--n", std::to_string(e.defaults.n));
+      add(kReadsRows, "--rows", std::to_string(e.defaults.rows));
+      add(kReadsFeatures, "--features", std::to_string(e.defaults.features));
+      add(kReadsDim, "--dim", std::to_string(e.defaults.dim));
+      add(kReadsReduce, "--reduce", e.defaults.reduce);
+      fmt::print("  {:<15} {} [{}]\n", e.name, e.help, reads);
+    }
     return;
   }
   detail::check_writable(c.json, "variability --json");
@@ -55,7 +67,7 @@ void add_variability_command(CLI::App& app) {
       "variability", "Run an op N times on the same inputs and measure how much the output varies");
   cmd->add_option("--op", c->op, "Op to run (--list shows them)")->check(known_op());
   cmd->add_flag("--list", c->list, "List the ops and their default shapes");
-  add_shape_options(*cmd, c->shape);
+  add_shape_options(*cmd, c->shape, c->op);
   cmd->add_option("--runs", c->options.runs, "Runs")->check(CLI::Range(1, 1000000))->capture_default_str();
   cmd->add_option("--level", c->levels,
                   "not_guaranteed, run_to_run, portable, a comma list, or all")

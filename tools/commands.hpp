@@ -40,8 +40,10 @@ CLI::Validator device_names(bool list_allowed);
 // An op that `samebits variability` and `calibrate` know (find_op).
 CLI::Validator known_op();
 // The shape options of the op table (--n, --rows, --features, --dim, --reduce), shared by
-// `samebits variability` and `samebits calibrate`.
-void add_shape_options(CLI::App& cmd, OpShape& shape);
+// `samebits variability` and `samebits calibrate`. Once parsing ends, an option that the op named
+// by `op` does not read is a usage error (check_shape), as is --features -1 for an op without 1-d
+// tensors. Returns the options.
+std::vector<CLI::Option*> add_shape_options(CLI::App& cmd, OpShape& shape, const std::string& op);
 
 void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level coverage matrix
 void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits

@@ -125,22 +125,33 @@ CLI::Validator known_op() {
   return refusing([](const std::string& t) { return &find_op(t); }, "OP");
 }
 
-void add_shape_options(CLI::App& cmd, OpShape& shape) {
+std::vector<CLI::Option*> add_shape_options(CLI::App& cmd, OpShape& shape, const std::string& op) {
   // 0, what an option not given holds, stands for the op's own size (OpShape): an op on nothing
   // would have nothing to measure.
   const std::string op_default = "0 or not given: the op's, listed by samebits variability --list";
-  cmd.add_option("--n", shape.n, "Elements / sources / edges (" + op_default + ")")
-      ->check(integer_at_least(0));
-  cmd.add_option("--rows", shape.rows,
-                 "Output rows / targets / segments / nodes (" + op_default + ")")
-      ->check(integer_at_least(0));
-  cmd.add_option("--features", shape.features,
-                 "Features per row (-1: 1-d tensors; " + op_default + ")")
-      ->check(integer_at_least(-1));
-  cmd.add_option("--dim", shape.dim, "sum_dim: reduced dimension");
-  cmd.add_option("--reduce", shape.reduce,
-                 "sum, mean, amax or amin (scatter_reduce, segment_reduce, aggregate)")
-      ->check(refusing([](const std::string& t) { return parse_reduce(t); }, "REDUCTION"));
+  std::vector<CLI::Option*> options = {
+      cmd.add_option("--n", shape.n, "Elements / sources / edges (" + op_default + ")")
+          ->check(integer_at_least(0)),
+      cmd.add_option("--rows", shape.rows,
+                     "Output rows / targets / segments / nodes (" + op_default + ")")
+          ->check(integer_at_least(0)),
+      cmd.add_option("--features", shape.features,
+                     "Features per row (-1: 1-d tensors, for the scatter and segment ops; " +
+                         op_default + ")")
+          ->check(integer_at_least(-1)),
+      cmd.add_option("--dim", shape.dim, "sum_dim: reduced dimension"),
+      cmd.add_option("--reduce", shape.reduce,
+                     "sum, mean, amax or amin (scatter_reduce, segment_reduce, aggregate)")
+          ->check(refusing([](const std::string& t) { return parse_reduce(t); }, "REDUCTION"))};
+  cmd.parse_complete_callback([&op, &shape] {
+    if (op.empty()) return;
+    try {
+      check_shape(find_op(op), shape);
+    } catch (const InvalidArgument& e) {
+      throw CLI::ValidationError(e.what());
+    }
+  });
+  return options;
 }
 
 }  // namespace samebits::cli

@@ -40,11 +40,22 @@ struct PreparedOp {
   std::function<void(const Options&)> run;
 };
 
+// The shape options an op reads (OpEntry::reads), as bits.
+enum ShapeOption : unsigned {
+  kReadsN = 1,
+  kReadsRows = 2,
+  kReadsFeatures = 4,  // 1 or more
+  kOneDimensional = 8, // features -1 (1-d tensors) too
+  kReadsDim = 16,
+  kReadsReduce = 32,
+};
+
 struct OpEntry {
   std::string name;
   std::string help;      // what it computes and which shape options it reads
   OpShape defaults;
   std::function<PreparedOp(const OpShape& shape, Device device, std::uint64_t seed)> prepare;
+  unsigned reads = 0;    // ShapeOption bits
 };
 
 // Every op `samebits variability` and `samebits calibrate` know, in a fixed order.
@@ -53,7 +64,11 @@ const std::vector<OpEntry>& variability_ops();
 OpShape with_defaults(const OpEntry& entry, const OpShape& shape);
 // The op named `op`; throws InvalidArgument listing the known ops when there is none.
 const OpEntry& find_op(const std::string& op);
-// Looks up an op (find_op) and prepares it.
+// Throws InvalidArgument when `shape` sets an option the op does not read (a non-zero --n, --rows,
+// --features or --dim, a non-empty --reduce), or --features -1 for an op without 1-d tensors:
+// options given in vain would otherwise be ignored without a word.
+void check_shape(const OpEntry& entry, const OpShape& shape);
+// Looks up an op (find_op), checks the shape against it (check_shape) and prepares it.
 PreparedOp prepare_op(const std::string& op, const OpShape& shape, Device device,
                       std::uint64_t seed);
 

@@ -2,8 +2,12 @@
 // fixed random inputs (portable Philox fills, so the inputs are the same on every device) and a
 // run function that overwrites the output.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "samebits/random.hpp"
 #include "samebits/samebits.hpp"
@@ -129,7 +133,7 @@ PreparedOp prep_segment(const OpShape& s, Device d, std::uint64_t seed) {
 
 PreparedOp prep_aggregate(const OpShape& s, Device d, std::uint64_t seed) {
   // A random graph: n edges between `rows` nodes; x holds `features` values per node.
-  const std::int64_t f = std::max<std::int64_t>(s.features, 1);
+  const std::int64_t f = s.features;
   Tensor esrc = indices(s.n, s.rows, Device::cpu(), seed);
   Tensor edst = Tensor::empty({s.n}, DType::i64);
   fill_integers(edst, 0, s.rows, seed, 101);
@@ -162,27 +166,33 @@ PreparedOp prep_gemm(const OpShape& s, Device d, std::uint64_t seed) {
 
 const std::vector<OpEntry>& variability_ops() {
   using P = PreparedOp;
+  constexpr unsigned scatter = kReadsN | kReadsRows | kReadsFeatures | kOneDimensional;
   static const std::vector<OpEntry> table = {
-      {"sum", "sum of x[n]", {.n = 1 << 22}, prep_sum},
-      {"dot", "dot product of a[n], b[n]", {.n = 1 << 22}, prep_dot},
+      {"sum", "sum of x[n]", {.n = 1 << 22}, prep_sum, kReadsN},
+      {"dot", "dot product of a[n], b[n]", {.n = 1 << 22}, prep_dot, kReadsN},
       {"sum_dim", "x[rows, features] summed over --dim", {.rows = 4096, .features = 1024},
-       prep_sum_dim},
-      {"cumsum", "inclusive prefix sum of x[n]", {.n = 1 << 20}, prep_cumsum},
+       prep_sum_dim, kReadsRows | kReadsFeatures | kReadsDim},
+      {"cumsum", "inclusive prefix sum of x[n]", {.n = 1 << 20}, prep_cumsum, kReadsN},
       {"index_add", "out[rows(, features)] += src[n(, features)] at random rows (features -1: 1-d)",
-       {.n = 1000000, .rows = 1000, .features = -1}, prep_index_add},
+       {.n = 1000000, .rows = 1000, .features = -1}, prep_index_add, scatter},
       {"scatter_add", "as index_add, through scatter_add with an expanded index",
        {.n = 1000000, .rows = 1000, .features = -1},
-       [](const OpShape& s, Device d, std::uint64_t seed) -> P { return prep_scatter(s, d, seed, true); }},
+       [](const OpShape& s, Device d, std::uint64_t seed) -> P { return prep_scatter(s, d, seed, true); },
+       scatter},
       {"scatter_reduce", "scatter_reduce --reduce (sum, mean, amax, amin), include_self=false",
        {.n = 1000000, .rows = 1000, .features = -1, .reduce = "sum"},
-       [](const OpShape& s, Device d, std::uint64_t seed) -> P { return prep_scatter(s, d, seed, false); }},
+       [](const OpShape& s, Device d, std::uint64_t seed) -> P { return prep_scatter(s, d, seed, false); },
+       scatter | kReadsReduce},
       {"segment_reduce", "--reduce of src[n(, features)] over rows sorted segments",
-       {.n = 1000000, .rows = 1000, .features = -1, .reduce = "sum"}, prep_segment},
+       {.n = 1000000, .rows = 1000, .features = -1, .reduce = "sum"}, prep_segment,
+       scatter | kReadsReduce},
       {"aggregate", "graph aggregation (--reduce) of x[rows, features] over n random edges",
-       {.n = 1000000, .rows = 10000, .features = 16, .reduce = "sum"}, prep_aggregate},
+       {.n = 1000000, .rows = 10000, .features = 16, .reduce = "sum"}, prep_aggregate,
+       kReadsN | kReadsRows | kReadsFeatures | kReadsReduce},
       {"bincount", "weighted bincount: n weights into rows bins", {.n = 1000000, .rows = 1000},
-       prep_bincount},
-      {"gemm", "a[rows, n] @ b[n, features]", {.n = 512, .rows = 512, .features = 512}, prep_gemm},
+       prep_bincount, kReadsN | kReadsRows},
+      {"gemm", "a[rows, n] @ b[n, features]", {.n = 512, .rows = 512, .features = 512}, prep_gemm,
+       kReadsN | kReadsRows | kReadsFeatures},
   };
   return table;
 }
@@ -205,9 +215,32 @@ const OpEntry& find_op(const std::string& op) {
   throw InvalidArgument(fmt::format("unknown op '{}': known ops are {}", op, known));
 }
 
+void check_shape(const OpEntry& e, const OpShape& s) {
+  std::vector<std::string> unread;
+  if (s.n != 0 && !(e.reads & kReadsN)) unread.push_back("--n");
+  if (s.rows != 0 && !(e.reads & kReadsRows)) unread.push_back("--rows");
+  if (s.features != 0 && !(e.reads & kReadsFeatures)) unread.push_back("--features");
+  if (s.dim != 0 && !(e.reads & kReadsDim)) unread.push_back("--dim");
+  if (!s.reduce.empty() && !(e.reads & kReadsReduce)) unread.push_back("--reduce");
+  if (!unread.empty()) {
+    std::vector<std::string> read;
+    for (const auto& [bit, name] : {std::pair{kReadsN, "--n"}, {kReadsRows, "--rows"},
+                                    {kReadsFeatures, "--features"}, {kReadsDim, "--dim"},
+                                    {kReadsReduce, "--reduce"}})
+      if (e.reads & bit) read.emplace_back(name);
+    throw InvalidArgument(fmt::format("{} {} not apply to {} (it reads {})", fmt::join(unread, ", "),
+                                      unread.size() == 1 ? "does" : "do", e.name,
+                                      fmt::join(read, ", ")));
+  }
+  if (s.features < 0 && !(e.reads & kOneDimensional))
+    throw InvalidArgument(fmt::format(
+        "--features {} (1-d tensors) does not apply to {}: give 1 or more", s.features, e.name));
+}
+
 PreparedOp prepare_op(const std::string& op, const OpShape& shape, Device device,
                       std::uint64_t seed) {
   const OpEntry& e = find_op(op);
+  check_shape(e, shape);
   return e.prepare(with_defaults(e, shape), device, seed);
 }
 
