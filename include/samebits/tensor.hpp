@@ -110,9 +110,12 @@ class Tensor {
   TensorView view_;
 };
 
-// Copies `src` into `dst` elementwise (same shape and dtype; any strides; any devices).
+// Copies `src` into `dst` elementwise (same shape and dtype; any strides; any devices). The two
+// may overlap: dst receives src's values as they were before the copy. Where dst reaches an
+// element twice, the last in row-major order wins.
 void copy(const TensorView& src, const TensorView& dst);
-// Fills `dst` with a value converted to its dtype.
+// Fills `dst` with a value converted to its dtype: rounded to float32, or truncated toward zero
+// for an integer dtype, which must hold it (else InvalidArgument; NaN fits no integer dtype).
 void fill(const TensorView& dst, double value);
 // 64-bit hash (XXH3) of a tensor's logical contents: dtype, shape and values in row-major order,
 // independent of strides and device.

@@ -5,10 +5,14 @@
 #include <fmt/ranges.h>
 #include <xxhash.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <type_traits>
 
 #include "core/memory.hpp"
+#include "core/overlap.hpp"
 #include "core/strided.hpp"
 
 namespace samebits {
@@ -172,16 +176,6 @@ Tensor Tensor::to(Device device) const {
 // --- copies, fills, hashes ----------------------------------------------------------------------
 
 namespace {
-// The range of bytes a view touches, for moving strided views across devices.
-std::pair<std::int64_t, std::int64_t> element_span(const TensorView& v) {
-  std::int64_t hi = 0;
-  for (int d = 0; d < v.ndim; ++d) {
-    if (v.strides[static_cast<std::size_t>(d)] < 0) throw InvalidArgument("negative strides are not supported");
-    hi += (v.shape[static_cast<std::size_t>(d)] - 1) * v.strides[static_cast<std::size_t>(d)];
-  }
-  return {0, hi + 1};
-}
-
 // A CPU view of `v`: `v` itself, or a host copy of the bytes it spans (kept alive in `hold`).
 TensorView host_view(const TensorView& v, Tensor& hold) {
   if (v.device.is_cpu() || v.numel() == 0) {
@@ -189,31 +183,14 @@ TensorView host_view(const TensorView& v, Tensor& hold) {
     h.device = Device::cpu();
     return h;
   }
-  const auto [lo, hi] = element_span(v);
-  hold = Tensor::empty({hi - lo}, v.dtype, Device::cpu());
+  const std::int64_t span = detail::element_span_end(v);
+  hold = Tensor::empty({span}, v.dtype, Device::cpu());
   detail::copy_bytes(hold.raw(), Device::cpu(), v.data, v.device,
-                     static_cast<std::size_t>(hi - lo) * size_of(v.dtype));
+                     static_cast<std::size_t>(span) * size_of(v.dtype));
   TensorView h = v;
   h.data = hold.raw();
   h.device = Device::cpu();
   return h;
-}
-
-// Whether the bytes two views span intersect (checks the strides like element_span).
-bool overlapping(const TensorView& a, const TensorView& b) {
-  const auto* pa = static_cast<const char*>(a.data);
-  const auto* pb = static_cast<const char*>(b.data);
-  const auto ea = pa + element_span(a).second * static_cast<std::int64_t>(size_of(a.dtype));
-  const auto eb = pb + element_span(b).second * static_cast<std::int64_t>(size_of(b.dtype));
-  return pa < eb && pb < ea;
-}
-
-// Whether a view reaches some element twice: a stride 0 on a dimension of more than one element
-// (views here have non-negative strides and come from slicing, selecting and transposing).
-bool writes_twice(const TensorView& v) {
-  for (int d = 0; d < v.ndim; ++d)
-    if (v.strides[static_cast<std::size_t>(d)] == 0 && v.shape[static_cast<std::size_t>(d)] > 1) return true;
-  return false;
 }
 
 }  // namespace
@@ -222,17 +199,24 @@ void copy(const TensorView& src, const TensorView& dst) {
   if (src.sizes() != dst.sizes() || src.dtype != dst.dtype)
     throw InvalidArgument(fmt::format("copy: {} into {}: shapes or dtypes differ", src.describe(), dst.describe()));
   if (src.numel() == 0) return;
+  if (detail::views_overlap(src, dst)) {
+    if (src.data == dst.data && src.strides == dst.strides) return;  // the same elements
+    // Reading src while writing dst would read what was just written: copy from a snapshot.
+    const Tensor snapshot = Tensor::copy_of(src, src.device);
+    copy(snapshot.view(), dst);
+    return;
+  }
   const auto bytes = static_cast<std::size_t>(src.numel()) * size_of(src.dtype);
   if (src.is_contiguous() && dst.is_contiguous()) {
     detail::copy_bytes(dst.data, dst.device, src.data, src.device, bytes);
     return;
   }
-  if (src.device.is_cuda() && src.device == dst.device && !overlapping(src, dst) && !writes_twice(dst)) {
+  if (src.device.is_cuda() && src.device == dst.device && !detail::reaches_an_element_twice(dst)) {
     detail::cuda_copy_strided(src, dst);  // one kernel, not a host round trip
     return;
   }
-  // Overlapping views, or a destination that repeats elements: the host path reads a snapshot of
-  // src first and writes dst in row-major order (the last write of a repeated element wins).
+  // Through the host: src (a snapshot where it is on a GPU) written into dst in row-major order,
+  // so that where dst repeats an element, the last write wins.
   Tensor hold_src;
   const TensorView hs = host_view(src, hold_src);
   if (dst.device.is_cpu()) {
@@ -247,12 +231,21 @@ void copy(const TensorView& src, const TensorView& dst) {
   Tensor hold_dst;
   const TensorView hd = host_view(dst, hold_dst);
   copy(hs, hd);
-  const auto [lo, hi] = element_span(dst);
   detail::copy_bytes(dst.data, dst.device, hd.data, Device::cpu(),
-                     static_cast<std::size_t>(hi - lo) * size_of(dst.dtype));
+                     static_cast<std::size_t>(detail::element_span_end(dst)) * size_of(dst.dtype));
 }
 
 void fill(const TensorView& dst, double value) {
+  detail::visit_dtype(dst.dtype, [&]<class T>() {
+    // An integer dtype takes the value truncated toward zero; one it cannot hold (NaN included)
+    // is refused, where the conversion would be undefined.
+    if constexpr (std::is_integral_v<T>) {
+      const double lo = static_cast<double>(std::numeric_limits<T>::min());
+      const double end = -lo;  // 2^31 or 2^63, exactly
+      if (!(std::trunc(value) >= lo && value < end))
+        throw InvalidArgument(fmt::format("fill: {} does not fit {}", value, to_string(dst.dtype)));
+    }
+  });
   if (dst.numel() == 0) return;
   Tensor hold;
   const TensorView h = host_view(dst, hold);
@@ -261,11 +254,9 @@ void fill(const TensorView& dst, double value) {
     T* p = static_cast<T*>(h.data);
     detail::for_each_element(h, h, [&](std::int64_t o, std::int64_t) { p[o] = v; });
   });
-  if (!dst.device.is_cpu()) {
-    const auto [lo, hi] = element_span(dst);
+  if (!dst.device.is_cpu())
     detail::copy_bytes(dst.data, dst.device, h.data, Device::cpu(),
-                       static_cast<std::size_t>(hi - lo) * size_of(dst.dtype));
-  }
+                       static_cast<std::size_t>(detail::element_span_end(dst)) * size_of(dst.dtype));
 }
 
 std::uint64_t content_hash(const TensorView& t) {

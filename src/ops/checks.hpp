@@ -5,7 +5,11 @@
 
 #include <initializer_list>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
+#include "core/overlap.hpp"
+#include "core/strided.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/tensor.hpp"
 
@@ -38,6 +42,42 @@ inline void check_same_dtype(std::string_view op, const TensorView& a, const Ten
 inline void check_data(std::string_view op, std::string_view name, const TensorView& t) {
   if (t.data == nullptr && t.numel() > 0)
     throw InvalidArgument(fmt::format("{}: {} has no data pointer", op, name));
+}
+
+// An output that reaches an element twice, or shares bytes with an input, would have threads
+// race on it (whatever the level promises) or read what the op already wrote: refused, naming
+// what it overlaps. Inputs are (name, view) pairs; an accumulating op lists only its other inputs.
+inline void check_output(std::string_view op, std::string_view name, const TensorView& out,
+                         std::initializer_list<std::pair<std::string_view, TensorView>> inputs) {
+  if (reaches_an_element_twice(out))
+    throw InvalidArgument(fmt::format("{}: {} reaches some element twice ({}); write to a tensor "
+                                      "whose elements are distinct",
+                                      op, name, out.describe()));
+  for (const auto& [input, view] : inputs)
+    if (views_overlap(out, view))
+      throw InvalidArgument(fmt::format("{}: {} shares memory with {}; write to a separate tensor",
+                                        op, name, input));
+}
+
+// Every value of an integer index in [0, hi), read on the host (a copy where it lives on a GPU);
+// the first outside is an IndexOutOfRange naming its position in row-major order.
+inline void check_index_values_on_host(std::string_view op, const TensorView& index, std::int64_t hi) {
+  if (index.numel() == 0) return;
+  Tensor hold;
+  if (!index.device.is_cpu()) hold = Tensor::copy_of(index, Device::cpu());
+  const TensorView h = index.device.is_cpu() ? index : hold.view();
+  std::int64_t pos = 0;
+  visit_dtype(h.dtype, [&]<class I>() {
+    if constexpr (std::is_integral_v<I>) {
+      const I* p = static_cast<const I*>(h.data);
+      for_each_element(h, h, [&](std::int64_t o, std::int64_t) {
+        if (const auto v = static_cast<std::int64_t>(p[o]); v < 0 || v >= hi)
+          throw IndexOutOfRange(fmt::format("{}: index at position {} is {}, outside [0, {})", op,
+                                            pos, v, hi));
+        ++pos;
+      });
+    }
+  });
 }
 
 inline int normalize_dim(std::string_view op, int dim, int ndim) {

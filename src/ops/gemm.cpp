@@ -41,11 +41,7 @@ void gemm(Transpose trans_a, Transpose trans_b, double alpha, const TensorView& 
         "be [m, k], op(b) [k, n] and c [m, n] (a {}transposed, b {}transposed)",
         oa.shape[0], oa.shape[1], ob.shape[0], ob.shape[1], c.shape[0], c.shape[1],
         trans_a == Transpose::yes ? "" : "not ", trans_b == Transpose::yes ? "" : "not "));
-  for (int d = 0; d < 2; ++d)
-    if (c.shape[static_cast<std::size_t>(d)] > 1 && c.strides[static_cast<std::size_t>(d)] == 0)
-      throw InvalidArgument(fmt::format(
-          "gemm: c has stride 0 along dim {} ({}), so several outputs share one element", d,
-          c.describe()));
+  check_output("gemm", "c", c, {{"a", a}, {"b", b}});
   dispatch("gemm", c.device, GemmArgs{oa, ob, c, alpha, beta}, opts);
 }
 

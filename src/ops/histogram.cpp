@@ -27,12 +27,14 @@ void bincount(const TensorView& index, const TensorView& weights, const TensorVi
     check_data("bincount", "weights", weights);
     check_same_dtype("bincount", weights, out);
     check_same_device("bincount", {index, weights, out});
+    check_output("bincount", "out", out, {{"index", index}, {"weights", weights}});
     if (weights.ndim != 1 || weights.numel() != index.numel())
       throw InvalidArgument(fmt::format("bincount: weights must be 1-d with index's length, got {} "
                                         "for index {}",
                                         weights.describe(), index.describe()));
   } else {
     check_same_device("bincount", {index, out});
+    check_output("bincount", "out", out, {{"index", index}});
     if (out.dtype != DType::i64)
       throw InvalidArgument(fmt::format("bincount: counts need an int64 out, got {}", out.describe()));
   }
@@ -45,6 +47,7 @@ void histc(const TensorView& x, double lo, double hi, const TensorView& out, con
   check_same_device("histc", {x, out});
   check_data("histc", "x", x);
   check_data("histc", "out", out);
+  check_output("histc", "out", out, {{"x", x}});
   if (out.ndim != 1 || out.numel() == 0)
     throw InvalidArgument(fmt::format("histc: out must be 1-d with at least one bin, got {}",
                                       out.describe()));

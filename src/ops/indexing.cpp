@@ -17,22 +17,6 @@ namespace {
 
 // Throws IndexOutOfRange naming the first position (row-major over index) whose value is
 // outside [0, hi).
-void check_index_values(const char* op, const TensorView& index, std::int64_t hi) {
-  std::int64_t pos = 0;
-  visit_dtype(index.dtype, [&]<class I>() {
-    if constexpr (std::is_integral_v<I>) {
-      const I* p = static_cast<const I*>(index.data);
-      for_each_element(index, index, [&](std::int64_t o, std::int64_t) {
-        const auto v = static_cast<std::int64_t>(p[o]);
-        if (v < 0 || v >= hi)
-          throw IndexOutOfRange(fmt::format("{}: index at position {} is {}, outside [0, {})", op,
-                                            pos, v, hi));
-        ++pos;
-      });
-    }
-  });
-}
-
 void check_common(const char* op, const TensorView& x, const TensorView& index,
                   const TensorView& out) {
   check_index_dtype(op, "index", index);
@@ -41,6 +25,7 @@ void check_common(const char* op, const TensorView& x, const TensorView& index,
   check_data(op, "x", x);
   check_data(op, "index", index);
   check_data(op, "out", out);
+  check_output(op, "out", out, {{"x", x}, {"index", index}});
   if (x.ndim < 1)
     throw InvalidArgument(fmt::format("{}: x must have 1 to {} dims, got {}", op, kMaxDims, x.describe()));
 }
@@ -58,7 +43,7 @@ void index_select(const TensorView& x, int dim, const TensorView& index, const T
   expected[static_cast<std::size_t>(d)] = index.numel();
   check_shape(op, "out", out, expected);
   const bool cpu = x.device.is_cpu();
-  if (cpu) check_index_values(op, index, x.size(d));
+  if (cpu) check_index_values_on_host(op, index, x.size(d));
   dispatch(op, x.device, IndexArgs{x, d, index, out, cpu}, opts);
 }
 
@@ -78,7 +63,7 @@ void gather(const TensorView& x, int dim, const TensorView& index, const TensorV
   const bool cpu = x.device.is_cpu();
   if (cpu && x.size(d) == 0 && index.numel() > 0)
     throw IndexOutOfRange(fmt::format("{}: x has size 0 in dim {}; no index is valid", op, d));
-  if (cpu) check_index_values(op, index, x.size(d));
+  if (cpu) check_index_values_on_host(op, index, x.size(d));
   dispatch(op, x.device, IndexArgs{x, d, index, out, cpu}, opts);
 }
 

@@ -15,6 +15,7 @@ void sum(const TensorView& x, const TensorView& out, const Options& opts) {
   check_same_device("sum", {x, out});
   check_data("sum", "x", x);
   check_data("sum", "out", out);
+  check_output("sum", "out", out, {{"x", x}});
   if (out.numel() != 1) throw InvalidArgument("sum: out must have exactly one element, got " + out.describe());
   dispatch("sum", x.device, SumArgs{x, out, -1}, opts);
 }
@@ -25,6 +26,7 @@ void sum_dim(const TensorView& x, int dim, const TensorView& out, const Options&
   check_same_device("sum_dim", {x, out});
   check_data("sum_dim", "x", x);
   check_data("sum_dim", "out", out);
+  check_output("sum_dim", "out", out, {{"x", x}});
   const int d = normalize_dim("sum_dim", dim, x.ndim);
   if (x.ndim == 0) throw InvalidArgument("sum_dim: x is 0-d; use sum");
   Shape expected = x.sizes();
@@ -40,6 +42,8 @@ void dot(const TensorView& a, const TensorView& b, const TensorView& out, const 
   check_same_device("dot", {a, b, out});
   check_data("dot", "a", a);
   check_data("dot", "b", b);
+  check_data("dot", "out", out);
+  check_output("dot", "out", out, {{"a", a}, {"b", b}});
   if (a.numel() != b.numel())
     throw InvalidArgument("dot: a and b have different numbers of elements: " + a.describe() +
                           " and " + b.describe());

@@ -90,9 +90,12 @@ void index_add(const TensorView& out, const TensorView& index, const TensorView&
   check_index_add("index_add", out, src);
   check_index_vector("index_add", index);
   check_same_device("index_add", {out, index, src});
+  check_output("index_add", "out", out, {{"src", src}, {"index", index}});
   if (index.size(0) != src.size(0))
     throw InvalidArgument(fmt::format("index_add: index {} and src {} differ in length", index.describe(),
                                       src.describe()));
+  // With no element per row, no kernel would meet the index: its values are checked here.
+  if (src.numel() == 0) check_index_values_on_host("index_add", index, out.size(0));
   ScatterArgs a{out, broadcast_rows(index, src), src, 0, Reduce::sum, true, alpha, nullptr, "index_add"};
   dispatch("index_add", out.device, a, opts);
 }
@@ -101,6 +104,7 @@ void index_add(const TensorView& out, const IndexPlan& plan, const TensorView& s
                const Options& opts) {
   check_index_add("index_add", out, src);
   check_same_device("index_add", {out, src});
+  check_output("index_add", "out", out, {{"src", src}});
   if (!(plan.device == out.device))
     throw InvalidArgument(fmt::format("index_add: the plan lives on {} but out on {}", to_string(plan.device),
                                       to_string(out.device)));
@@ -123,6 +127,7 @@ ScatterArgs scatter_args(const char* op, const TensorView& out, int dim, const T
   check_data(op, "out", out);
   check_data(op, "index", index);
   check_data(op, "src", src);
+  check_output(op, "out", out, {{"index", index}, {"src", src}});
   if (index.ndim < 1 || index.ndim != src.ndim || index.ndim != out.ndim)
     throw InvalidArgument(fmt::format("{}: out {}, index {} and src {} must have the same number of dims (1 to {})",
                                       op, out.describe(), index.describe(), src.describe(), kMaxDims));

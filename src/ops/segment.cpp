@@ -107,6 +107,7 @@ void segment_reduce(const TensorView& src, const TensorView& offsets, const Tens
   check_data(op, "src", src);
   check_data(op, "offsets", offsets);
   check_data(op, "out", out);
+  check_output(op, "out", out, {{"src", src}, {"offsets", offsets}});
   if (offsets.dtype != DType::i64 || offsets.ndim != 1 || offsets.size(0) < 1)
     throw InvalidArgument(fmt::format("{}: offsets must be int64 [num_segments + 1], got {}", op,
                                       offsets.describe()));
@@ -135,6 +136,7 @@ void aggregate(const CsrGraph& graph, const TensorView& x, const TensorView& out
   check_data(op, "out", out);
   check_data(op, "offsets", graph.offsets);
   check_data(op, "indices", graph.indices);
+  check_output(op, "out", out, {{"x", x}, {"graph offsets", graph.offsets}, {"graph indices", graph.indices}});
   if (graph.offsets.dtype != DType::i64 || graph.offsets.ndim != 1 || graph.offsets.size(0) < 1)
     throw InvalidArgument(fmt::format("{}: graph offsets must be int64 [num_nodes + 1], got {}",
                                       op, graph.offsets.describe()));
