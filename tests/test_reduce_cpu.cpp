@@ -2,6 +2,9 @@
 // thread counts, the atomic variant's nondeterminism, the canonical order itself, bad input.
 #include <cmath>
 #include <limits>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 #include <set>
 
 #include "testing.hpp"
@@ -76,6 +79,32 @@ TEST(Sum, DenormalsAreNotFlushed) {
   sum(x, out, {.level = kPo});
   EXPECT_EQ(out.data<float>()[0], 3000 * tiny);
 }
+
+#if defined(__x86_64__)
+// Every thread of a job runs with the caller's FTZ/DAZ: with DAZ set on the calling thread alone,
+// each denormal input reads as zero on whichever thread adds it, so the sum is 0 for every thread
+// count. (Workers that kept their own flags added theirs into normal partial sums, which the
+// caller then added up.)
+TEST(Sum, WorkerThreadsTakeTheCallersDenormalMode) {
+  const float tiny = std::ldexp(1.0f, -127);  // denormal; two of them make a normal number
+  Tensor x = Tensor::full({1 << 20}, tiny, DType::f32);
+  Tensor out = Tensor::empty({1}, DType::f32);
+  for (int threads : {1, 2, 4, 8}) {
+    testing::ThreadCount tc(threads);
+    sum(x, out, {.level = kPo});  // the pool's workers run a job with the default flags first
+    ASSERT_NE(out.data<float>()[0], 0.0f);
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x8040u);  // FTZ and DAZ on this thread only
+    for (int rep = 0; rep < 5; ++rep) {
+      sum(x, out, {.level = kPo});
+      EXPECT_EQ(out.data<float>()[0], 0.0f) << threads << " threads";
+    }
+    _mm_setcsr(saved);
+    sum(x, out, {.level = kPo});
+    EXPECT_EQ(out.data<float>()[0], static_cast<float>(1 << 20) * tiny) << "flags back off, on every thread";
+  }
+}
+#endif
 
 // The canonical order, written out naively: the tree the docs describe.
 float naive_canonical(const std::vector<float>& x) {

@@ -1,5 +1,7 @@
 // The CPU backend's fixed-size thread pool. Deterministic variants give the same bits for every
-// thread count; the not_guaranteed ones do not.
+// thread count; the not_guaranteed ones do not. Every thread of an op runs under the calling
+// thread's floating-point mode (flush-to-zero, denormals-are-zero, rounding), so which thread
+// computes which part never changes the result.
 #pragma once
 
 namespace samebits {

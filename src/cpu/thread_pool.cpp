@@ -11,6 +11,12 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#else
+#include <cfenv>
+#endif
+
 #include "core/num_threads_env.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/threads.hpp"
@@ -18,6 +24,27 @@
 namespace samebits::detail {
 
 namespace {
+
+// The floating-point state a job runs under: the caller's, applied by every worker before it
+// takes part, so that flush-to-zero, denormals-are-zero and the rounding mode are the same on
+// every thread of a job (a chunk's result must not depend on which thread ran it).
+#if defined(__x86_64__) || defined(__i386__)
+struct FpState {
+  unsigned csr = 0;  // MXCSR: FTZ, DAZ, rounding mode
+  static FpState current() { return {_mm_getcsr()}; }
+  void apply() const { _mm_setcsr(csr); }
+};
+#else
+struct FpState {
+  std::fenv_t env{};
+  static FpState current() {
+    FpState s;
+    std::fegetenv(&s.env);
+    return s;
+  }
+  void apply() const { std::fesetenv(&env); }
+};
+#endif
 
 // SAMEBITS_NUM_THREADS when set (a malformed value throws InvalidArgument from the first op that
 // needs the pool), else every core.
@@ -47,6 +74,7 @@ class Pool {
     {
       std::lock_guard lock(m_);
       body_ = &body;
+      fp_state_ = FpState::current();
       pending_ = size_ - 1;
       error_ = nullptr;
       ++generation_;
@@ -65,13 +93,16 @@ class Pool {
   void loop(int index, std::uint64_t seen) {
     for (;;) {
       const std::function<void(int)>* body;
+      FpState fp;
       {
         std::unique_lock lock(m_);
         cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
         if (quit_) return;
         seen = generation_;
         body = body_;
+        fp = fp_state_;
       }
+      fp.apply();
       std::exception_ptr err;
       try { (*body)(index); } catch (...) { err = std::current_exception(); }
       std::lock_guard lock(m_);
@@ -95,6 +126,7 @@ class Pool {
   std::mutex m_, run_mutex_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int)>* body_ = nullptr;
+  FpState fp_state_;
   int pending_ = 0;
   std::uint64_t generation_ = 0;
   bool quit_ = false;
