@@ -85,7 +85,9 @@ TEST(Selection, OtherBackendVariantsDoNotCount) {
   auto a = info("a", Determinism::portable, DeviceType::cuda);
   std::vector<detail::Candidate> cs{cand(a)};
   auto ch = detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::not_guaranteed});
-  EXPECT_TRUE(ch.refused);
+  EXPECT_EQ(ch.index, -1);
+  EXPECT_TRUE(ch.unavailable) << "no variant on the backend at all: not a question of level";
+  EXPECT_FALSE(ch.refused);
   EXPECT_THAT(ch.explain, HasSubstr("no cpu variant"));
 }
 
@@ -164,8 +166,16 @@ TEST(Dispatch, ForcedVariantRuns) {
   Tensor out = Tensor::empty({1}, DType::f32);
   sum(x, out, {.level = Determinism::not_guaranteed, .variant = "cpu.atomic_chunks"});
   EXPECT_THAT(last_explain(), HasSubstr("ran cpu.atomic_chunks"));
-  EXPECT_THROW(sum(x, out, {.level = Determinism::portable, .variant = "cpu.atomic_chunks"}),
-               NondeterministicError);
+  // Forced below the level: the message says the variant asked for is the reason, and what
+  // selection alone would run.
+  try {
+    sum(x, out, {.level = Determinism::portable, .variant = "cpu.atomic_chunks"});
+    FAIL() << "expected NondeterministicError";
+  } catch (const NondeterministicError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the variant asked for, cpu.atomic_chunks, guarantees only "
+                                    "not_guaranteed. Drop Options::variant to let samebits choose "
+                                    "(it would run cpu.canonical_tree)"));
+  }
 }
 
 TEST(Dispatch, CudaTensorsWithoutCudaSayWhy) {
@@ -204,6 +214,23 @@ TEST(Dispatch, RefusesWithNondeterministicErrorNamingTheOp) {
     EXPECT_THAT(e.what(), HasSubstr("test_only_atomic_op on cpu at run_to_run"));
     EXPECT_THAT(e.what(), HasSubstr("cpu.atomic (not_guaranteed)"));
     EXPECT_EQ(last_explain(), e.what()) << "a refused call leaves its explanation behind";
+  }
+  EXPECT_EQ(counter, 0);
+}
+
+// An op without a variant on the tensors' backend is a BackendUnavailable (which warn-only mode
+// does not get past either), not a NondeterministicError.
+TEST(Dispatch, NoVariantOnTheBackendIsBackendUnavailable) {
+  register_fake_op();
+  int counter = 0;
+  for (bool warn_only : {false, true}) {
+    DeterminismGuard g(Determinism::not_guaranteed, warn_only);
+    try {
+      detail::dispatch("test_only_atomic_op", Device::cuda(), FakeArgs{&counter}, {});
+      FAIL() << "expected BackendUnavailable";
+    } catch (const BackendUnavailable& e) {
+      EXPECT_THAT(e.what(), HasSubstr("op 'test_only_atomic_op' has no cuda variant"));
+    }
   }
   EXPECT_EQ(counter, 0);
 }

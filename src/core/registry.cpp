@@ -86,7 +86,7 @@ Choice choose_variant(std::string_view op, DeviceType backend, const std::vector
     return ch;
   }
   if (!any_backend) {
-    ch.refused = true;
+    ch.unavailable = true;
     ch.explain = fmt::format("{}: {}", head, levels_list(op, backend, cs));
     return ch;
   }
@@ -96,9 +96,23 @@ Choice choose_variant(std::string_view op, DeviceType backend, const std::vector
   }
   // 2. Nothing meets the level.
   ch.refused = true;
-  ch.explain = fmt::format("{}: no variant guarantees {} for these arguments ({}{}). Ask for a "
-                           "weaker level, or set warn-only mode to run the best variant there is",
-                           head, to_string(mode.level), levels_list(op, backend, cs), cannot);
+  if (!forced.empty()) {
+    // The caller insisted on a variant below the level: say so, and what selection would run.
+    const auto& f = *std::find_if(cs.begin(), cs.end(), [&](const Candidate& c) {
+      return c.info->backend == backend && c.info->name == forced;
+    });
+    const Choice free = choose_variant(op, backend, cs, mode);
+    ch.explain = fmt::format(
+        "{}: the variant asked for, {}, guarantees only {}. Drop Options::variant to let samebits "
+        "choose ({}), ask for a weaker level, or set warn-only mode to run it anyway",
+        head, forced, to_string(f.info->level),
+        free.index >= 0 ? fmt::format("it would run {}", cs[static_cast<std::size_t>(free.index)].info->name)
+                        : "no variant meets the level either");
+  } else {
+    ch.explain = fmt::format("{}: no variant guarantees {} for these arguments ({}{}). Ask for a "
+                             "weaker level, or set warn-only mode to run the best variant there is",
+                             head, to_string(mode.level), levels_list(op, backend, cs), cannot);
+  }
   if (!mode.warn_only) return ch;
   int best = -1;
   for (std::size_t i = 0; i < cs.size(); ++i) {

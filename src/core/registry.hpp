@@ -46,6 +46,7 @@ struct Choice {
   int index = -1;         // into the candidate list; -1 when nothing can run
   bool degraded = false;  // warn-only ran a variant below the requested level
   bool refused = false;   // no variant meets the level (the call throws unless degraded)
+  bool unavailable = false;  // the op has no variant on this backend at all
   std::string explain;
 };
 
@@ -113,7 +114,8 @@ void append_last_explain(std::string_view s);
 void warn_once(const std::string& op, const std::string& message);
 
 // Selects a variant of `op` for `args` on `device` and runs it. Throws NondeterministicError when
-// no variant meets the level (unless warn-only), InvalidArgument when none can take the arguments.
+// no variant meets the level (unless warn-only), BackendUnavailable when the op has no variant on
+// the device's backend, InvalidArgument when none can take the arguments.
 template <class Args>
 void dispatch(std::string_view op, Device device, const Args& args, const Options& opts) {
   const auto& table = registry().table<Args>(op);
@@ -128,6 +130,7 @@ void dispatch(std::string_view op, Device device, const Args& args, const Option
   Choice choice = choose_variant(op, device.type, candidates, m, opts.variant);
   if (choice.index < 0) {
     set_last_explain(choice.explain);  // a refused call explains itself too
+    if (choice.unavailable) throw BackendUnavailable(choice.explain);
     if (choice.refused) throw NondeterministicError(choice.explain);
     throw InvalidArgument(choice.explain);
   }
