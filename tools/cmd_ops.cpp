@@ -1,6 +1,8 @@
 // `samebits ops`: which variant runs for every op, backend and level, and what would throw.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -57,20 +59,33 @@ void add_ops_command(CLI::App& app) {
   auto o = std::make_shared<OpsOptions>();
   auto* cmd = app.add_subcommand("ops", "Show the coverage matrix: op x backend x determinism "
                                         "level, which variant runs and what would throw");
-  cmd->add_flag("--json", o->json, "Print the matrix as JSON");
-  cmd->add_flag("--variants", o->variants, "List every variant with its level and technique");
-  cmd->add_option("--explain", o->explain_op, "Explain the selection for one op at every level");
+  auto* json = cmd->add_flag("--json", o->json, "Print the matrix (or, with --variants, the variants) as JSON");
+  auto* variants = cmd->add_flag("--variants", o->variants, "List every variant with its level and technique");
+  cmd->add_option("--explain", o->explain_op, "Explain the selection for one op at every level")
+      ->check(CLI::Validator(
+          [](std::string& op) -> std::string {
+            const auto names = op_names();
+            if (std::find(names.begin(), names.end(), op) != names.end()) return "";
+            return fmt::format("unknown op '{}' (ops: {})", op, fmt::join(names, ", "));
+          },
+          "OP"))
+      ->excludes(json)
+      ->excludes(variants);
   cmd->callback([o] {
     if (o->variants) {
-      for (const auto& v : list_variants())
-        std::cout << fmt::format("{:<16} {:<28} {:<15} {}\n", v.op, v.name, to_string(v.level),
-                                 v.technique);
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& v : list_variants()) {
+        if (o->json)
+          j.push_back({{"op", v.op}, {"variant", v.name}, {"backend", to_string(v.backend)},
+                       {"level", to_string(v.level)}, {"technique", v.technique}});
+        else
+          std::cout << fmt::format("{:<16} {:<28} {:<15} {}\n", v.op, v.name, to_string(v.level),
+                                   v.technique);
+      }
+      if (o->json) std::cout << j.dump(2) << '\n';
       return;
     }
     if (!o->explain_op.empty()) {
-      const auto names = op_names();
-      if (std::find(names.begin(), names.end(), o->explain_op) == names.end())
-        throw InvalidArgument("unknown op '" + o->explain_op + "'; `samebits ops` lists them");
       for (DeviceType b : {DeviceType::cpu, DeviceType::cuda})
         for (auto l : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable})
           std::cout << preview_selection(o->explain_op, b, l).explain << "\n";

@@ -28,6 +28,9 @@ std::vector<std::string> comma_items(const std::string& text, const char* what);
 // A comma-separated list of devices ("cpu", "cuda", "cuda:1", ...); "auto" stands for the CPU and,
 // where one is present, the first CUDA device.
 std::vector<Device> device_list(const std::string& text);
+// Throws BackendUnavailable, naming `command`, when a device of the list is a CUDA device and
+// samebits has no CUDA backend or no device is present.
+void require_present(const std::vector<Device>& devices, const char* command);
 // A comma-separated list of determinism levels, or "all" where `all_allowed` (the three levels):
 // an empty or unknown level, or one listed twice (under one name or two), is an InvalidArgument.
 std::vector<Determinism> parse_level_list(const std::string& text, bool all_allowed);
@@ -37,6 +40,8 @@ std::vector<Determinism> parse_level_list(const std::string& text, bool all_allo
 CLI::Validator level_list(bool all_allowed);
 CLI::Validator one_level();
 CLI::Validator device_names(bool list_allowed);
+// A comma-separated list of names from `known`, each at most once (bench graphsage --graphs).
+CLI::Validator name_list(std::vector<std::string> known, const char* what);
 // An op that `samebits variability` and `calibrate` know (find_op).
 CLI::Validator known_op();
 // The shape options of the op table (--n, --rows, --features, --dim, --reduce), shared by

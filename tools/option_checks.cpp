@@ -1,6 +1,9 @@
 // Checks of option values, and options, shared by the subcommands.
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <exception>
@@ -8,6 +11,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "core/excerpt.hpp"
 #include "samebits/determinism.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/samebits.hpp"
@@ -74,6 +78,18 @@ std::vector<Device> device_list(const std::string& text) {
   return devices;
 }
 
+void require_present(const std::vector<Device>& devices, const char* command) {
+  for (Device d : devices)
+    if (d.is_cuda() && !cuda_available())
+#if defined(SAMEBITS_HAS_CUDA)
+      throw BackendUnavailable(fmt::format("{}: --device {}, but no CUDA device is present", command,
+                                           to_string(d)));
+#else
+      throw BackendUnavailable(fmt::format("{}: --device {}, but samebits was built without CUDA",
+                                           command, to_string(d)));
+#endif
+}
+
 std::vector<Determinism> parse_level_list(const std::string& text, bool all_allowed) {
   if (all_allowed && text == "all")
     return {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable};
@@ -119,6 +135,24 @@ CLI::Validator one_level() {
 CLI::Validator device_names(bool list_allowed) {
   if (list_allowed) return refusing([](const std::string& t) { return device_list(t); }, "DEVICE,... or auto");
   return refusing([](const std::string& t) { return parse_device(t); }, "DEVICE");
+}
+
+CLI::Validator name_list(std::vector<std::string> known, const char* what) {
+  const std::string description = fmt::format("{},...", fmt::join(known, "|"));
+  return refusing(
+      [known = std::move(known), what](const std::string& text) {
+        std::vector<std::string> seen;
+        for (const std::string& item : comma_items(text, what)) {
+          if (std::find(known.begin(), known.end(), item) == known.end())
+            throw InvalidArgument(fmt::format("unknown {} '{}' (known: {})", what,
+                                              detail::printable_excerpt(item), fmt::join(known, ", ")));
+          if (std::find(seen.begin(), seen.end(), item) != seen.end())
+            throw InvalidArgument(fmt::format("the {} {} is listed twice", what, item));
+          seen.push_back(item);
+        }
+        return seen;
+      },
+      description);
 }
 
 CLI::Validator known_op() {

@@ -278,8 +278,11 @@ std::string to_text(const Environment& e) {
   row("FP contraction (CPU)", e.fp_contract_off ? "off" : "not disabled");
   s += "CPU\n";
   row("model", e.cpu_model);
-  row("threads", fmt::format("{} hardware, {} used by samebits", e.hardware_threads,
-                             e.samebits_threads));
+  row("threads", e.samebits_threads > 0
+                    ? fmt::format("{} hardware, {} used by samebits", e.hardware_threads,
+                                  e.samebits_threads)
+                    : fmt::format("{} hardware; CPU ops refuse to start (see the warning below)",
+                                  e.hardware_threads));
   row("FTZ / DAZ", e.fp_flags_known ? fmt::format("{} / {}", e.ftz ? "ON" : "off",
                                                   e.daz ? "ON" : "off")
                                     : "unknown on this architecture");
