@@ -30,6 +30,10 @@
 //         portable                             (same bits for any thread count)
 //   CUDA  not_guaranteed  cuda.split_k_atomic  k split across blocks (grid z); partials added with
 //                                              atomicAdd onto beta * c
+//         run_to_run      cuda.tiled_small     the cuda.tiled kernel for small products (k <= 64
+//                                              and m * n <= 2^22, the small layers of a GNN), where
+//                                              it beats cuBLAS; portable, so it also serves
+//                                              run_to_run, and other products pass to cuda.cublas
 //         run_to_run      cuda.cublas          cuBLAS, one handle and one fixed workspace per
 //                                              (device, stream), atomics off, no TF32; needs a unit
 //                                              stride in one dimension of a, b and c, otherwise
@@ -45,8 +49,8 @@
 //
 // Preconditions: a, b and c are 2-D; op(a): [m, k], op(b): [k, n], c: [m, n]; all three the same
 // dtype (float32 or float64) and device. Any strides (leading dimensions) are accepted for a and
-// b; c must not have a zero stride along a dimension of size > 1, and must not share memory with
-// a or b (the result is then unspecified). Errors leave c untouched.
+// b; c must not reach an element twice (a zero stride along a dimension of size > 1) nor share
+// memory with a or b: either is an InvalidArgument. Errors leave c untouched.
 #pragma once
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
