@@ -8,8 +8,13 @@
 namespace samebits {
 
 namespace {
-std::atomic<std::uint8_t> g_level{static_cast<std::uint8_t>(Determinism::run_to_run)};
-std::atomic<bool> g_warn_only{false};
+// The level in the low bits, warn-only in bit 7: one atomic, so that a reader never sees the level
+// of one set_mode with the warn-only flag of another.
+constexpr std::uint8_t kWarnOnlyBit = 0x80;
+std::uint8_t packed(Mode m) {
+  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(m.level) | (m.warn_only ? kWarnOnlyBit : 0));
+}
+std::atomic<std::uint8_t> g_mode{packed({Determinism::run_to_run, false})};
 thread_local std::optional<Mode> t_guard;
 }  // namespace
 
@@ -30,13 +35,11 @@ Determinism parse_determinism(std::string_view s) {
                         "': use not_guaranteed, run_to_run or portable");
 }
 
-void set_mode(Mode m) {
-  g_level.store(static_cast<std::uint8_t>(m.level));
-  g_warn_only.store(m.warn_only);
-}
+void set_mode(Mode m) { g_mode.store(packed(m)); }
 
 Mode mode() {
-  return {static_cast<Determinism>(g_level.load()), g_warn_only.load()};
+  const std::uint8_t v = g_mode.load();
+  return {static_cast<Determinism>(v & ~kWarnOnlyBit), (v & kWarnOnlyBit) != 0};
 }
 
 DeterminismGuard::DeterminismGuard(Determinism level, std::optional<bool> warn_only)
