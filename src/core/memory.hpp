@@ -19,6 +19,8 @@ void free_bytes(void* p, Device device, Stream stream = {});
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
                 std::size_t bytes);
 void* cuda_allocate(std::size_t bytes, int device, Stream stream = {});
+// The bytes a CUDA allocation of `bytes` really holds (its size class in the caching allocator).
+std::size_t cuda_allocation_bytes(std::size_t bytes);
 void cuda_free(void* p, int device, Stream stream = {});
 void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
                std::size_t bytes);

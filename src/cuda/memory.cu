@@ -28,6 +28,12 @@ std::size_t size_class(std::size_t bytes) {
   return c;
 }
 
+}  // namespace
+
+std::size_t cuda_allocation_bytes(std::size_t bytes) { return size_class(bytes == 0 ? 1 : bytes); }
+
+namespace {
+
 struct Cache {
   std::mutex m;
   // (device, size class, stream) -> blocks freed on that stream

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/memory.hpp"
 #include "core/plan_cache.hpp"
 #include "cuda/check.cuh"
 #include "cuda/index_plan.cuh"
@@ -43,8 +44,12 @@ struct Entry {
   }
 };
 
+// What an entry holds once its plan is built, as the allocator holds it (size classes): the
+// int32 copy of the index, the int32 order and the int32 offsets.
 std::size_t entry_bytes(std::int64_t n, std::int64_t num_keys) {
-  return static_cast<std::size_t>(8 * n + 4 * (num_keys + 1));
+  const auto index_bytes = static_cast<std::size_t>(4 * n);
+  return 2 * cuda_allocation_bytes(index_bytes) +
+         cuda_allocation_bytes(static_cast<std::size_t>(4 * (num_keys + 1)));
 }
 
 PlanKey key_of(const TensorView& index, std::int64_t num_keys) {
