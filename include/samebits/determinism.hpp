@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "samebits/dtype.hpp"  // Stream
+
 namespace samebits {
 
 enum class Determinism : std::uint8_t { not_guaranteed = 0, run_to_run = 1, portable = 2 };
@@ -47,10 +49,6 @@ class DeterminismGuard {
   std::optional<Mode> previous_;
 };
 
-// A CUDA stream, as an opaque handle (cudaStream_t); null is the default stream.
-struct Stream {
-  void* handle = nullptr;
-};
 
 // Per-call options every op takes.
 struct Options {

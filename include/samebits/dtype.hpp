@@ -41,4 +41,9 @@ std::string to_string(Device d);
 // Parses "cpu", "cuda" or "cuda:N"; throws InvalidArgument otherwise.
 Device parse_device(std::string_view s);
 
+// A CUDA stream, as an opaque handle (cudaStream_t); null is the default stream.
+struct Stream {
+  void* handle = nullptr;
+};
+
 }  // namespace samebits

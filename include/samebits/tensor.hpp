@@ -68,6 +68,14 @@ class Tensor {
  public:
   Tensor() = default;
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
+  // The same, for a CUDA tensor that work on `stream` uses. Device memory is cached per stream:
+  // dropped, this tensor's memory is reused only by later allocations for `stream`, so only behind
+  // the work already queued there. A tensor allocated without a stream belongs to the default
+  // stream; drop it only once work on other streams that uses it has finished (for instance after
+  // cudaStreamSynchronize), as with any stream-ordered allocator. With a stream created
+  // non-blocking (which does not wait for the default stream), give every tensor it uses its
+  // stream here.
+  static Tensor empty(const Shape& shape, DType dtype, Device device, Stream stream);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype, Device device = Device::cpu());
   template <class T>
@@ -83,6 +91,8 @@ class Tensor {
   // A contiguous copy of any view, on `device`.
   static Tensor copy_of(const TensorView& v, Device device);
   static Tensor copy_of(const TensorView& v) { return copy_of(v, v.device); }
+  // The same, allocated for `stream` (see empty); the copy itself is complete on return.
+  static Tensor copy_of(const TensorView& v, Device device, Stream stream);
 
   const TensorView& view() const { return view_; }
   operator TensorView() const { return view_; }  // NOLINT: tensors pass wherever views do

@@ -10,9 +10,9 @@
 namespace samebits::detail {
 
 // CUDA blocks are cached per stream: a block freed on a stream is reused only by allocations on
-// the same stream, which the stream's own ordering makes safe without synchronizing. Memory used
-// by work on a stream must stay allocated until that work is queued (as with any stream-ordered
-// allocator); Tensor storage is freed on the default stream.
+// the same stream, which the stream's own ordering makes safe without synchronizing. So memory
+// that kernels on a stream use must be allocated and freed for that stream (scratch inside an op:
+// DeviceScratch or Tensor::empty with the op's stream), or be freed only once that work is done.
 void* allocate_bytes(std::size_t bytes, Device device, Stream stream = {});
 void free_bytes(void* p, Device device, Stream stream = {});
 // Copies bytes between any two devices and waits for the copy to finish.

@@ -131,6 +131,10 @@ void TensorView::throw_dtype_mismatch(DType wanted) const {
 // --- Tensor ---------------------------------------------------------------------------------
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, dtype, device, Stream{});
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Stream stream) {
   check_ndim(shape.size());
   // Sizes are checked before anything is allocated: none negative, and the bytes within 2^63.
   bool has_zero = false, overflow = false;
@@ -146,8 +150,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   Tensor t;
   t.view_ = TensorView::contiguous(nullptr, dtype, device, shape);
   const auto bytes = static_cast<std::size_t>(t.view_.numel()) * size_of(dtype);
-  void* p = detail::allocate_bytes(bytes, device);
-  t.storage_ = std::shared_ptr<void>(p, [device](void* q) { detail::free_bytes(q, device); });
+  void* p = detail::allocate_bytes(bytes, device, stream);
+  t.storage_ = std::shared_ptr<void>(p, [device, stream](void* q) { detail::free_bytes(q, device, stream); });
   t.view_.data = p;
   return t;
 }
@@ -162,8 +166,10 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
   return device.is_cpu() ? h : h.to(device);
 }
 
-Tensor Tensor::copy_of(const TensorView& v, Device device) {
-  Tensor t = empty(v.sizes(), v.dtype, device);
+Tensor Tensor::copy_of(const TensorView& v, Device device) { return copy_of(v, device, Stream{}); }
+
+Tensor Tensor::copy_of(const TensorView& v, Device device, Stream stream) {
+  Tensor t = empty(v.sizes(), v.dtype, device, stream);
   copy(v, t.view());
   return t;
 }

@@ -25,8 +25,14 @@ std::int64_t read_index_value(const TensorView& index, std::int64_t offset);
       ::samebits::detail::throw_cuda_error(samebits_err_, #call, __FILE__, __LINE__);     \
   } while (0)
 
-// After a kernel launch: reports launch-configuration errors at once.
-#define SAMEBITS_CUDA_CHECK_LAUNCH(what) SAMEBITS_CUDA_CHECK(cudaGetLastError())
+// After a kernel launch: reports launch-configuration errors at once, naming the launch.
+#define SAMEBITS_CUDA_CHECK_LAUNCH(what)                                                  \
+  do {                                                                                    \
+    cudaError_t samebits_err_ = cudaGetLastError();                                       \
+    if (samebits_err_ != cudaSuccess)                                                     \
+      ::samebits::detail::throw_cuda_error(samebits_err_, "launch of " what, __FILE__,    \
+                                           __LINE__);                                     \
+  } while (0)
 
 // The cudaStream_t of an Options/Stream.
 #define SAMEBITS_STREAM(s) (static_cast<cudaStream_t>((s).handle))

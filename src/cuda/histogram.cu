@@ -310,7 +310,8 @@ std::size_t histc_workspace(const HistcArgs& a) { return align_up(static_cast<st
 void histc_cuda(const HistcArgs& a, const Workspace& ws) {
   cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
   Tensor xc;
-  const TensorView x = a.x.is_contiguous() ? a.x : (xc = Tensor::copy_of(a.x, a.x.device)).view();
+  const TensorView x =
+      a.x.is_contiguous() ? a.x : (xc = Tensor::copy_of(a.x, a.x.device, ws.stream)).view();
   const i64 n = x.numel(), bins = a.out.numel();
   auto* acc = static_cast<u64*>(ws.data);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * 8, stream));

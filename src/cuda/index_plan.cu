@@ -247,7 +247,7 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   p.order = Tensor::empty({n}, DType::i64, a.index.device);
   p.offsets = Tensor::empty({m + 1}, DType::i64, a.index.device);
   const SortLayout layout = sort_layout(n, m);
-  DeviceScratch scratch(layout.scratch_bytes + 256, a.index.device);
+  DeviceScratch scratch(layout.scratch_bytes + 256, a.index.device, Stream{stream});
   const WaitOnUnwind wait_on_error(stream);
   auto* bad = scratch.take<unsigned long long>(1);
   const SortBuffers b = sort_buffers(scratch, layout);
@@ -270,11 +270,12 @@ std::string plan_why_not(const PlanArgs& a) {
 
 }  // namespace
 
-DeviceScratch::DeviceScratch(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  if (bytes_ > 0) data_ = allocate_bytes(bytes_, device_);
+DeviceScratch::DeviceScratch(std::size_t bytes, Device device, Stream stream)
+    : bytes_(bytes), device_(device), stream_(stream) {
+  if (bytes_ > 0) data_ = allocate_bytes(bytes_, device_, stream_);
 }
 DeviceScratch::~DeviceScratch() {
-  if (data_ != nullptr) free_bytes(data_, device_);
+  if (data_ != nullptr) free_bytes(data_, device_, stream_);
 }
 void* DeviceScratch::take_bytes(std::size_t bytes) {
   const std::size_t b = align256(std::max<std::size_t>(bytes, 1));

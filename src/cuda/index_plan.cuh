@@ -16,7 +16,9 @@ namespace samebits::detail {
 // Scratch device memory for one op call (caching allocator), freed at scope exit.
 class DeviceScratch {
  public:
-  DeviceScratch(std::size_t bytes, Device device);
+  // Allocated and freed for `stream`, the stream of the kernels that use it: freed while they
+  // are still queued, it is reused only behind them.
+  DeviceScratch(std::size_t bytes, Device device, Stream stream);
   ~DeviceScratch();
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -30,6 +32,7 @@ class DeviceScratch {
   void* data_ = nullptr;
   std::size_t bytes_ = 0, used_ = 0;
   Device device_;
+  Stream stream_;
 };
 
 // Waits for `stream` when its scope is left by an exception. Declared after a DeviceScratch, it

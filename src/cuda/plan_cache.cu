@@ -82,7 +82,7 @@ template <class I> __global__ void narrow_kernel(const I* idx, std::int64_t stri
 
 bool same_contents(const TensorView& index, const Entry& e, cudaStream_t stream) {
   const std::int64_t n = index.numel();
-  DeviceScratch flag(256, index.device);  // one int (take() carves in 256-byte steps)
+  DeviceScratch flag(256, index.device, Stream{stream});  // one int (take() carves in 256-byte steps)
   int* differs = flag.take<int>(1);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(differs, 0, sizeof(int), stream));
   const int* copy = e.copy.data<std::int32_t>();
@@ -106,7 +106,7 @@ void build_plan(Entry& e, std::int64_t num_keys, cudaStream_t stream) {
   Tensor offsets = Tensor::empty({num_keys + 1}, DType::i32, e.copy.device());
   {
     const SortLayout layout = sort_layout(n, num_keys);
-    DeviceScratch scratch(layout.scratch_bytes, e.copy.device());
+    DeviceScratch scratch(layout.scratch_bytes, e.copy.device(), Stream{stream});
     const WaitOnUnwind wait_on_error(stream);
     SortBuffers b = sort_buffers(scratch, layout);
     b.vals_out = order.data<std::int32_t>();  // the sort writes the plan in place

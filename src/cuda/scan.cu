@@ -575,9 +575,10 @@ void cumsum_cuda(const CumsumArgs& a, const Workspace& ws) {
   // Non-contiguous tensors go through contiguous copies (the kernels index [outer, len, inner]).
   Tensor xc, oc;
   TensorView x = a.x, out = a.out;
-  if (!x.is_contiguous()) x = (xc = Tensor::copy_of(x, x.device)).view();
+  // Allocated for the op's stream: they are freed while its kernels may still be queued.
+  if (!x.is_contiguous()) x = (xc = Tensor::copy_of(x, x.device, ws.stream)).view();
   const bool out_copy = !out.is_contiguous();
-  if (out_copy) out = (oc = Tensor::empty(out.sizes(), out.dtype, out.device)).view();
+  if (out_copy) out = (oc = Tensor::empty(out.sizes(), out.dtype, out.device, ws.stream)).view();
   if (x.dtype == DType::f32) run_scan<float, Canonical>(x, out, a.dim, ws);
   else run_scan<double, Canonical>(x, out, a.dim, ws);
   if (out_copy) {

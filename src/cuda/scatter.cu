@@ -190,7 +190,7 @@ template <class T> void run_atomic(const ScatterArgs& a, cudaStream_t stream) {
   const bool mean = a.reduce == Reduce::mean;
   const std::int64_t count_n = mean ? (vec ? g.M : g.out_numel) : 0;
   // 64-bit counts: one target can receive more than 2^31 contributions.
-  DeviceScratch scratch(256 + static_cast<std::size_t>(count_n) * 8 + 256, a.out.device);
+  DeviceScratch scratch(256 + static_cast<std::size_t>(count_n) * 8 + 256, a.out.device, Stream{stream});
   auto* bad = scratch.take<unsigned long long>(1);
   unsigned long long* count = mean ? scratch.take<unsigned long long>(count_n) : nullptr;
   check_indices(a, vec ? vector_geo(a, g) : g, stream, bad);
@@ -587,7 +587,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     }
     const bool direct = std::is_same_v<T, float> && rw.F == 1;
     const SortLayout layout = sort_layout(rw.L, rw.M);
-    DeviceScratch scratch(layout.scratch_bytes + 256, a.out.device);
+    DeviceScratch scratch(layout.scratch_bytes + 256, a.out.device, Stream{stream});
     const WaitOnUnwind wait_on_error(stream);
     auto* bad = scratch.take<unsigned long long>(1);
     const SortBuffers sb = sort_buffers(scratch, layout);
@@ -608,7 +608,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
   }
   const std::int64_t keys = g.out_numel;  // (column, target) pairs
   const SortLayout layout = sort_layout(g.numel, keys, /*allow_counting=*/false);
-  DeviceScratch scratch(layout.scratch_bytes + 256, a.out.device);
+  DeviceScratch scratch(layout.scratch_bytes + 256, a.out.device, Stream{stream});
   const WaitOnUnwind wait_on_error(stream);
   auto* bad = scratch.take<unsigned long long>(1);
   const SortBuffers sb = sort_buffers(scratch, layout);

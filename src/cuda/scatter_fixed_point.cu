@@ -181,7 +181,7 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
     s.istride = a.index.stride(0);
   }
   const std::int64_t targets = s.g.out_numel;
-  DeviceScratch scratch(3 * 256 + static_cast<std::size_t>(targets) * 12, a.out.device);
+  DeviceScratch scratch(3 * 256 + static_cast<std::size_t>(targets) * 12, a.out.device, Stream{stream});
   auto* res = scratch.take<CheckResult>(1);
   auto* acc = scratch.take<unsigned long long>(targets);
   auto* mask = scratch.take<unsigned>(targets);

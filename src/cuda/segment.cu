@@ -368,11 +368,11 @@ struct DeviceOut {
   Rows rows;
   Tensor temp;
   TensorView out;
-  explicit DeviceOut(const TensorView& o) : out(o) {
+  DeviceOut(const TensorView& o, Stream stream) : out(o) {
     if (auto r = as_rows(o)) {
       rows = *r;
     } else {
-      temp = Tensor::empty(o.sizes(), o.dtype, o.device);
+      temp = Tensor::empty(o.sizes(), o.dtype, o.device, stream);
       rows = *as_rows(temp.view());
     }
   }
@@ -383,9 +383,10 @@ struct DeviceOut {
   }
 };
 
-Rows device_rows(const TensorView& t, Tensor& hold) {
+// `hold` is allocated for `stream`, whose kernels read it and may still be queued when it goes.
+Rows device_rows(const TensorView& t, Tensor& hold, Stream stream) {
   if (auto r = as_rows(t)) return *r;
-  hold = Tensor::copy_of(t, t.device);
+  hold = Tensor::copy_of(t, t.device, stream);
   return *as_rows(hold.view());
 }
 
@@ -477,10 +478,10 @@ bool prefer_staged(std::int64_t segs, std::int64_t cols) {
 template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace& ws, bool atomic) {
   cudaStream_t st = SAMEBITS_STREAM(ws.stream);
   Tensor hx;
-  const Rows x = device_rows(a.x, hx);
+  const Rows x = device_rows(a.x, hx, ws.stream);
   const std::int64_t positions = a.identity ? a.x.size(0) : a.indices.size(0);
   const u64* bad = launch_check(a, ws, positions, st);
-  DeviceOut o(a.out);
+  DeviceOut o(a.out, ws.stream);
   PullParams<T, I> p{static_cast<const T*>(x.data), x.ld, static_cast<T*>(o.rows.data), o.rows.ld,
                      static_cast<const std::int64_t*>(a.offsets.data),
                      a.identity ? nullptr : static_cast<const I*>(a.indices.data),
