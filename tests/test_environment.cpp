@@ -56,6 +56,17 @@ TEST(Environment, JsonParsesAndHasEveryVariable) {
   ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
 }
 
+// A variable holding bytes that are not UTF-8 is written with U+FFFD in their place: the JSON
+// (and every report, trace and tolerance file that embeds it) is still written.
+TEST(Environment, JsonSurvivesBytesThatAreNotUtf8) {
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", "a\xff" "b", 1);
+  std::string text;
+  ASSERT_NO_THROW(text = environment_json());
+  ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["env"]["CUBLAS_WORKSPACE_CONFIG"], "a\xef\xbf\xbd" "b");
+}
+
 TEST(Environment, PromiseFollowsTheMode) {
   const Mode saved = mode();
   set_mode({Determinism::portable, false});

@@ -17,6 +17,7 @@
 #include "nn/cora.hpp"
 #include "nn/graphsage.hpp"
 #include "samebits/rng.hpp"
+#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
 
 namespace samebits::cli {
@@ -200,7 +201,7 @@ void run(const BenchCli& o) {
     }
   }
   if (!o.json_path.empty())
-    detail::write_whole_file(o.json_path, out.dump(1) + "\n", "bench graphsage --json");
+    detail::write_whole_file(o.json_path, detail::json_text(out, 1) + "\n", "bench graphsage --json");
 }
 
 }  // namespace
@@ -233,7 +234,7 @@ void add_bench_graphsage_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 16))->capture_default_str();
   g->add_option("--hidden", o->syn_hidden, "Synthetic graph: hidden width")
       ->check(CLI::Range(1, 1 << 16))->capture_default_str();
-  g->add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
+  g->add_option("--threads", o->threads, "CPU threads (default: SAMEBITS_NUM_THREADS, else every core)")->check(CLI::Range(1, 1024));
   g->add_option("--json", o->json_path, "Write the timings as JSON to FILE");
   g->callback([o] { run(*o); });
 }

@@ -124,7 +124,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable")
       ->check(one_level())->capture_default_str();
   cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->check(device_names(false))->capture_default_str();
-  cmd->add_option("--seed", c->seed, "Seed of the inputs")->capture_default_str();
+  cmd->add_option("--seed", c->seed, "Seed of the inputs")->check(seed_value())->capture_default_str();
   cmd->add_option("--safety", c->safety, "Safety factor applied to the measured spread")
       ->check(CLI::Range(1.0, 1e6))->capture_default_str();
   cmd->add_option("--out", c->out, "Tolerance file to write")->capture_default_str();

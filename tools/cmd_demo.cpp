@@ -21,7 +21,7 @@ struct DemoOptions {
   std::int64_t edges = 1 << 20;  // source rows E
   std::int64_t nodes = 1000;     // target rows N
   std::int64_t features = 4;     // F
-  unsigned seed = 1;
+  std::uint64_t seed = 1;
   std::string device = "all";    // cpu, cuda or all
 };
 
@@ -127,7 +127,7 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("-e,--edges", o->edges, "Source rows E")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))->capture_default_str();
   cmd->add_option("-n,--nodes", o->nodes, "Target rows N")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))->capture_default_str();
   cmd->add_option("-f,--features", o->features, "Features per row F")->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}))->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the random input")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the random input")->check(seed_value())->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or all (CUDA only when present)")
       ->check(CLI::IsMember({"cpu", "cuda", "all"}))->capture_default_str();
   cmd->callback([o] { run_demo(*o); });

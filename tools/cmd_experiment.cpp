@@ -15,6 +15,7 @@
 #include "nn/experiment.hpp"
 #include "nn/report.hpp"
 #include "samebits/samebits.hpp"
+#include "core/json_text.hpp"
 #include "samebits/trace.hpp"
 
 namespace samebits::cli {
@@ -80,7 +81,7 @@ void run(ExperimentCli& o) {
   fmt::print("{}", nn::format_table(r));
   const nlohmann::json j = nn::to_json(r);
   if (!o.json_path.empty()) {
-    detail::write_whole_file(o.json_path, j.dump(1) + "\n", "experiment --json");
+    detail::write_whole_file(o.json_path, detail::json_text(j, 1) + "\n", "experiment --json");
     fmt::print("results: {}\n", o.json_path);
   }
   if (!o.report_path.empty()) {
@@ -110,8 +111,8 @@ void add_experiment_command(CLI::App& app) {
       ->check(level_list(false))->capture_default_str();
   g->add_option("--seeds", c.seeds, "Also train K different seeds once each (the seed spread)")
       ->check(CLI::Range(0, 1000000))->capture_default_str();
-  g->add_option("--seed", c.seed, "Seed of the repeated runs (first seed of --seeds)")->capture_default_str();
-  g->add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::Range(1, 1024));
+  g->add_option("--seed", c.seed, "Seed of the repeated runs (first seed of --seeds)")->check(seed_value())->capture_default_str();
+  g->add_option("--threads", o->threads, "CPU threads (default: SAMEBITS_NUM_THREADS, else every core)")->check(CLI::Range(1, 1024));
   g->add_option("--track-runs", c.track_runs, "Runs compared with run 1 after every epoch")
       ->check(CLI::Range(1, 1000000))->capture_default_str();
   g->add_option("--hidden", c.model.hidden, "Hidden width")->check(CLI::Range(1, 1 << 20))->capture_default_str();

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
 
 namespace samebits::cli {
@@ -31,7 +32,7 @@ void print_matrix(const OpsOptions& o) {
           j.push_back({{"op", op}, {"backend", to_string(b)}, {"level", to_string(l)},
                        {"runs", p.runs}, {"variant", p.variant}});
         }
-    std::cout << j.dump(2) << '\n';
+    std::cout << detail::json_text(j, 2) << '\n';
     return;
   }
   std::cout << fmt::format("{:<16} {:<5} {:<26} {:<26} {:<26}\n", "op", "", "not_guaranteed",
@@ -82,7 +83,7 @@ void add_ops_command(CLI::App& app) {
           std::cout << fmt::format("{:<16} {:<28} {:<15} {}\n", v.op, v.name, to_string(v.level),
                                    v.technique);
       }
-      if (o->json) std::cout << j.dump(2) << '\n';
+      if (o->json) std::cout << detail::json_text(j, 2) << '\n';
       return;
     }
     if (!o->explain_op.empty()) {

@@ -73,7 +73,7 @@ void add_variability_command(CLI::App& app) {
                   "not_guaranteed, run_to_run, portable, a comma list, or all")
       ->check(level_list(true))->capture_default_str();
   cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->check(device_names(false))->capture_default_str();
-  cmd->add_option("--seed", c->options.seed, "Seed of the inputs")->capture_default_str();
+  cmd->add_option("--seed", c->options.seed, "Seed of the inputs")->check(seed_value())->capture_default_str();
   cmd->add_option("--reference", c->reference,
                   "Compare with the first run, or with a portable run (as the paper does)")
       ->check(CLI::IsMember({"first", "portable"}))->capture_default_str();

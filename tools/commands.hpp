@@ -42,6 +42,9 @@ CLI::Validator one_level();
 CLI::Validator device_names(bool list_allowed);
 // A comma-separated list of names from `known`, each at most once (bench graphsage --graphs).
 CLI::Validator name_list(std::vector<std::string> known, const char* what);
+// A seed: a whole number in [0, 2^64 - 1], written without sign or leading zeros (CLI11 alone
+// would take -1 as 2^64 - 1).
+CLI::Validator seed_value();
 // An op that `samebits variability` and `calibrate` know (find_op).
 CLI::Validator known_op();
 // The shape options of the op table (--n, --rows, --features, --dim, --reduce), shared by

@@ -32,6 +32,17 @@ std::string unknown_subcommand(CLI::App& app) {
                      left.front(), command, names, command);
 }
 
+// Whether a --threads option was given anywhere on the command line (the top level or a
+// subcommand's): it overrides SAMEBITS_NUM_THREADS, so a malformed variable does not matter then.
+bool threads_option_given(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    if (const CLI::Option* o = sub->get_option_no_throw("--threads"); o != nullptr && o->count() > 0)
+      return true;
+    if (threads_option_given(*sub)) return true;
+  }
+  return false;
+}
+
 // Exit status of a parse that stopped: 0 for --help and --version, a subcommand's own status
 // (diff: 1 when the traces differ, 2 when one cannot be read), and 2 for every usage error (an
 // unknown subcommand or option, a value that is missing or out of range), as POSIX tools do.
@@ -59,7 +70,7 @@ int main(int argc, char** argv) {
     }
     // A malformed SAMEBITS_NUM_THREADS is refused before any work, as a usage error, also by
     // commands that never start the CPU pool (diff, a run on CUDA alone); doctor reports it.
-    if (app.got_subcommand("doctor")) return;
+    if (app.got_subcommand("doctor") || threads_option_given(app)) return;
     try {
       samebits::detail::num_threads_from_environment();
     } catch (const samebits::InvalidArgument& e) {

@@ -51,6 +51,20 @@ CLI::Validator integer_at_least(std::int64_t lo) {
       fmt::format("INT >= {}", lo));
 }
 
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size())
+          return fmt::format("'{}' is not a seed: give a whole number from 0 to 2^64 - 1", text);
+        if (text.size() > 1 && text[0] == '0')
+          return fmt::format("'{}': write the number without leading zeros", text);
+        return "";
+      },
+      "SEED");
+}
+
 std::vector<std::string> comma_items(const std::string& text, const char* what) {
   std::vector<std::string> out;
   std::size_t b = 0;
@@ -67,12 +81,20 @@ std::vector<std::string> comma_items(const std::string& text, const char* what) 
 
 std::vector<Device> device_list(const std::string& text) {
   std::vector<Device> devices;
-  for (const std::string& d : comma_items(text, "device")) {
+  const std::vector<std::string> items = comma_items(text, "device");
+  const bool has_auto = std::find(items.begin(), items.end(), "auto") != items.end();
+  auto add = [&](Device d) {
+    if (std::find(devices.begin(), devices.end(), d) != devices.end())
+      throw InvalidArgument(fmt::format("the device {} is listed twice{}: give each device once",
+                                        to_string(d), has_auto ? " (auto stands for cpu and, where present, cuda:0)" : ""));
+    devices.push_back(d);
+  };
+  for (const std::string& d : items) {
     if (d == "auto") {
-      devices.push_back(Device::cpu());
-      if (cuda_available()) devices.push_back(Device::cuda());
+      add(Device::cpu());
+      if (cuda_available()) add(Device::cuda());
     } else {
-      devices.push_back(parse_device(d));
+      add(parse_device(d));
     }
   }
   return devices;

@@ -15,6 +15,7 @@
 #include "core/environment_cuda.hpp"
 #include "core/excerpt.hpp"
 #include "core/num_threads_env.hpp"
+#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -261,7 +262,7 @@ std::string to_json(const Environment& e) {
       {"promise", e.promise},
       {"warnings", e.warnings},
   };
-  return j.dump();
+  return detail::json_text(j);
 }
 
 std::string to_text(const Environment& e) {

@@ -16,6 +16,7 @@
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/errors.hpp"
+#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
 
 namespace samebits::trace {
@@ -109,7 +110,7 @@ void start(const std::string& path) {
                        {"version", std::string(version())},
                        {"git", std::string(git_revision())},
                        {"environment", json::parse(environment_json())}};
-  const std::string line = header.dump() + "\n";
+  const std::string line = samebits::detail::json_text(header) + "\n";
   // Recorded into PATH.partial, which replaces PATH when the recording stops (see stop/abandon).
   const std::string partial = samebits::detail::partial_path(path);
   std::FILE* f = std::fopen(partial.c_str(), "wb");
@@ -167,7 +168,7 @@ void record(std::int64_t step, std::string_view layer, std::string_view op, cons
   std::lock_guard lock(r.m);
   if (r.file == nullptr) return;  // stopped meanwhile
   line["i"] = r.next_index++;
-  const std::string text = line.dump() + "\n";
+  const std::string text = samebits::detail::json_text(line) + "\n";
   std::fwrite(text.data(), 1, text.size(), r.file);
   // Flushed per entry so that a run that crashes still leaves a usable trace.
   std::fflush(r.file);
@@ -190,7 +191,7 @@ TraceFile read(const std::string& path) {
         if (j.at("samebits_trace") != 1)
           throw std::invalid_argument(
               fmt::format("trace format {} is not one this samebits reads (1)",
-                          samebits::detail::printable_excerpt(j.at("samebits_trace").dump())));
+                          samebits::detail::printable_excerpt(samebits::detail::json_text(j.at("samebits_trace")))));
         t.header = text;
         continue;
       }

@@ -34,6 +34,9 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
+// The larger of two differences, NaN winning (std::max drops a NaN in its second argument).
+double max_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
+
 struct Stats {
   double mean = 0, std = 0, min = 0, max = 0;
 };
@@ -71,7 +74,7 @@ void run_group(GraphSage& model, const ExperimentConfig& cfg, GroupResult& g,
         run1_epochs.push_back(std::move(w));
       } else {
         auto& d = g.diff_per_epoch[static_cast<std::size_t>(e)];
-        d = std::max(d, max_abs_diff(w, run1_epochs[static_cast<std::size_t>(e)]));
+        d = max_nan(d, max_abs_diff(w, run1_epochs[static_cast<std::size_t>(e)]));
       }
     };
     if (track) record(0);
@@ -84,7 +87,7 @@ void run_group(GraphSage& model, const ExperimentConfig& cfg, GroupResult& g,
     g.hashes.push_back(model.parameter_hash());
     std::vector<double> w = track && r == 0 ? run1_epochs.back() : host_doubles(model.parameters());
     if (r == 0) run1_final = std::move(w);
-    else g.max_weight_diff = std::max(g.max_weight_diff, max_abs_diff(w, run1_final));
+    else g.max_weight_diff = max_nan(g.max_weight_diff, max_abs_diff(w, run1_final));
     g.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     if (progress) progress({&g, r + 1, g.runs});
   }
@@ -245,11 +248,24 @@ std::string format_table(const ExperimentResult& r) {
                      device_name(g.device), level, g.runs, g.distinct(), a.mean, a.std, a.min,
                      a.max, g.max_weight_diff, t.mean * 1e3);
   }
+  for (const auto& g : r.groups)
+    for (std::size_t e = 0; e < g.loss_run1.size(); ++e)
+      if (!std::isfinite(g.loss_run1[e])) {
+        s += fmt::format("note: {} {}: run 1's training loss is {} from epoch {} on: the training "
+                         "diverged (try a smaller --lr)\n",
+                         device_name(g.device), to_string(g.level), g.loss_run1[e], e + 1);
+        break;
+      }
+  if (r.test == 0) s += "note: the data set has no test nodes: test accuracy is not defined (nan)\n";
   const CrossDevice x = cross_device_check(r);
   if (x.applicable) {
     std::string hs;
-    for (const auto& [d, h] : x.hashes) hs += fmt::format(" {} {}", d, h);
-    s += fmt::format("portable weights, CPU vs CUDA:{} -> {}\n", hs,
+    bool cpu = false, gpu = false;
+    for (const auto& [d, h] : x.hashes) {
+      hs += fmt::format(" {} {}", d, h);
+      (d == "cpu" ? cpu : gpu) = true;
+    }
+    s += fmt::format("portable weights, {}:{} -> {}\n", cpu && gpu ? "CPU vs CUDA" : "GPU vs GPU", hs,
                      x.equal ? "IDENTICAL" : "DIFFERENT");
   }
   return s;

@@ -337,7 +337,8 @@ std::vector<double> GraphSage::accuracies(const std::vector<Split>& splits) {
       ++total;
       right += best == m.labels[static_cast<std::size_t>(i)];
     }
-    out.push_back(total ? static_cast<double>(right) / static_cast<double>(total) : 0.0);
+    // No node in the split: no accuracy (NaN), not a perfect or a failed one.
+    out.push_back(total ? static_cast<double>(right) / static_cast<double>(total) : std::nan(""));
   }
   return out;
 }

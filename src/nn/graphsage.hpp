@@ -55,7 +55,8 @@ class GraphSage {
   // One full-batch training step (forward with dropout, backward, Adam). Returns the training
   // loss before the step when `want_loss` (this costs a device synchronization), else NaN.
   double train_epoch(bool want_loss = false);
-  // Forward without dropout; fraction of nodes in `split` whose argmax matches the label.
+  // Forward without dropout; fraction of nodes in `split` whose argmax matches the label (NaN when
+  // the split has no node).
   double accuracy(Split split);
   // Accuracy on several splits from one forward pass.
   std::vector<double> accuracies(const std::vector<Split>& splits);

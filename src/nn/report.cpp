@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/files.hpp"
+#include "core/json_text.hpp"
 #include "samebits/errors.hpp"
 
 namespace samebits::nn {
@@ -199,7 +200,7 @@ std::string kv_table(const json& obj) {
   std::string s = "<table>";
   for (const auto& [k, v] : obj.items())
     s += fmt::format("<tr><th>{}</th><td>{}</td></tr>", esc(k),
-                     esc(v.is_string() ? v.get<std::string>() : v.dump()));
+                     esc(v.is_string() ? v.get<std::string>() : detail::json_text(v)));
   return s + "</table>";
 }
 
@@ -213,12 +214,17 @@ std::string render_report(const json& r) {
   const json& x = r.at("cross_device");
   if (x.at("applicable").get<bool>()) {
     std::string hs;
-    for (const auto& [d, h] : x.at("portable_hashes").items())
+    bool cpu = false, gpu = false;
+    for (const auto& [d, h] : x.at("portable_hashes").items()) {
       hs += fmt::format(" {} <code>{}</code>", esc(d), esc(h.get<std::string>()));
+      (d == "cpu" ? cpu : gpu) = true;
+    }
     cross = fmt::format("<p class=\"{}\">Cross-device check at <b>portable</b>: weight hashes{} "
                         "&rarr; <b>{}</b>.</p>",
                         x["equal"].get<bool>() ? "ok" : "bad", hs,
-                        x["equal"].get<bool>() ? "identical bits on CPU and GPU" : "DIFFERENT");
+                        x["equal"].get<bool>()
+                            ? (cpu && gpu ? "identical bits on CPU and GPU" : "identical bits on every GPU")
+                            : "DIFFERENT");
   } else {
     cross = "<p>Cross-device check: run with <code>--device cpu,cuda</code> to compare the "
             "portable weights of the CPU and the GPU.</p>";

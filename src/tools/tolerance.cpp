@@ -13,6 +13,7 @@
 
 #include "core/files.hpp"
 #include "core/strided.hpp"
+#include "core/json_text.hpp"
 #include "samebits/environment.hpp"
 
 namespace samebits {
@@ -157,7 +158,7 @@ std::string to_json(const Tolerances& t) {
             {"rule", "|actual - expected| <= abs + rel * |expected|, or both NaN, or equal"},
             {"tensors", tensors}};
   if (!t.environment_json.empty()) j["environment"] = json::parse(t.environment_json);
-  return j.dump(2);
+  return detail::json_text(j, 2);
 }
 
 Tolerances tolerances_from_json(const std::string& text) {
@@ -174,7 +175,7 @@ Tolerances tolerances_from_json(const std::string& text) {
     t.safety_factor = j.at("safety_factor").get<double>();
     t.runs = j.at("runs").get<int>();
     t.source = j.value("source", "");
-    if (j.contains("environment")) t.environment_json = j["environment"].dump();
+    if (j.contains("environment")) t.environment_json = detail::json_text(j["environment"]);
     for (const auto& [name, v] : j.at("tensors").items()) {
       Tolerance tol;
       tol.shape = v.at("shape").get<Shape>();

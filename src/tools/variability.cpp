@@ -15,6 +15,7 @@
 #include "core/memory.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
+#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
 
 namespace samebits {
@@ -63,8 +64,12 @@ std::string variant_of(const std::string& explain) {
   return explain.substr(b + 4, e == std::string::npos ? std::string::npos : e - b - 4);
 }
 
+// Waits for the default stream of `d` itself (not of whichever GPU is current), so that a run's
+// time includes its kernels on any GPU.
 void synchronize(Device d) {
-  if (d.is_cuda()) detail::cuda_synchronize(Stream{});
+  if (!d.is_cuda()) return;
+  const detail::CurrentDevice on_device(d);
+  detail::cuda_synchronize(Stream{});
 }
 
 }  // namespace
@@ -187,7 +192,7 @@ std::string to_json(const VariabilityReport& r) {
   if (std::isinf(r.mean_rel)) j["elementwise_relative_variability"]["mean"] = "inf";
   if (std::isinf(r.scalar_max_rel)) j["scalar_relative_variability"]["max"] = "inf";
   if (std::isinf(r.scalar_mean_rel)) j["scalar_relative_variability"]["mean"] = "inf";
-  return j.dump(2);
+  return detail::json_text(j, 2);
 }
 
 }  // namespace samebits
