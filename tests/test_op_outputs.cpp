@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/overlap.hpp"
+#include "core/strided.hpp"
 #include "samebits/samebits.hpp"
 #include "testing.hpp"
 
@@ -122,7 +124,7 @@ TEST(OpOutputs, IndexAddChecksItsIndexWithoutFeatures) {
     index_add(out, index, src, 1.0, {.level = Determinism::portable});
     ADD_FAILURE() << "an index of 7 into 5 rows was accepted";
   } catch (const IndexOutOfRange& e) {
-    EXPECT_NE(std::string(e.what()).find("index at position 1 is 7, outside [0, 5)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("index_add: index 7 at position 1 is out of range [0, 5); nothing was written"), std::string::npos)
         << e.what();
   }
   index.data<std::int64_t>()[1] = 4;
@@ -172,6 +174,79 @@ TEST(Fill, IntegerDtypesRefuseValuesTheyCannotHold) {
   EXPECT_EQ(Tensor::full({1}, -2.7, DType::i64).to_vector<std::int64_t>()[0], -2);
   EXPECT_NO_THROW(Tensor::full({2}, std::nan(""), DType::f32));
   EXPECT_THROW(Tensor::full({0}, 1e300, DType::i32), InvalidArgument) << "refused before looking at the size";
+}
+
+// Views of one buffer that share no element are separate tensors: column blocks (a GNN's concat),
+// interleaved and step-sliced views.
+TEST(OpOutputs, ViewsThatShareNoElementAreAccepted) {
+  Tensor buf = testing::random_normal({6, 10}, DType::f64, fresh_seed());
+  const Tensor copy = buf.clone();
+  Tensor want = Tensor::empty({6, 5}, DType::f64);
+  cumsum(copy.view().slice(1, 0, 5), 1, want, {.level = Determinism::portable});
+  cumsum(buf.view().slice(1, 0, 5), 1, buf.view().slice(1, 5, 10), {.level = Determinism::portable});
+  EXPECT_TRUE(bitwise_equal(Tensor::copy_of(buf.view().slice(1, 5, 10)), want)) << "column blocks";
+  Tensor evens = Tensor::empty({6, 5}, DType::f64);
+  cumsum(copy.view().slice(1, 0, 10, 2), 1, evens, {.level = Determinism::portable});
+  Tensor inter = copy.clone();
+  cumsum(inter.view().slice(1, 0, 10, 2), 1, inter.view().slice(1, 1, 10, 2), {.level = Determinism::portable});
+  EXPECT_TRUE(bitwise_equal(Tensor::copy_of(inter.view().slice(1, 1, 10, 2)), evens)) << "interleaved";
+  // A step that does not divide the row: [3, 5] seen as [3, 3] with strides (5, 2).
+  Tensor rows = Tensor::zeros({3, 5}, DType::f64);
+  Tensor x = testing::random_normal({3, 3}, DType::f64, fresh_seed());
+  EXPECT_NO_THROW(cumsum(x, 1, rows.view().slice(1, 0, 5, 2), {.level = Determinism::portable}));
+  // An output with a negative stride is refused as such.
+  TensorView backwards = rows.view().slice(0, 0, 3);
+  backwards.data = rows.data<double>() + 10;
+  backwards.strides[0] = -5;
+  try {
+    cumsum(Tensor::copy_of(rows.view()), 1, backwards, {});
+    ADD_FAILURE() << "a negative stride was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("negative strides are not supported"), std::string::npos) << e.what();
+  }
+}
+
+// views_overlap against brute force: random views (sizes, steps, offsets, transposes) of one
+// buffer, the answer exact where both have the same strides and never a miss otherwise.
+TEST(Overlap, ViewsOverlapAgreesWithBruteForce) {
+  std::vector<float> storage(400);
+  std::uint64_t state = fresh_seed();
+  auto next = [&](std::int64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
+  };
+  auto random_view = [&](const Shape& layout_shape) {
+    TensorView v = TensorView::of(storage.data() + next(40), layout_shape);
+    for (int d = 0; d < v.ndim; ++d) {
+      const std::int64_t n = v.size(d), b = next(n), step = 1 + next(3);
+      v = v.slice(d, b, b + 1 + next(n - b), step);
+    }
+    if (next(4) == 0) v = v.transpose(0, 1);
+    return v;
+  };
+  auto elements = [&](const TensorView& v) {
+    std::vector<std::int64_t> at;
+    detail::for_each_element(v, v, [&](std::int64_t o, std::int64_t) {
+      at.push_back(static_cast<const float*>(v.data) - storage.data() + o);
+    });
+    return at;
+  };
+  int exact = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const Shape layout = next(2) ? Shape{6, 8} : Shape{4, 9};
+    const TensorView a = random_view(layout), b = next(2) ? random_view(layout) : random_view(Shape{6, 8});
+    const auto ea = elements(a), eb = elements(b);
+    bool share = false;
+    for (auto x : ea)
+      for (auto y : eb) share = share || x == y;
+    const bool said = detail::views_overlap(a, b);
+    if (share) ASSERT_TRUE(said) << "a shared element was missed: " << a.describe() << " and " << b.describe();
+    if (a.strides == b.strides) {
+      ASSERT_EQ(said, share) << a.describe() << " and " << b.describe();
+      ++exact;
+    }
+  }
+  EXPECT_GT(exact, 500) << "too few same-stride pairs to test the exact case";
 }
 
 }  // namespace

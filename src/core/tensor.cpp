@@ -170,6 +170,12 @@ Tensor Tensor::copy_of(const TensorView& v, Device device) { return copy_of(v, d
 
 Tensor Tensor::copy_of(const TensorView& v, Device device, Stream stream) {
   Tensor t = empty(v.sizes(), v.dtype, device, stream);
+  // copy() writes on the default stream: wait for what `stream` still runs on this block (it was
+  // last freed there), which a non-blocking stream would not order before the copy.
+  if (device.is_cuda() && stream.handle != nullptr && t.numel() > 0) {
+    const detail::CurrentDevice on_device(device);
+    detail::cuda_synchronize(stream);
+  }
   copy(v, t.view());
   return t;
 }
@@ -206,7 +212,7 @@ void copy(const TensorView& src, const TensorView& dst) {
     throw InvalidArgument(fmt::format("copy: {} into {}: shapes or dtypes differ", src.describe(), dst.describe()));
   if (src.numel() == 0) return;
   if (detail::views_overlap(src, dst)) {
-    if (src.data == dst.data && src.strides == dst.strides) return;  // the same elements
+    if (detail::same_elements(src, dst)) return;
     // Reading src while writing dst would read what was just written: copy from a snapshot.
     const Tensor snapshot = Tensor::copy_of(src, src.device);
     copy(snapshot.view(), dst);

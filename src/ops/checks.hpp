@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -59,25 +60,26 @@ inline void check_output(std::string_view op, std::string_view name, const Tenso
                                         op, name, input));
 }
 
-// Every value of an integer index in [0, hi), read on the host (a copy where it lives on a GPU);
-// the first outside is an IndexOutOfRange naming its position in row-major order.
-inline void check_index_values_on_host(std::string_view op, const TensorView& index, std::int64_t hi) {
-  if (index.numel() == 0) return;
+// The first value of an integer index outside [0, hi), as (row-major position, value), read on
+// the host (a copy where the index lives on a GPU); nothing when every value lies inside.
+inline std::optional<std::pair<std::int64_t, std::int64_t>> first_index_outside(const TensorView& index,
+                                                                                std::int64_t hi) {
+  if (index.numel() == 0) return std::nullopt;
   Tensor hold;
   if (!index.device.is_cpu()) hold = Tensor::copy_of(index, Device::cpu());
   const TensorView h = index.device.is_cpu() ? index : hold.view();
+  std::optional<std::pair<std::int64_t, std::int64_t>> bad;
   std::int64_t pos = 0;
   visit_dtype(h.dtype, [&]<class I>() {
     if constexpr (std::is_integral_v<I>) {
       const I* p = static_cast<const I*>(h.data);
       for_each_element(h, h, [&](std::int64_t o, std::int64_t) {
-        if (const auto v = static_cast<std::int64_t>(p[o]); v < 0 || v >= hi)
-          throw IndexOutOfRange(fmt::format("{}: index at position {} is {}, outside [0, {})", op,
-                                            pos, v, hi));
+        if (const auto v = static_cast<std::int64_t>(p[o]); !bad && (v < 0 || v >= hi)) bad = {{pos, v}};
         ++pos;
       });
     }
   });
+  return bad;
 }
 
 inline int normalize_dim(std::string_view op, int dim, int ndim) {

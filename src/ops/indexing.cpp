@@ -17,6 +17,12 @@ namespace {
 
 // Throws IndexOutOfRange naming the first position (row-major over index) whose value is
 // outside [0, hi).
+void check_index_values(const char* op, const TensorView& index, std::int64_t hi) {
+  if (const auto bad = first_index_outside(index, hi))
+    throw IndexOutOfRange(fmt::format("{}: index at position {} is {}, outside [0, {})", op,
+                                      bad->first, bad->second, hi));
+}
+
 void check_common(const char* op, const TensorView& x, const TensorView& index,
                   const TensorView& out) {
   check_index_dtype(op, "index", index);
@@ -43,7 +49,7 @@ void index_select(const TensorView& x, int dim, const TensorView& index, const T
   expected[static_cast<std::size_t>(d)] = index.numel();
   check_shape(op, "out", out, expected);
   const bool cpu = x.device.is_cpu();
-  if (cpu) check_index_values_on_host(op, index, x.size(d));
+  if (cpu) check_index_values(op, index, x.size(d));
   dispatch(op, x.device, IndexArgs{x, d, index, out, cpu}, opts);
 }
 
@@ -63,7 +69,7 @@ void gather(const TensorView& x, int dim, const TensorView& index, const TensorV
   const bool cpu = x.device.is_cpu();
   if (cpu && x.size(d) == 0 && index.numel() > 0)
     throw IndexOutOfRange(fmt::format("{}: x has size 0 in dim {}; no index is valid", op, d));
-  if (cpu) check_index_values_on_host(op, index, x.size(d));
+  if (cpu) check_index_values(op, index, x.size(d));
   dispatch(op, x.device, IndexArgs{x, d, index, out, cpu}, opts);
 }
 

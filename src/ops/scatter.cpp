@@ -95,7 +95,9 @@ void index_add(const TensorView& out, const TensorView& index, const TensorView&
     throw InvalidArgument(fmt::format("index_add: index {} and src {} differ in length", index.describe(),
                                       src.describe()));
   // With no element per row, no kernel would meet the index: its values are checked here.
-  if (src.numel() == 0) check_index_values_on_host("index_add", index, out.size(0));
+  if (src.numel() == 0)
+    if (const auto bad = first_index_outside(index, out.size(0)))
+      throw IndexOutOfRange(index_error_message("index_add", bad->first, bad->second, out.size(0)));
   ScatterArgs a{out, broadcast_rows(index, src), src, 0, Reduce::sum, true, alpha, nullptr, "index_add"};
   dispatch("index_add", out.device, a, opts);
 }

@@ -49,8 +49,8 @@
 //
 // Preconditions: a, b and c are 2-D; op(a): [m, k], op(b): [k, n], c: [m, n]; all three the same
 // dtype (float32 or float64) and device. Any strides (leading dimensions) are accepted for a and
-// b; c must not reach an element twice (a zero stride along a dimension of size > 1) nor share
-// memory with a or b: either is an InvalidArgument. Errors leave c untouched.
+// b; c must not reach an element twice (for instance a zero stride along a dimension of size > 1)
+// nor share an element with a or b: either is an InvalidArgument. Errors leave c untouched.
 #pragma once
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
