@@ -244,8 +244,9 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   p.num_sources = n;
   p.num_targets = m;
   p.device = a.index.device;
-  p.order = Tensor::empty({n}, DType::i64, a.index.device);
-  p.offsets = Tensor::empty({m + 1}, DType::i64, a.index.device);
+  // For the stream whose kernels write them (see Tensor::empty).
+  p.order = Tensor::empty({n}, DType::i64, a.index.device, ws.stream);
+  p.offsets = Tensor::empty({m + 1}, DType::i64, a.index.device, ws.stream);
   const SortLayout layout = sort_layout(n, m);
   DeviceScratch scratch(layout.scratch_bytes + 256, a.index.device, Stream{stream});
   const WaitOnUnwind wait_on_error(stream);

@@ -102,8 +102,8 @@ bool same_contents(const TensorView& index, const Entry& e, cudaStream_t stream)
 // Sorts the entry's copy into its plan (the caller holds e.m), then marks it ready on `stream`.
 void build_plan(Entry& e, std::int64_t num_keys, cudaStream_t stream) {
   const std::int64_t n = e.copy.numel();
-  Tensor order = Tensor::empty({n}, DType::i32, e.copy.device());
-  Tensor offsets = Tensor::empty({num_keys + 1}, DType::i32, e.copy.device());
+  Tensor order = Tensor::empty({n}, DType::i32, e.copy.device(), Stream{stream});
+  Tensor offsets = Tensor::empty({num_keys + 1}, DType::i32, e.copy.device(), Stream{stream});
   {
     const SortLayout layout = sort_layout(n, num_keys);
     DeviceScratch scratch(layout.scratch_bytes, e.copy.device(), Stream{stream});
@@ -156,7 +156,7 @@ void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t
   auto e = std::make_shared<Entry>();
   e->device = index.device.index;
   try {
-    e->copy = Tensor::empty({n}, DType::i32, index.device);
+    e->copy = Tensor::empty({n}, DType::i32, index.device, Stream{stream});
   } catch (const CudaError&) {
     return;  // no memory to spare: the call has done its work, nothing is kept
   }

@@ -70,6 +70,35 @@ TEST(OpOutputsGpu, OverlappingCopyOnTheDevice) {
   EXPECT_EQ(v[2], 0.0f);
   EXPECT_EQ(v[4], 2.0f);
   EXPECT_EQ(v[6], 4.0f);
+  // Contiguous and overlapping (a device-to-device cudaMemcpy would be undefined): both directions
+  // of a shift by 3 over a million elements.
+  std::vector<float> big(1 << 20);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i);
+  const auto n = static_cast<std::int64_t>(big.size());
+  Tensor right = Tensor::from_vector(big, {n}).to(kGpu), left = right.clone();
+  copy(right.view().slice(0, 0, n - 3), right.view().slice(0, 3, n));
+  copy(left.view().slice(0, 3, n), left.view().slice(0, 0, n - 3));
+  const auto r = right.to_vector<float>(), l = left.to_vector<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(r[static_cast<std::size_t>(i)], static_cast<float>(i < 3 ? i : i - 3)) << i;
+    ASSERT_EQ(l[static_cast<std::size_t>(i)], static_cast<float>(i < n - 3 ? i + 3 : i)) << i;
+  }
+}
+
+// Column blocks of one device buffer are separate tensors; an in-place cumsum runs on the device.
+TEST(OpOutputsGpu, DisjointViewsAndInPlaceCumsum) {
+  SAMEBITS_REQUIRE_CUDA();
+  Tensor buf = testing::random_normal({64, 40}, DType::f32, testing::fresh_seed(), kGpu);
+  const Tensor host = buf.to(Device::cpu());
+  Tensor want = Tensor::empty({64, 20}, DType::f32);
+  cumsum(host.view().slice(1, 0, 20), 1, want, {.level = Determinism::portable});
+  cumsum(buf.view().slice(1, 0, 20), 1, buf.view().slice(1, 20, 40), {.level = Determinism::portable});
+  EXPECT_TRUE(bitwise_equal(Tensor::copy_of(buf.view().slice(1, 20, 40), Device::cpu()), want));
+  Tensor in_place = host.to(kGpu);
+  Tensor want_all = Tensor::empty({64, 40}, DType::f32);
+  cumsum(host, 0, want_all, {.level = Determinism::portable});
+  cumsum(in_place, 0, in_place, {.level = Determinism::portable});
+  EXPECT_TRUE(bitwise_equal(in_place.to(Device::cpu()), want_all));
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ Reduce parse_reduce(std::string_view s);  // "sum", "mean", "amax"/"max", "amin"
 // order within a target) and `offsets` the CSR offsets (int64[num_targets + 1]): the sources of
 // target t are order[offsets[t] .. offsets[t+1]). A plan is a pure function of the index (the
 // same integers on every backend and thread count). Plans live on the device of the index they
-// were built from and are immutable.
+// were built from and are immutable. Their memory belongs to the stream the plan was built on
+// (Options::stream): a plan used on another stream must outlive that work (see Tensor::empty).
 struct IndexPlan {
   Tensor order;    // int64[n]
   Tensor offsets;  // int64[num_targets + 1]
