@@ -26,4 +26,17 @@ inline std::string printable_excerpt(std::string_view text, std::size_t max_byte
   return out;
 }
 
+// `text` for HTML or SVG text and double-quoted attributes: <, >, & and " as entities.
+inline std::string xml_escaped(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
 }  // namespace samebits::detail

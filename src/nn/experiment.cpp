@@ -176,6 +176,8 @@ CrossDevice cross_device_check(const ExperimentResult& r) {
     if (g.kind == "repeat" && g.level == Determinism::portable && !g.hashes.empty())
       c.hashes.emplace_back(device_name(g.device), hash_hex(g.hashes.front()));
   c.applicable = c.hashes.size() >= 2;
+  const auto cpu = std::count_if(c.hashes.begin(), c.hashes.end(), [](const auto& h) { return h.first == "cpu"; });
+  c.cpu_and_gpu = cpu > 0 && cpu < static_cast<std::ptrdiff_t>(c.hashes.size());
   c.equal = c.applicable && std::all_of(c.hashes.begin(), c.hashes.end(), [&](const auto& h) {
               return h.second == c.hashes.front().second;
             });
@@ -226,7 +228,8 @@ nlohmann::json to_json(const ExperimentResult& r) {
   const CrossDevice x = cross_device_check(r);
   json xh = json::object();
   for (const auto& [d, h] : x.hashes) xh[d] = h;
-  j["cross_device"] = {{"applicable", x.applicable}, {"equal", x.equal}, {"portable_hashes", xh}};
+  j["cross_device"] = {{"applicable", x.applicable}, {"equal", x.equal},
+                       {"cpu_and_gpu", x.cpu_and_gpu}, {"portable_hashes", xh}};
   j["environment"] = r.environment;
   return j;
 }
@@ -260,12 +263,8 @@ std::string format_table(const ExperimentResult& r) {
   const CrossDevice x = cross_device_check(r);
   if (x.applicable) {
     std::string hs;
-    bool cpu = false, gpu = false;
-    for (const auto& [d, h] : x.hashes) {
-      hs += fmt::format(" {} {}", d, h);
-      (d == "cpu" ? cpu : gpu) = true;
-    }
-    s += fmt::format("portable weights, {}:{} -> {}\n", cpu && gpu ? "CPU vs CUDA" : "GPU vs GPU", hs,
+    for (const auto& [d, h] : x.hashes) hs += fmt::format(" {} {}", d, h);
+    s += fmt::format("portable weights, {}:{} -> {}\n", x.cpu_and_gpu ? "CPU vs CUDA" : "GPU vs GPU", hs,
                      x.equal ? "IDENTICAL" : "DIFFERENT");
   }
   return s;

@@ -67,6 +67,7 @@ ExperimentResult run_experiment(const ExperimentConfig& cfg,
 struct CrossDevice {
   bool applicable = false;  // portable was run on two or more devices
   bool equal = false;
+  bool cpu_and_gpu = false;  // the devices compared include the CPU and a GPU
   std::vector<std::pair<std::string, std::string>> hashes;  // device, first-run hash
 };
 CrossDevice cross_device_check(const ExperimentResult& r);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/excerpt.hpp"
 #include "core/files.hpp"
 #include "core/json_text.hpp"
 #include "samebits/errors.hpp"
@@ -17,19 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
+std::string esc(const std::string& s) { return samebits::detail::xml_escaped(s); }
 
 std::string color_of(const json& g) {
   if (g["kind"] == "seeds") return "#7f7f7f";
@@ -214,16 +203,14 @@ std::string render_report(const json& r) {
   const json& x = r.at("cross_device");
   if (x.at("applicable").get<bool>()) {
     std::string hs;
-    bool cpu = false, gpu = false;
-    for (const auto& [d, h] : x.at("portable_hashes").items()) {
+    for (const auto& [d, h] : x.at("portable_hashes").items())
       hs += fmt::format(" {} <code>{}</code>", esc(d), esc(h.get<std::string>()));
-      (d == "cpu" ? cpu : gpu) = true;
-    }
+    const bool cpu_and_gpu = x.value("cpu_and_gpu", false);
     cross = fmt::format("<p class=\"{}\">Cross-device check at <b>portable</b>: weight hashes{} "
                         "&rarr; <b>{}</b>.</p>",
                         x["equal"].get<bool>() ? "ok" : "bad", hs,
                         x["equal"].get<bool>()
-                            ? (cpu && gpu ? "identical bits on CPU and GPU" : "identical bits on every GPU")
+                            ? (cpu_and_gpu ? "identical bits on CPU and GPU" : "identical bits on every GPU")
                             : "DIFFERENT");
   } else {
     cross = "<p>Cross-device check: run with <code>--device cpu,cuda</code> to compare the "

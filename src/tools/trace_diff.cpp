@@ -34,17 +34,7 @@ std::string shape_text(const Shape& s) {
 std::string shown(std::string_view text) { return samebits::detail::printable_excerpt(text, 120); }
 
 // The same, also safe inside SVG text.
-std::string shown_in_xml(std::string_view text) {
-  std::string out;
-  for (char c : shown(text)) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
+std::string shown_in_xml(std::string_view text) { return samebits::detail::xml_escaped(shown(text)); }
 
 std::string sci(double v) {
   if (std::isinf(v)) return "inf";
