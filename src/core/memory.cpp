@@ -7,6 +7,7 @@
 #include <string>
 
 #include "samebits/errors.hpp"
+#include "samebits/samebits.hpp"
 
 namespace samebits::detail {
 
@@ -25,6 +26,18 @@ void free_bytes(void* p, Device device, Stream stream) {
   else
     std::free(p);
 }
+
+}  // namespace samebits::detail
+
+namespace samebits {
+
+void release_stream(Stream stream, Device device) {
+  if (device.is_cuda() && stream.handle != nullptr) detail::cuda_release_stream(device.index, stream);
+}
+
+}  // namespace samebits
+
+namespace samebits::detail {
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
                 std::size_t bytes) {

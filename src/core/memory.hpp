@@ -19,6 +19,10 @@ void free_bytes(void* p, Device device, Stream stream = {});
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
                 std::size_t bytes);
 void* cuda_allocate(std::size_t bytes, int device, Stream stream = {});
+// Waits for `stream`, then frees the blocks cached for it on `device` and its cuBLAS handle.
+void cuda_release_stream(int device, Stream stream);
+// The cuBLAS half of that (src/cuda/gemm.cu): destroys the handle and frees the workspace.
+void release_blas_handle(int device, Stream stream);
 // The bytes a CUDA allocation of `bytes` really holds (its size class in the caching allocator).
 std::size_t cuda_allocation_bytes(std::size_t bytes);
 void cuda_free(void* p, int device, Stream stream = {});

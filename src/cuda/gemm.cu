@@ -731,23 +731,32 @@ void check_blas(cublasStatus_t st, const char* what) {
 
 struct BlasHandle {
   cublasHandle_t handle = nullptr;
+  void* workspace = nullptr;
   std::mutex m;  // calls are enqueued one at a time; the stream orders their execution
 };
 
+// Never destroyed: handles and workspaces live as long as the process (device teardown order at
+// exit is not ours to race with), or until release_stream gives a stream's back.
+struct BlasHandles {
+  std::mutex mutex;
+  std::map<std::pair<int, void*>, std::unique_ptr<BlasHandle>> by_stream;
+};
+BlasHandles& blas_handles() {
+  static auto* h = new BlasHandles;
+  return *h;
+}
+
 BlasHandle& blas_handle(int device, cudaStream_t stream) {
-  static std::mutex mutex;
-  // Never destroyed: handles and workspaces live as long as the process (device teardown
-  // order at exit is not ours to race with).
-  static auto* handles = new std::map<std::pair<int, void*>, std::unique_ptr<BlasHandle>>;
-  std::lock_guard lock(mutex);
-  auto& slot = (*handles)[{device, static_cast<void*>(stream)}];
+  auto& all = blas_handles();
+  std::lock_guard lock(all.mutex);
+  auto& slot = all.by_stream[{device, static_cast<void*>(stream)}];
   if (slot) return *slot;
   auto h = std::make_unique<BlasHandle>();
   check_blas(cublasCreate(&h->handle), "cublasCreate");
   // cublasSetStream resets the workspace to the default pool, so the stream comes first.
   check_blas(cublasSetStream(h->handle, stream), "cublasSetStream");
-  void* ws = cuda_allocate(kBlasWorkspaceBytes, device);
-  check_blas(cublasSetWorkspace(h->handle, ws, kBlasWorkspaceBytes), "cublasSetWorkspace");
+  h->workspace = cuda_allocate(kBlasWorkspaceBytes, device, Stream{stream});
+  check_blas(cublasSetWorkspace(h->handle, h->workspace, kBlasWorkspaceBytes), "cublasSetWorkspace");
   check_blas(cublasSetMathMode(h->handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   check_blas(cublasSetAtomicsMode(h->handle, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode");
   check_blas(cublasSetPointerMode(h->handle, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
@@ -866,6 +875,21 @@ std::string tiled_small_why_not(const GemmArgs& g) {
 }  // namespace
 
 void set_cuda_gemm_tiles(int which) { g_tile_override.store(which); }
+
+void release_blas_handle(int device, Stream stream) {
+  auto& all = blas_handles();
+  std::unique_ptr<BlasHandle> h;
+  {
+    std::lock_guard lock(all.mutex);
+    const auto it = all.by_stream.find({device, stream.handle});
+    if (it == all.by_stream.end()) return;
+    h = std::move(it->second);
+    all.by_stream.erase(it);
+  }
+  std::lock_guard in_use(h->m);  // a call still enqueuing on it finishes first
+  cublasDestroy(h->handle);
+  cuda_free(h->workspace, device, stream);
+}
 
 void register_cuda_gemm(Registry& r) {
   r.add(Variant<GemmArgs>{

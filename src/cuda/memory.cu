@@ -123,6 +123,27 @@ void cuda_free(void* p, int device, Stream stream) {
   k.free_blocks[{device, it->second, stream.handle}].push_back(p);
 }
 
+void cuda_release_stream(int device, Stream stream) {
+  if (stream.handle == nullptr || device < 0 || device >= cuda_device_count()) return;
+  const CurrentDevice on_device(Device::cuda(device));
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
+  release_blas_handle(device, stream);
+  auto& k = cache();
+  std::lock_guard lock(k.m);
+  for (auto it = k.free_blocks.begin(); it != k.free_blocks.end();) {
+    const auto& [dev, size, s] = it->first;
+    if (dev == device && s == stream.handle) {
+      for (void* q : it->second) {
+        cudaFree(q);
+        k.sizes.erase(q);
+      }
+      it = k.free_blocks.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
   const cudaMemcpyKind kind = dst_device.is_cuda()
                                   ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)

@@ -18,6 +18,7 @@ void register_cuda_ops(Registry&) {}
 int cuda_device_count() { return 0; }
 void* cuda_allocate(std::size_t, int, Stream) { unavailable(); }
 void cuda_free(void*, int, Stream) {}
+void cuda_release_stream(int, Stream) {}
 void cuda_copy(void*, Device, const void*, Device, std::size_t) { unavailable(); }
 void cuda_copy_strided(const TensorView&, const TensorView&) { unavailable(); }
 void cuda_synchronize(Stream) {}

@@ -84,6 +84,40 @@ TEST(CudaRuntime, AllocatorReusesFreedBlocksAndAllowsZeroBytes) {
   detail::free_bytes(nullptr, kGpu);  // a no-op
 }
 
+// release_stream gives back what a stream used: its cuBLAS handle and 32 MiB workspace, and the
+// blocks cached for it; the stream then works again from scratch.
+TEST(CudaRuntime, ReleaseStreamGivesBackWhatTheStreamUsed) {
+  SAMEBITS_REQUIRE_CUDA();
+  const Device gpu = Device::cuda();
+  cudaStream_t s = nullptr;
+  SAMEBITS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const Stream stream{s};
+  const auto seed = testing::fresh_seed();
+  Tensor a = testing::random_normal({256, 256}, DType::f32, seed, gpu);
+  Tensor c = Tensor::empty({256, 256}, DType::f32, gpu, stream);
+  Tensor big = Tensor::empty({std::int64_t{64} << 20}, DType::f32, gpu, stream);  // 256 MiB
+  auto use_stream = [&] {
+    gemm(Transpose::no, Transpose::no, 1.0, a, a, 0.0, c, {.level = Determinism::run_to_run, .stream = stream});
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(s));
+  };
+  use_stream();
+  const Tensor first = c.to(Device::cpu());
+  big = Tensor{};  // its 256 MiB block goes to the stream's cache
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  SAMEBITS_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  release_stream(stream, gpu);
+  SAMEBITS_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  EXPECT_GE(free_after, free_before + (std::size_t{256} << 20) + (std::size_t{32} << 20))
+      << "the cached block and the cuBLAS workspace should both be back";
+  use_stream();  // a new handle, the same bits
+  EXPECT_TRUE(bitwise_equal(c.to(Device::cpu()), first));
+  release_stream(stream, gpu);
+  c = Tensor{};
+  release_stream(stream, gpu);
+  SAMEBITS_CUDA_CHECK(cudaStreamDestroy(s));
+  EXPECT_NO_THROW(release_stream(Stream{}, gpu)) << "the default stream is left alone";
+}
+
 TEST(CudaRuntime, AllocationFailureIsCudaErrorNamingCudaMalloc) {
   SAMEBITS_REQUIRE_CUDA();
   try {
