@@ -34,6 +34,14 @@ inline bool same_elements(const TensorView& a, const TensorView& b) {
 }
 
 namespace overlap_detail {
+// Sorts the first n entries of a dims array (at most kMaxDims) by `before`; an insertion sort,
+// where std::sort on the array's first n entries draws GCC's false -Warray-bounds.
+template <class T, class Before> void sort_dims(std::array<T, kMaxDims>& dims, int n, Before before) {
+  for (int k = 1; k < n; ++k)
+    for (int j = k; j > 0 && before(dims[static_cast<std::size_t>(j)], dims[static_cast<std::size_t>(j - 1)]); --j)
+      std::swap(dims[static_cast<std::size_t>(j)], dims[static_cast<std::size_t>(j - 1)]);
+}
+
 struct Dim {
   std::int64_t stride = 0;  // bytes
   std::int64_t lo = 0, hi = 0;  // the range of i_a - i_b along this dimension
@@ -84,9 +92,7 @@ inline bool views_overlap(const TensorView& a, const TensorView& b) {
     if (stride == 0) continue;
     dims[static_cast<std::size_t>(n++)] = {stride, -(b.shape[i] - 1), a.shape[i] - 1};
   }
-  for (int k = 1; k < n; ++k)  // by decreasing stride (insertion sort: at most kMaxDims entries)
-    for (int j = k; j > 0 && dims[static_cast<std::size_t>(j)].stride > dims[static_cast<std::size_t>(j - 1)].stride; --j)
-      std::swap(dims[static_cast<std::size_t>(j)], dims[static_cast<std::size_t>(j - 1)]);
+  overlap_detail::sort_dims(dims, n, [](const auto& x, const auto& y) { return x.stride > y.stride; });
   const std::int64_t delta = pb - pa;
   return overlap_detail::reachable(dims, n, 0, delta - e + 1, delta + e - 1);
 }
@@ -103,9 +109,7 @@ inline bool reaches_an_element_twice(const TensorView& v) {
     const auto i = static_cast<std::size_t>(d);
     if (v.shape[i] > 1) dims[static_cast<std::size_t>(n++)] = {v.strides[i], v.shape[i]};
   }
-  for (int k = 1; k < n; ++k)  // insertion sort by stride: at most kMaxDims entries
-    for (int j = k; j > 0 && dims[static_cast<std::size_t>(j)] < dims[static_cast<std::size_t>(j - 1)]; --j)
-      std::swap(dims[static_cast<std::size_t>(j)], dims[static_cast<std::size_t>(j - 1)]);
+  overlap_detail::sort_dims(dims, n, [](const auto& x, const auto& y) { return x < y; });
   std::int64_t end = 1;  // one past the last element the dimensions of smaller stride reach
   for (int k = 0; k < n; ++k) {
     const auto [stride, size] = dims[static_cast<std::size_t>(k)];

@@ -46,6 +46,22 @@ Cache& cache() {
   return *c;
 }
 
+// Gives the cached blocks whose (device, size class, stream) key `match` accepts back to CUDA.
+// The caller holds k.m.
+template <class Match> void free_cached_blocks(Cache& k, Match match) {
+  for (auto it = k.free_blocks.begin(); it != k.free_blocks.end();) {
+    if (!match(it->first)) {
+      ++it;
+      continue;
+    }
+    for (void* q : it->second) {
+      cudaFree(q);
+      k.sizes.erase(q);
+    }
+    it = k.free_blocks.erase(it);
+  }
+}
+
 }  // namespace
 
 CurrentDevice::CurrentDevice(Device device) {
@@ -97,9 +113,7 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
     plan_cache().clear();
     {
       std::lock_guard lock(k.m);
-      for (auto& [key, list] : k.free_blocks)
-        for (void* q : list) { cudaFree(q); k.sizes.erase(q); }
-      k.free_blocks.clear();
+      free_cached_blocks(k, [](const auto&) { return true; });
     }
     e = cudaMalloc(&p, c);
   }
@@ -130,18 +144,9 @@ void cuda_release_stream(int device, Stream stream) {
   release_blas_handle(device, stream);
   auto& k = cache();
   std::lock_guard lock(k.m);
-  for (auto it = k.free_blocks.begin(); it != k.free_blocks.end();) {
-    const auto& [dev, size, s] = it->first;
-    if (dev == device && s == stream.handle) {
-      for (void* q : it->second) {
-        cudaFree(q);
-        k.sizes.erase(q);
-      }
-      it = k.free_blocks.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  free_cached_blocks(k, [&](const auto& key) {
+    return std::get<0>(key) == device && std::get<2>(key) == stream.handle;
+  });
 }
 
 void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
