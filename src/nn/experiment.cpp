@@ -25,17 +25,15 @@ std::vector<double> host_doubles(const Tensor& t) {
   return {v.begin(), v.end()};
 }
 
+// The larger of two differences, NaN winning (std::max drops a NaN in its second argument): a
+// diverged run must show.
+double max_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
+
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(a[i] - b[i]);
-    if (d > m || d != d) m = d;  // NaN wins: a diverged run must show
-  }
+  for (std::size_t i = 0; i < a.size(); ++i) m = max_nan(m, std::fabs(a[i] - b[i]));
   return m;
 }
-
-// The larger of two differences, NaN winning (std::max drops a NaN in its second argument).
-double max_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
 
 struct Stats {
   double mean = 0, std = 0, min = 0, max = 0;
@@ -251,14 +249,14 @@ std::string format_table(const ExperimentResult& r) {
                      device_name(g.device), level, g.runs, g.distinct(), a.mean, a.std, a.min,
                      a.max, g.max_weight_diff, t.mean * 1e3);
   }
-  for (const auto& g : r.groups)
-    for (std::size_t e = 0; e < g.loss_run1.size(); ++e)
-      if (!std::isfinite(g.loss_run1[e])) {
-        s += fmt::format("note: {} {}: run 1's training loss is {} from epoch {} on: the training "
-                         "diverged (try a smaller --lr)\n",
-                         device_name(g.device), to_string(g.level), g.loss_run1[e], e + 1);
-        break;
-      }
+  for (const auto& g : r.groups) {
+    const auto& loss = g.loss_run1;
+    const auto bad = std::find_if(loss.begin(), loss.end(), [](double l) { return !std::isfinite(l); });
+    if (bad != loss.end())
+      s += fmt::format("note: {} {}: run 1's training loss is {} from epoch {} on: the training "
+                       "diverged (try a smaller --lr)\n",
+                       device_name(g.device), to_string(g.level), *bad, bad - loss.begin() + 1);
+  }
   if (r.test == 0) s += "note: the data set has no test nodes: test accuracy is not defined (nan)\n";
   const CrossDevice x = cross_device_check(r);
   if (x.applicable) {

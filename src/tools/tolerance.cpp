@@ -9,36 +9,27 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <type_traits>
 
 #include "core/files.hpp"
-#include "core/strided.hpp"
 #include "core/json_text.hpp"
+#include "core/strided.hpp"
 #include "samebits/environment.hpp"
 
 namespace samebits {
 
 namespace {
 
-std::vector<double> host_doubles(const TensorView& t) {
+// A tensor's values on the host in row-major order, converted to V (int64 keeps integer tensors
+// exact, where doubles would merge values above 2^53).
+template <class V> std::vector<V> host_values(const TensorView& t) {
   const Tensor h = Tensor::copy_of(t, Device::cpu());
-  std::vector<double> v(static_cast<std::size_t>(h.numel()));
+  std::vector<V> v(static_cast<std::size_t>(h.numel()));
   detail::visit_dtype(h.dtype(), [&]<class T>() {
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(h.data<T>()[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<V>(h.data<T>()[i]);
   });
   return v;
 }
-
-// Integer tensors exactly (doubles would merge values above 2^53).
-std::vector<std::int64_t> host_int64s(const TensorView& t) {
-  const Tensor h = Tensor::copy_of(t, Device::cpu());
-  std::vector<std::int64_t> v(static_cast<std::size_t>(h.numel()));
-  detail::visit_dtype(h.dtype(), [&]<class T>() {
-    if constexpr (std::is_integral_v<T>)
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(h.data<T>()[i]);
-  });
-  return v;
-}
+std::vector<double> host_doubles(const TensorView& t) { return host_values<double>(t); }
 
 // |a - b| without overflow, rounded once to a double (at least 1 when a != b).
 double integer_distance(std::int64_t a, std::int64_t b) {
@@ -225,8 +216,8 @@ CloseResult check_close(const TensorView& actual, const TensorView& expected, co
   }
   const auto a = host_doubles(actual), e = host_doubles(expected);
   const bool integers = is_integer(actual.dtype) && is_integer(expected.dtype);
-  const auto ai = integers ? host_int64s(actual) : std::vector<std::int64_t>{};
-  const auto ei = integers ? host_int64s(expected) : std::vector<std::int64_t>{};
+  const auto ai = integers ? host_values<std::int64_t>(actual) : std::vector<std::int64_t>{};
+  const auto ei = integers ? host_values<std::int64_t>(expected) : std::vector<std::int64_t>{};
   r.elements = static_cast<std::int64_t>(a.size());
   double worst_ratio = -1;
   for (std::size_t i = 0; i < a.size(); ++i) {
