@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <string>
-#include <string_view>
 
 #include "commands.hpp"
 #include "samebits/samebits.hpp"
@@ -27,14 +26,9 @@ void run(const VariabilityCli& c) {
                "tensors):\n");
     for (const auto& e : variability_ops()) {
       std::string reads;
-      auto add = [&](unsigned bit, std::string_view name, const std::string& value) {
-        if (e.reads & bit) reads += fmt::format("{}{} {}", reads.empty() ? "" : " ", name, value);
-      };
-      add(kReadsN, "--n", std::to_string(e.defaults.n));
-      add(kReadsRows, "--rows", std::to_string(e.defaults.rows));
-      add(kReadsFeatures, "--features", std::to_string(e.defaults.features));
-      add(kReadsDim, "--dim", std::to_string(e.defaults.dim));
-      add(kReadsReduce, "--reduce", e.defaults.reduce);
+      for (const auto& [bit, flag] : kShapeFlags)
+        if (e.reads & bit)
+          reads += fmt::format("{}{} {}", reads.empty() ? "" : " ", flag, shape_value(e.defaults, bit));
       fmt::print("  {:<15} {} [{}]\n", e.name, e.help, reads);
     }
     return;

@@ -1,6 +1,5 @@
 // Checks of option values, and options, shared by the subcommands.
 #include <fmt/format.h>
-
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <cmath>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "commands.hpp"
@@ -36,17 +36,28 @@ CLI::Validator finite_at_least(double lo) {
       fmt::format("FINITE >= {}", lo));
 }
 
+namespace {
+// `text` as a whole number of type T: nothing when it is not one (a sign an unsigned T cannot
+// take, other characters, a value out of T's range).
+template <class T> std::optional<T> whole_number(const std::string& text) {
+  T v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+// CLI11 would read a leading 0 as octal (010 is 8): such numbers are refused with this message.
+std::string leading_zero_problem(const std::string& text) {
+  if (text.size() > 1 && text[0] == '0') return fmt::format("'{}': write the number without leading zeros", text);
+  return "";
+}
+}  // namespace
+
 CLI::Validator integer_at_least(std::int64_t lo) {
   return CLI::Validator(
       [lo](std::string& text) -> std::string {
-        std::int64_t v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (ec != std::errc() || end != text.data() + text.size() || v < lo)
-          return fmt::format("'{}' is not a whole number >= {}", text, lo);
-        // CLI11 would read a leading 0 as octal (010 is 8).
-        if (text.size() > 1 && text[0] == '0')
-          return fmt::format("'{}': write the number without leading zeros", text);
-        return "";
+        const auto v = whole_number<std::int64_t>(text);
+        if (!v || *v < lo) return fmt::format("'{}' is not a whole number >= {}", text, lo);
+        return leading_zero_problem(text);
       },
       fmt::format("INT >= {}", lo));
 }
@@ -54,13 +65,9 @@ CLI::Validator integer_at_least(std::int64_t lo) {
 CLI::Validator seed_value() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        std::uint64_t v = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (ec != std::errc() || end != text.data() + text.size())
+        if (!whole_number<std::uint64_t>(text))
           return fmt::format("'{}' is not a seed: give a whole number from 0 to 2^64 - 1", text);
-        if (text.size() > 1 && text[0] == '0')
-          return fmt::format("'{}': write the number without leading zeros", text);
-        return "";
+        return leading_zero_problem(text);
       },
       "SEED");
 }

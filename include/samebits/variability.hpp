@@ -49,6 +49,16 @@ enum ShapeOption : unsigned {
   kReadsDim = 16,
   kReadsReduce = 32,
 };
+// The command-line flag of each shape option, in the order --help lists them.
+struct ShapeFlag {
+  ShapeOption bit;
+  const char* flag;
+};
+inline constexpr ShapeFlag kShapeFlags[] = {{kReadsN, "--n"},
+                                            {kReadsRows, "--rows"},
+                                            {kReadsFeatures, "--features"},
+                                            {kReadsDim, "--dim"},
+                                            {kReadsReduce, "--reduce"}};
 
 struct OpEntry {
   std::string name;
@@ -64,6 +74,8 @@ const std::vector<OpEntry>& variability_ops();
 OpShape with_defaults(const OpEntry& entry, const OpShape& shape);
 // The op named `op`; throws InvalidArgument listing the known ops when there is none.
 const OpEntry& find_op(const std::string& op);
+// The value `shape` holds for the option `bit` of kShapeFlags, as text ("0" or "" where not set).
+std::string shape_value(const OpShape& shape, ShapeOption bit);
 // Throws InvalidArgument when `shape` sets an option the op does not read (a non-zero --n, --rows,
 // --features or --dim, a non-empty --reduce), or --features -1 for an op without 1-d tensors:
 // options given in vain would otherwise be ignored without a word.

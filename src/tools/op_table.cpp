@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "samebits/random.hpp"
@@ -215,23 +214,28 @@ const OpEntry& find_op(const std::string& op) {
   throw InvalidArgument(fmt::format("unknown op '{}': known ops are {}", op, known));
 }
 
+std::string shape_value(const OpShape& s, ShapeOption bit) {
+  switch (bit) {
+    case kReadsN: return std::to_string(s.n);
+    case kReadsRows: return std::to_string(s.rows);
+    case kReadsFeatures: return std::to_string(s.features);
+    case kReadsDim: return std::to_string(s.dim);
+    case kReadsReduce: return s.reduce;
+    default: return "";
+  }
+}
+
 void check_shape(const OpEntry& e, const OpShape& s) {
-  std::vector<std::string> unread;
-  if (s.n != 0 && !(e.reads & kReadsN)) unread.push_back("--n");
-  if (s.rows != 0 && !(e.reads & kReadsRows)) unread.push_back("--rows");
-  if (s.features != 0 && !(e.reads & kReadsFeatures)) unread.push_back("--features");
-  if (s.dim != 0 && !(e.reads & kReadsDim)) unread.push_back("--dim");
-  if (!s.reduce.empty() && !(e.reads & kReadsReduce)) unread.push_back("--reduce");
-  if (!unread.empty()) {
-    std::vector<std::string> read;
-    for (const auto& [bit, name] : {std::pair{kReadsN, "--n"}, {kReadsRows, "--rows"},
-                                    {kReadsFeatures, "--features"}, {kReadsDim, "--dim"},
-                                    {kReadsReduce, "--reduce"}})
-      if (e.reads & bit) read.emplace_back(name);
+  std::vector<std::string> unread, read;
+  for (const auto& [bit, flag] : kShapeFlags) {
+    const std::string value = shape_value(s, bit);
+    if (e.reads & bit) read.emplace_back(flag);
+    else if (!value.empty() && value != "0") unread.emplace_back(flag);
+  }
+  if (!unread.empty())
     throw InvalidArgument(fmt::format("{} {} not apply to {} (it reads {})", fmt::join(unread, ", "),
                                       unread.size() == 1 ? "does" : "do", e.name,
                                       fmt::join(read, ", ")));
-  }
   if (s.features < 0 && !(e.reads & kOneDimensional))
     throw InvalidArgument(fmt::format(
         "--features {} (1-d tensors) does not apply to {}: give 1 or more", s.features, e.name));
