@@ -13,11 +13,11 @@
 #endif
 
 #include "commands.hpp"
+#include "core/json_text.hpp"
 #include "core/memory.hpp"
 #include "nn/cora.hpp"
 #include "nn/graphsage.hpp"
 #include "samebits/rng.hpp"
-#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
 
 namespace samebits::cli {

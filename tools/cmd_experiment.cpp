@@ -12,10 +12,10 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "core/json_text.hpp"
 #include "nn/experiment.hpp"
 #include "nn/report.hpp"
 #include "samebits/samebits.hpp"
-#include "core/json_text.hpp"
 #include "samebits/trace.hpp"
 
 namespace samebits::cli {

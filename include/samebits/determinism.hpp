@@ -49,7 +49,6 @@ class DeterminismGuard {
   std::optional<Mode> previous_;
 };
 
-
 // Per-call options every op takes.
 struct Options {
   std::optional<Determinism> level;  // overrides guard and mode

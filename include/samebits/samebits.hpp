@@ -4,9 +4,9 @@
 // not reach an element twice (a stride 0 over several elements, or strides that make elements
 // coincide) nor share an element with any of its inputs, where threads would race on it or read
 // what the op already wrote; such an output is an InvalidArgument naming what it overlaps. Views
-// of one buffer that share no element (column blocks, interleaved slices) are separate tensors. cumsum alone also takes its input as its output (in
-// place). An accumulating op (index_add, scatter_*) reads its output by design; that is not an
-// overlap.
+// of one buffer that share no element (column blocks, interleaved slices) are separate tensors.
+// cumsum alone also takes its input as its output (in place). An accumulating op (index_add,
+// scatter_*) reads its output by design; that is not an overlap.
 #pragma once
 #include "samebits/determinism.hpp"
 #include "samebits/dtype.hpp"

@@ -14,8 +14,8 @@
 
 #include "core/environment_cuda.hpp"
 #include "core/excerpt.hpp"
-#include "core/num_threads_env.hpp"
 #include "core/json_text.hpp"
+#include "core/num_threads_env.hpp"
 #include "samebits/samebits.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)

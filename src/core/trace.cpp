@@ -13,10 +13,10 @@
 
 #include "core/excerpt.hpp"
 #include "core/files.hpp"
+#include "core/json_text.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/errors.hpp"
-#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
 
 namespace samebits::trace {

@@ -45,7 +45,7 @@ inline void check_data(std::string_view op, std::string_view name, const TensorV
     throw InvalidArgument(fmt::format("{}: {} has no data pointer", op, name));
 }
 
-// An output that reaches an element twice, or shares bytes with an input, would have threads
+// An output that reaches an element twice, or shares an element with an input, would have threads
 // race on it (whatever the level promises) or read what the op already wrote: refused, naming
 // what it overlaps. Inputs are (name, view) pairs; an accumulating op lists only its other inputs.
 inline void check_output(std::string_view op, std::string_view name, const TensorView& out,

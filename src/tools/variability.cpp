@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/json_text.hpp"
 #include "core/memory.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
-#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
 
 namespace samebits {
