@@ -9,6 +9,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/trace.hpp"
@@ -19,11 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<double> host_doubles(const Tensor& t) {
-  if (t.dtype() == DType::f64) return t.to_vector<double>();
-  const auto v = t.to_vector<float>();
-  return {v.begin(), v.end()};
-}
+std::vector<double> host_doubles(const Tensor& t) { return detail::host_values<double>(t); }
 
 // The larger of two differences, NaN winning (std::max drops a NaN in its second argument): a
 // diverged run must show.

@@ -19,16 +19,7 @@ namespace samebits {
 
 namespace {
 
-// A tensor's values on the host in row-major order, converted to V (int64 keeps integer tensors
-// exact, where doubles would merge values above 2^53).
-template <class V> std::vector<V> host_values(const TensorView& t) {
-  const Tensor h = Tensor::copy_of(t, Device::cpu());
-  std::vector<V> v(static_cast<std::size_t>(h.numel()));
-  detail::visit_dtype(h.dtype(), [&]<class T>() {
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<V>(h.data<T>()[i]);
-  });
-  return v;
-}
+using detail::host_values;
 std::vector<double> host_doubles(const TensorView& t) { return host_values<double>(t); }
 
 // |a - b| without overflow, rounded once to a double (at least 1 when a != b).

@@ -22,14 +22,7 @@ namespace samebits {
 
 namespace {
 
-std::vector<double> host_doubles(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu());
-  std::vector<double> v(static_cast<std::size_t>(h.numel()));
-  detail::visit_dtype(h.dtype(), [&]<class T>() {
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(h.data<T>()[i]);
-  });
-  return v;
-}
+std::vector<double> host_doubles(const Tensor& t) { return detail::host_values<double>(t); }
 
 // Bitwise comparison of two values that came from the same dtype (as doubles, exactly).
 bool same_bits(double a, double b) {
