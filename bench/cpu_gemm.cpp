@@ -17,20 +17,21 @@ static void BM_gemm(benchmark::State& s) {
     gemm(ta, tb, 1.0, a, b, 0.0, c, {.level = level});
     benchmark::DoNotOptimize(c.data<float>()[0]);
   }
-  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k) * static_cast<double>(s.iterations()) / 1e9,
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k) *
+                                                 static_cast<double>(s.iterations()) / 1e9,
                                              benchmark::Counter::kIsRate);
   label(s, level);
 }
 BENCHMARK(BM_gemm)
     ->ArgNames({"m", "n", "k", "ta", "tb", "level"})
-    ->ArgsProduct({{2708}, {16}, {1433}, {0}, {0}, {0, 2}})  // x @ W1
-    ->ArgsProduct({{1433}, {16}, {2708}, {1}, {0}, {0, 2}})  // x^T @ dH (dW1)
-    ->ArgsProduct({{2708}, {7}, {16}, {0}, {0}, {0, 2}})     // h @ W2
-    ->ArgsProduct({{16}, {7}, {2708}, {1}, {0}, {0, 2}})     // h^T @ dO (dW2)
-    ->ArgsProduct({{2708}, {16}, {7}, {0}, {1}, {0, 2}})     // dO @ W2^T (dH)
+    ->ArgsProduct({{2708}, {16}, {1433}, {0}, {0}, {0, 2}}) // x @ W1
+    ->ArgsProduct({{1433}, {16}, {2708}, {1}, {0}, {0, 2}}) // x^T @ dH (dW1)
+    ->ArgsProduct({{2708}, {7}, {16}, {0}, {0}, {0, 2}})    // h @ W2
+    ->ArgsProduct({{16}, {7}, {2708}, {1}, {0}, {0, 2}})    // h^T @ dO (dW2)
+    ->ArgsProduct({{2708}, {16}, {7}, {0}, {1}, {0, 2}})    // dO @ W2^T (dH)
     ->ArgsProduct({{512}, {512}, {512}, {0}, {0}, {0, 2}})
     ->ArgsProduct({{1024}, {1024}, {1024}, {0}, {0}, {0, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

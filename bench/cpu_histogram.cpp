@@ -15,8 +15,9 @@ static void BM_bincount(benchmark::State& s) {
     bincount(idx, weighted ? w.view() : TensorView{}, out, {.level = level});
     benchmark::DoNotOptimize(out.raw());
   }
-  s.SetBytesProcessed(s.iterations() *
-                      static_cast<std::int64_t>(idx.nbytes() + (weighted ? w.nbytes() : 0) + out.nbytes()));
+  s.SetBytesProcessed(
+      s.iterations() *
+      static_cast<std::int64_t>(idx.nbytes() + (weighted ? w.nbytes() : 0) + out.nbytes()));
   label(s, level);
 }
 BENCHMARK(BM_bincount)
@@ -36,6 +37,9 @@ static void BM_histc(benchmark::State& s) {
   s.SetBytesProcessed(s.iterations() * static_cast<std::int64_t>(x.nbytes() + out.nbytes()));
   label(s, Determinism::portable);
 }
-BENCHMARK(BM_histc)->ArgsProduct({{1 << 24}, {100, 10000}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_histc)
+    ->ArgsProduct({{1 << 24}, {100, 10000}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

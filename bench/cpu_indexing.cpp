@@ -17,7 +17,8 @@ static void BM_index_select_rows(benchmark::State& s) {
 BENCHMARK(BM_index_select_rows)
     ->Args({2708, 1433, 10556})
     ->Args({2708, 128, 200000})
-    ->UseRealTime()->Unit(benchmark::kMillisecond);
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // gather along dim 1 of [rows, cols] with an index of [rows, k].
 static void BM_gather_dim1(benchmark::State& s) {
@@ -34,4 +35,4 @@ static void BM_gather_dim1(benchmark::State& s) {
 }
 BENCHMARK(BM_gather_dim1)->Args({100000, 64, 16})->UseRealTime()->Unit(benchmark::kMillisecond);
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

@@ -14,7 +14,10 @@ static void BM_sum(benchmark::State& s) {
   s.SetBytesProcessed(s.iterations() * static_cast<std::int64_t>(x.nbytes()));
   label(s, level);
 }
-BENCHMARK(BM_sum)->ArgsProduct({{1 << 24, 1 << 26}, {0, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sum)
+    ->ArgsProduct({{1 << 24, 1 << 26}, {0, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 static void BM_dot(benchmark::State& s) {
   const auto level = level_arg(s, 1);
@@ -29,4 +32,4 @@ static void BM_dot(benchmark::State& s) {
 }
 BENCHMARK(BM_dot)->ArgsProduct({{1 << 24}, {0, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

@@ -24,4 +24,4 @@ BENCHMARK(BM_cumsum)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

@@ -14,12 +14,14 @@ Csr random_csr(std::int64_t nodes, std::int64_t edges) {
 Tensor presorted_offsets(std::int64_t edges, std::int64_t segs) {
   Tensor t = indices(edges, segs, 23);
   std::vector<std::int64_t> off(static_cast<std::size_t>(segs + 1), 0);
-  for (std::int64_t k = 0; k < edges; ++k) ++off[static_cast<std::size_t>(t.data<std::int64_t>()[k] + 1)];
-  for (std::int64_t s = 0; s < segs; ++s) off[static_cast<std::size_t>(s + 1)] += off[static_cast<std::size_t>(s)];
+  for (std::int64_t k = 0; k < edges; ++k)
+    ++off[static_cast<std::size_t>(t.data<std::int64_t>()[k] + 1)];
+  for (std::int64_t s = 0; s < segs; ++s)
+    off[static_cast<std::size_t>(s + 1)] += off[static_cast<std::size_t>(s)];
   return Tensor::from_vector(off, {segs + 1});
 }
 
-}  // namespace
+} // namespace
 
 // args: nodes, edges, features, level. Bytes: x and out once, CSR once.
 static void BM_aggregate_mean(benchmark::State& s) {
@@ -36,7 +38,8 @@ static void BM_aggregate_mean(benchmark::State& s) {
 }
 BENCHMARK(BM_aggregate_mean)
     ->ArgsProduct({{2708}, {10556}, {16, 128, 1433}, {0, 2}})
-    ->UseRealTime()->Unit(benchmark::kMicrosecond);
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // args: edges, segments, features, level. Bytes: src and out once, offsets once.
 static void BM_segment_sum(benchmark::State& s) {
@@ -55,6 +58,7 @@ BENCHMARK(BM_segment_sum)
     ->ArgsProduct({{1 << 20}, {2708}, {128}, {0, 2}})
     ->ArgsProduct({{1 << 20}, {100000}, {1}, {0, 2}})
     ->ArgsProduct({{200000}, {10000}, {64}, {0, 2}})
-    ->UseRealTime()->Unit(benchmark::kMillisecond);
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

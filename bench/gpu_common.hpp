@@ -1,13 +1,12 @@
 // The CUDA benchmark program's shared parts: event timing (median of many runs after warm-up),
 // the bytes-moved accounting, and the report every family adds rows to.
 #pragma once
-#include <cuda_runtime.h>
+#include "samebits/samebits.hpp"
 
+#include <cuda_runtime.h>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include "samebits/samebits.hpp"
 
 namespace samebits::bench {
 
@@ -16,24 +15,24 @@ namespace samebits::bench {
 double time_ms(const std::function<void()>& fn, int reps = 50, int warmup = 5);
 
 struct Row {
-  std::string family;   // "scatter", "reduce", ...
-  std::string op;       // "index_add"
-  std::string shape;    // "E=10M N=1M F=1"
-  std::string variant;  // "cuda.atomic" or "torch default"
-  std::string level;    // not_guaranteed / run_to_run / portable
+  std::string family;  // "scatter", "reduce", ...
+  std::string op;      // "index_add"
+  std::string shape;   // "E=10M N=1M F=1"
+  std::string variant; // "cuda.atomic" or "torch default"
+  std::string level;   // not_guaranteed / run_to_run / portable
   double ms = 0;
-  double bytes = 0;     // bytes that must move: inputs once, outputs once
+  double bytes = 0; // bytes that must move: inputs once, outputs once
   std::string note;
 };
 
 class Report {
- public:
+public:
   void add(Row r) { rows_.push_back(std::move(r)); }
   const std::vector<Row>& rows() const { return rows_; }
-  double ceiling_tbps = 0;  // measured device-to-device copy (read + write)
-  bool quick = false;       // smaller shapes and fewer repetitions
+  double ceiling_tbps = 0; // measured device-to-device copy (read + write)
+  bool quick = false;      // smaller shapes and fewer repetitions
 
- private:
+private:
   std::vector<Row> rows_;
 };
 
@@ -43,11 +42,11 @@ Tensor gpu_index(std::int64_t n, std::int64_t hi, DType dtype = DType::i64, std:
 
 // One function per op family (bench/gpu_<family>.cpp), called in order by gpu_main.cpp.
 void bench_reduce(Report& r);
-void bench_scan(Report& r);       // gpu_scan.cpp
-void bench_histogram(Report& r);  // gpu_histogram.cpp
+void bench_scan(Report& r);      // gpu_scan.cpp
+void bench_histogram(Report& r); // gpu_histogram.cpp
 void bench_gemm(Report& r);
 void bench_segment(Report& r);
 void bench_indexing(Report& r);
-void bench_scatter(Report& r);  // gpu_scatter.cpp
+void bench_scatter(Report& r); // gpu_scatter.cpp
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

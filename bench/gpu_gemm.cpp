@@ -1,9 +1,10 @@
 // GPU benchmarks of gemm, every CUDA variant: the shapes of GraphSAGE on Cora (forward, weight
 // and input gradients), a square 4096^3 float32 product, and the synthetic large graph's
-// [1M x 128] @ [128 x 128] with its weight gradient, and its second layer's [1M x 128] @ [128 x 16]. GFLOP/s (2mnk per call) in the note.
-#include <fmt/format.h>
-
+// [1M x 128] @ [128 x 128] with its weight gradient, and its second layer's [1M x 128] @ [128 x
+// 16]. GFLOP/s (2mnk per call) in the note.
 #include "gpu_common.hpp"
+
+#include <fmt/format.h>
 
 namespace samebits::bench {
 
@@ -29,17 +30,21 @@ void bench_gemm(Report& r) {
       {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, N, DType::f32, true},
   };
   for (const auto& c : cases) {
-    if (r.quick && c.large) continue;
+    if (r.quick && c.large)
+      continue;
     Tensor a = c.ta == T ? gpu_normal({c.k, c.m}, c.dtype, 1) : gpu_normal({c.m, c.k}, c.dtype, 1);
     Tensor b = c.tb == T ? gpu_normal({c.n, c.k}, c.dtype, 2) : gpu_normal({c.k, c.n}, c.dtype, 2);
     Tensor out = Tensor::empty({c.m, c.n}, c.dtype, Device::cuda());
     const double elem = c.dtype == DType::f32 ? 4 : 8;
     const double bytes = elem * static_cast<double>(c.m * c.k + c.k * c.n + c.m * c.n);
-    const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+    const double flops =
+        2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
     for (const auto& v : list_variants("gemm")) {
-      if (v.backend != DeviceType::cuda) continue;
+      if (v.backend != DeviceType::cuda)
+        continue;
       Options o{.level = v.level, .variant = v.name};
-      try {  // a variant that does not take this shape (cuda.tiled_small: large products) is left out
+      try { // a variant that does not take this shape (cuda.tiled_small: large products) is left
+            // out
         gemm(c.ta, c.tb, 1.0, a, b, 0.0, out, o);
       } catch (const InvalidArgument&) {
         continue;
@@ -52,4 +57,4 @@ void bench_gemm(Report& r) {
   }
 }
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

@@ -1,7 +1,7 @@
 // GPU benchmarks of bincount (weighted and counts) and histc, every CUDA variant.
-#include <fmt/format.h>
-
 #include "gpu_common.hpp"
+
+#include <fmt/format.h>
 
 namespace samebits::bench {
 
@@ -13,7 +13,8 @@ void bench_histogram(Report& r) {
     Tensor out = Tensor::empty({bins}, DType::f32, Device::cuda());
     Tensor counts = Tensor::empty({bins}, DType::i64, Device::cuda());
     for (const auto& v : list_variants("bincount")) {
-      if (v.backend != DeviceType::cuda) continue;
+      if (v.backend != DeviceType::cuda)
+        continue;
       Options o{.level = v.level, .variant = v.name};
       const std::string shape = fmt::format("n=10M bins={}", bins);
       double ms = time_ms([&] { bincount(idx, w, out, o); });
@@ -25,19 +26,22 @@ void bench_histogram(Report& r) {
     }
   }
   for (int log2n : {24, 28}) {
-    if (r.quick && log2n > 24) continue;
+    if (r.quick && log2n > 24)
+      continue;
     Tensor x = gpu_normal({std::int64_t{1} << log2n});
     for (std::int64_t bins : {std::int64_t{100}, std::int64_t{10000}}) {
       Tensor out = Tensor::empty({bins}, DType::f32, Device::cuda());
       for (const auto& v : list_variants("histc")) {
-        if (v.backend != DeviceType::cuda) continue;
+        if (v.backend != DeviceType::cuda)
+          continue;
         Options o{.level = v.level, .variant = v.name};
         const double ms = time_ms([&] { histc(x, -3.0, 3.0, out, o); });
         r.add({"histogram", "histc", fmt::format("n=2^{} bins={}", log2n, bins), v.name,
-               std::string(to_string(v.level)), ms, static_cast<double>(x.nbytes() + out.nbytes()), ""});
+               std::string(to_string(v.level)), ms, static_cast<double>(x.nbytes() + out.nbytes()),
+               ""});
       }
     }
   }
 }
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

@@ -1,21 +1,21 @@
 // samebits_bench_gpu: every op and variant on the shape set of the anchors plus large shapes,
 // timed with CUDA events. Writes a JSON file and a Markdown table (ms, effective bandwidth
 // against the measured copy ceiling, ratio to our atomic variant).
-#include <fmt/format.h>
+#include "gpu_common.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "gpu_common.hpp"
-
 namespace samebits::bench {
 
 double time_ms(const std::function<void()>& fn, int reps, int warmup) {
-  for (int i = 0; i < warmup; ++i) fn();
+  for (int i = 0; i < warmup; ++i)
+    fn();
   cudaDeviceSynchronize();
   std::vector<float> ts;
   cudaEvent_t a, b;
@@ -32,7 +32,8 @@ double time_ms(const std::function<void()>& fn, int reps, int warmup) {
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  if (cudaGetLastError() != cudaSuccess) throw CudaError("benchmark: a CUDA call failed while timing");
+  if (cudaGetLastError() != cudaSuccess)
+    throw CudaError("benchmark: a CUDA call failed while timing");
   std::sort(ts.begin(), ts.end());
   return ts[ts.size() / 2];
 }
@@ -42,8 +43,10 @@ Tensor gpu_normal(const Shape& shape, DType dtype, std::uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> d;
   for (std::int64_t i = 0; i < h.numel(); ++i) {
-    if (dtype == DType::f32) h.data<float>()[i] = static_cast<float>(d(gen));
-    else h.data<double>()[i] = d(gen);
+    if (dtype == DType::f32)
+      h.data<float>()[i] = static_cast<float>(d(gen));
+    else
+      h.data<double>()[i] = d(gen);
   }
   return h.to(Device::cuda());
 }
@@ -53,8 +56,10 @@ Tensor gpu_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t see
   std::mt19937_64 gen(seed);
   std::uniform_int_distribution<std::int64_t> d(0, hi - 1);
   for (std::int64_t i = 0; i < n; ++i) {
-    if (dtype == DType::i64) h.data<std::int64_t>()[i] = d(gen);
-    else h.data<std::int32_t>()[i] = static_cast<std::int32_t>(d(gen));
+    if (dtype == DType::i64)
+      h.data<std::int64_t>()[i] = d(gen);
+    else
+      h.data<std::int32_t>()[i] = static_cast<std::int32_t>(d(gen));
   }
   return h.to(Device::cuda());
 }
@@ -62,7 +67,7 @@ Tensor gpu_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t see
 namespace {
 
 double measure_copy_ceiling() {
-  const std::int64_t n = std::int64_t{1} << 29;  // 2 GiB of float32
+  const std::int64_t n = std::int64_t{1} << 29; // 2 GiB of float32
   void *src = nullptr, *dst = nullptr;
   cudaMalloc(&src, n * 4);
   cudaMalloc(&dst, n * 4);
@@ -73,19 +78,22 @@ double measure_copy_ceiling() {
   return 2.0 * n * 4 / (ms * 1e-3) / 1e12;
 }
 
-}  // namespace
-}  // namespace samebits::bench
+} // namespace
+} // namespace samebits::bench
 
 int main(int argc, char** argv) {
   using namespace samebits::bench;
   std::string out_dir = ".";
   Report report;
-  std::string only;  // ",family,..." or empty for all
+  std::string only; // ",family,..." or empty for all
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--out" && i + 1 < argc) out_dir = argv[++i];
-    else if (a == "--quick") report.quick = true;
-    else if (a == "--only" && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
+    if (a == "--out" && i + 1 < argc)
+      out_dir = argv[++i];
+    else if (a == "--quick")
+      report.quick = true;
+    else if (a == "--only" && i + 1 < argc)
+      only = "," + std::string(argv[++i]) + ",";
     else {
       std::cerr << "usage: samebits_bench_gpu [--out DIR] [--quick] [--only FAMILIES]\n"
                    "  --only  comma-separated families to run (reduce, scan, histogram, gemm,\n"
@@ -103,7 +111,8 @@ int main(int argc, char** argv) {
   fmt::print("GPU {} ({} SMs); copy ceiling {:.2f} TB/s\n", p.name, p.multiProcessorCount,
              report.ceiling_tbps);
   const auto run = [&](const char* family, void (*bench)(Report&)) {
-    if (only.empty() || only.find("," + std::string(family) + ",") != std::string::npos) bench(report);
+    if (only.empty() || only.find("," + std::string(family) + ",") != std::string::npos)
+      bench(report);
   };
   run("reduce", bench_reduce);
   run("scan", bench_scan);
@@ -128,9 +137,15 @@ int main(int argc, char** argv) {
     const double tbps = r.bytes / (r.ms * 1e-3) / 1e12;
     auto it = atomic_ms.find(r.op + "|" + r.shape);
     const double ratio = it == atomic_ms.end() ? 0 : r.ms / it->second;
-    j["rows"].push_back({{"family", r.family}, {"op", r.op}, {"shape", r.shape},
-                         {"variant", r.variant}, {"level", r.level}, {"ms", r.ms},
-                         {"bytes", r.bytes}, {"tbps", tbps}, {"ratio_to_atomic", ratio},
+    j["rows"].push_back({{"family", r.family},
+                         {"op", r.op},
+                         {"shape", r.shape},
+                         {"variant", r.variant},
+                         {"level", r.level},
+                         {"ms", r.ms},
+                         {"bytes", r.bytes},
+                         {"tbps", tbps},
+                         {"ratio_to_atomic", ratio},
                          {"note", r.note}});
     md += fmt::format("| {} | {} | {} | {} | {:.4f} | {:.2f} | {:.0f}% | {} |\n", r.op, r.shape,
                       r.variant, r.level, r.ms, tbps, 100 * tbps / report.ceiling_tbps,

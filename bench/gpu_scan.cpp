@@ -1,8 +1,8 @@
 // GPU benchmarks of cumsum, every CUDA variant: long float32 lines, [4096, 4096] along each dim,
 // and many short lines (a thread per line).
-#include <fmt/format.h>
-
 #include "gpu_common.hpp"
+
+#include <fmt/format.h>
 
 namespace samebits::bench {
 
@@ -20,13 +20,15 @@ void bench_scan(Report& r) {
                         {{std::int64_t{1} << 18, 64}, 1, "[2^18,64] dim 1"},
                         {{std::int64_t{1} << 16, 256}, 1, "[2^16,256] dim 1"}};
   for (const Case& c : cases) {
-    if (r.quick && c.shape[0] > (1 << 24)) continue;
+    if (r.quick && c.shape[0] > (1 << 24))
+      continue;
     Tensor x = gpu_normal(c.shape);
     Tensor out = Tensor::empty(c.shape, DType::f32, Device::cuda());
     for (const auto& v : list_variants("cumsum")) {
-      if (v.backend != DeviceType::cuda) continue;
+      if (v.backend != DeviceType::cuda)
+        continue;
       Options o{.level = v.level, .variant = v.name};
-      try {  // a variant that does not take this tensor (cuda.cub_scan: several lines) is left out
+      try { // a variant that does not take this tensor (cuda.cub_scan: several lines) is left out
         cumsum(x, c.dim, out, o);
       } catch (const InvalidArgument&) {
         continue;
@@ -38,4 +40,4 @@ void bench_scan(Report& r) {
   }
 }
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

@@ -2,11 +2,10 @@
 // shapes of docs/anchors.md plus large shapes, including the plan reused across calls and the
 // sort done on every call (automatic plan reuse off, so the index is sorted on every call as a
 // fresh one would be), and the same index passed again with automatic plan reuse on.
-#include <fmt/format.h>
-
-#include <functional>
-
 #include "gpu_common.hpp"
+
+#include <fmt/format.h>
+#include <functional>
 
 namespace samebits::bench {
 
@@ -40,7 +39,7 @@ TensorView expanded(const Tensor& vec, std::int64_t e, std::int64_t f) {
 // Automatic plan reuse (on by default) for its lifetime; the rest of this file times the sort on
 // every call, with it off.
 class AutomaticPlanReuse {
- public:
+public:
   AutomaticPlanReuse() { set_plan_cache_limit(std::size_t{1} << 30); }
   ~AutomaticPlanReuse() { set_plan_cache_limit(0); }
 };
@@ -51,7 +50,8 @@ void bench_shape(Report& r, const Shape3& s) {
   Tensor out = gpu_normal({s.n, s.f}, DType::f32, 3);
   const double bytes = bytes_of(s);
   const int reps = r.quick ? 10 : 50;
-  auto add = [&](const char* op, const std::string& variant, Determinism level, double ms, const char* note) {
+  auto add = [&](const char* op, const std::string& variant, Determinism level, double ms,
+                 const char* note) {
     r.add({"scatter", op, s.name, variant, std::string(to_string(level)), ms, bytes, note});
   };
   // Times fn with the variant forced; a variant that does not take this shape (cuda.fixed_point:
@@ -59,7 +59,8 @@ void bench_shape(Report& r, const Shape3& s) {
   auto each_variant = [&](const char* op, const char* row_op, const char* note_det,
                           const std::function<void(const Options&)>& fn) {
     for (const auto& v : list_variants(op)) {
-      if (v.backend != DeviceType::cuda) continue;
+      if (v.backend != DeviceType::cuda)
+        continue;
       const Options o{.level = v.level, .variant = v.name};
       try {
         fn(o);
@@ -68,7 +69,9 @@ void bench_shape(Report& r, const Shape3& s) {
       }
       const bool sorts = v.name.find("sort") != std::string::npos;
       add(row_op, v.name, v.level, time_ms([&] { fn(o); }, reps),
-          v.level == Determinism::not_guaranteed ? "" : (sorts ? note_det : "no sort: fixed-point sums"));
+          v.level == Determinism::not_guaranteed
+              ? ""
+              : (sorts ? note_det : "no sort: fixed-point sums"));
     }
   };
   each_variant("index_add", "index_add", "sort every call",
@@ -91,9 +94,9 @@ void bench_shape(Report& r, const Shape3& s) {
     // gather alone reaches on this GPU (bytes: the rows read once and written once).
     Tensor gathered = Tensor::empty({s.e, s.f}, DType::f32, Device::cuda());
     const double gather_bytes = 2.0 * static_cast<double>(s.e) * s.f * 4 + s.e * 8.0;
-    r.add({"scatter", "row gather (reference)", s.name, "index_select by the plan's order", "portable",
-           time_ms([&] { index_select(src, 0, plan.order, gathered); }, reps), gather_bytes,
-           "random rows in, contiguous rows out"});
+    r.add({"scatter", "row gather (reference)", s.name, "index_select by the plan's order",
+           "portable", time_ms([&] { index_select(src, 0, plan.order, gathered); }, reps),
+           gather_bytes, "random rows in, contiguous rows out"});
   }
   const TensorView xi = expanded(index, s.e, s.f);
   each_variant("scatter_add", "scatter_add", "index expanded over features",
@@ -102,13 +105,15 @@ void bench_shape(Report& r, const Shape3& s) {
                [&](const Options& o) { scatter_reduce(out, 0, xi, src, Reduce::mean, false, o); });
 }
 
-}  // namespace
+} // namespace
 
 void bench_scatter(Report& r) {
-  set_plan_cache_limit(0);  // the same index is passed on every call: sort every call means it
-  for (const auto& s : kAnchors) bench_shape(r, s);
+  set_plan_cache_limit(0); // the same index is passed on every call: sort every call means it
+  for (const auto& s : kAnchors)
+    bench_shape(r, s);
   if (!r.quick)
-    for (const auto& s : kLarge) bench_shape(r, s);
+    for (const auto& s : kLarge)
+      bench_shape(r, s);
 }
 
-}  // namespace samebits::bench
+} // namespace samebits::bench

@@ -1,11 +1,10 @@
 // The accuracy check shared by the CPU and GPU tests of cumsum.
 #pragma once
-#include <gtest/gtest.h>
+#include "testing.hpp"
 
 #include <cmath>
 #include <cstdint>
-
-#include "testing.hpp"
+#include <gtest/gtest.h>
 
 namespace samebits::testing {
 
@@ -18,8 +17,10 @@ void expect_cumsum_close(const Tensor& x, int dim, const TensorView& out, Determ
                          NgDepth ng_depth) {
   const auto v = to_doubles(x), o = to_doubles(out);
   std::int64_t outer = 1, inner = 1;
-  for (int d = 0; d < dim; ++d) outer *= x.size(d);
-  for (int d = dim + 1; d < x.ndim(); ++d) inner *= x.size(d);
+  for (int d = 0; d < dim; ++d)
+    outer *= x.size(d);
+  for (int d = dim + 1; d < x.ndim(); ++d)
+    inner *= x.size(d);
   const std::int64_t len = x.size(dim);
   const double u = x.dtype() == DType::f32 ? 0x1p-24 : 0x1p-53;
   int bad = 0;
@@ -41,4 +42,4 @@ void expect_cumsum_close(const Tensor& x, int dim, const TensorView& out, Determ
   EXPECT_EQ(bad, 0);
 }
 
-}  // namespace samebits::testing
+} // namespace samebits::testing

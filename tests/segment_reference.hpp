@@ -1,12 +1,12 @@
 // Inputs and the float64 reference shared by the CPU and GPU tests of segment_reduce/aggregate.
 #pragma once
+#include "samebits/samebits.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include "samebits/samebits.hpp"
 
 namespace samebits::testing {
 
@@ -33,19 +33,24 @@ inline std::vector<double> segment_reference(const std::vector<double>& x, std::
   for (std::int64_t s = 0; s < segs; ++s)
     for (std::int64_t f = 0; f < cols; ++f) {
       const auto b = off[static_cast<std::size_t>(s)], e = off[static_cast<std::size_t>(s + 1)];
-      if (b == e) continue;
+      if (b == e)
+        continue;
       long double acc = r == Reduce::amax ? -INFINITY : r == Reduce::amin ? INFINITY : 0.0L;
       for (auto k = b; k < e; ++k) {
         const auto row = idx ? (*idx)[static_cast<std::size_t>(k)] : k;
         const double v = x[static_cast<std::size_t>(row * cols + f)];
-        if (r == Reduce::amax) acc = std::max<long double>(acc, v);
-        else if (r == Reduce::amin) acc = std::min<long double>(acc, v);
-        else acc += v;
+        if (r == Reduce::amax)
+          acc = std::max<long double>(acc, v);
+        else if (r == Reduce::amin)
+          acc = std::min<long double>(acc, v);
+        else
+          acc += v;
       }
-      if (r == Reduce::mean) acc /= static_cast<long double>(e - b);
+      if (r == Reduce::mean)
+        acc /= static_cast<long double>(e - b);
       out[static_cast<std::size_t>(s * cols + f)] = static_cast<double>(acc);
     }
   return out;
 }
 
-}  // namespace samebits::testing
+} // namespace samebits::testing

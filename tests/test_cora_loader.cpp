@@ -1,16 +1,15 @@
 // The TSV graph loader: the shipped Cora files pass every check of their README; broken files
 // written to a temporary directory give DataError messages that name the file, line and fault.
-#include <gtest/gtest.h>
+#include "nn/cora.hpp"
+#include "samebits/errors.hpp"
+#include "testing.hpp"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <numeric>
 #include <string>
-
-#include "nn/cora.hpp"
-#include "samebits/errors.hpp"
-#include "testing.hpp"
 
 namespace samebits::nn {
 namespace {
@@ -18,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class TempData : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
            ("samebits_cora_" + std::to_string(::getpid()) + "_" +
@@ -32,12 +31,11 @@ class TempData : public ::testing::Test {
   }
   // A small valid graph: 4 nodes, node 3 has no edges and no features.
   void write_good() {
-    write("nodes.tsv",
-          "node\tlabel\tsplit\tfeatures\n"
-          "0\t1\ttrain\t0,2\n"
-          "1\t0\tval\t1\n"
-          "2\t2\ttest\t0,1,4\n"
-          "3\t1\tnone\t\n");
+    write("nodes.tsv", "node\tlabel\tsplit\tfeatures\n"
+                       "0\t1\ttrain\t0,2\n"
+                       "1\t0\tval\t1\n"
+                       "2\t2\ttest\t0,1,4\n"
+                       "3\t1\tnone\t\n");
     write("edges.tsv", "src\tdst\n0\t1\n1\t0\n2\t1\n1\t2\n");
   }
   std::string error_of(const LoadOptions& opts = {}) {
@@ -66,7 +64,8 @@ TEST(CoraLoader, ShippedCoraPassesItsChecks) {
   const Csr nb = d.in_neighbours();
   EXPECT_EQ(nb.nnz(), 10556);
   // Symmetric graph: node 0's in-neighbours are its out-neighbours, 633 among them, ascending.
-  const std::vector<std::int32_t> n0(nb.cols.begin() + nb.offsets[0], nb.cols.begin() + nb.offsets[1]);
+  const std::vector<std::int32_t> n0(nb.cols.begin() + nb.offsets[0],
+                                     nb.cols.begin() + nb.offsets[1]);
   EXPECT_TRUE(std::is_sorted(n0.begin(), n0.end()));
   EXPECT_NE(std::find(n0.begin(), n0.end(), 633), n0.end());
 }
@@ -92,8 +91,7 @@ TEST_F(TempData, SmallGraphReadsBackExactly) {
 }
 
 TEST_F(TempData, IndexValueFeaturesAndFixedWidth) {
-  write("nodes.tsv",
-        "node\tlabel\tsplit\tfeatures\n0\t0\ttrain\t3:0.25,1:1.5\n1\t1\ttest\t2\n");
+  write("nodes.tsv", "node\tlabel\tsplit\tfeatures\n0\t0\ttrain\t3:0.25,1:1.5\n1\t1\ttest\t2\n");
   write("edges.tsv", "src\tdst\n");
   const Dataset d = load_dataset(dir_, {.num_features = 10});
   EXPECT_FALSE(d.binary_features);
@@ -169,8 +167,8 @@ TEST_F(TempData, BinaryBytesAreQuotedEscapedAndShort) {
   EXPECT_TRUE(printable(e)) << e;
   EXPECT_LT(e.size(), 400u + dir_.string().size()) << e;
 
-  write("nodes.tsv", "node\tlabel\tsplit\tfeatures\n0\t1\t" + std::string("\xff\x00tr\x1b[2J", 8) +
-                         "\t0\n");
+  write("nodes.tsv",
+        "node\tlabel\tsplit\tfeatures\n0\t1\t" + std::string("\xff\x00tr\x1b[2J", 8) + "\t0\n");
   e = error_of();
   EXPECT_NE(e.find("unknown split '\\xff\\x00tr\\x1b[2J'"), std::string::npos) << e;
   EXPECT_TRUE(printable(e)) << e;
@@ -200,7 +198,8 @@ TEST_F(TempData, IndexOutOfRange) {
 
   write_good();
   e = error_of({.num_features = 4});
-  EXPECT_NE(e.find("nodes.tsv line 4: feature index 4 out of range [0, 4)"), std::string::npos) << e;
+  EXPECT_NE(e.find("nodes.tsv line 4: feature index 4 out of range [0, 4)"), std::string::npos)
+      << e;
 
   write("nodes.tsv", "node\tlabel\tsplit\tfeatures\n0\t1\ttrain\t-3\n");
   EXPECT_NE(error_of().find("feature index -3 out of range"), std::string::npos) << error_of();
@@ -217,8 +216,9 @@ TEST_F(TempData, HugeAndNonFiniteValues) {
   write("nodes.tsv", header + "0\t1\ttrain\t0\n1\t65536\ttrain\t0\n");
   std::string e = error_of();
   EXPECT_NE(e.find("nodes.tsv line 3: label 65536 is above 65535 (at most 65536 classes)"),
-            std::string::npos) << e;
-  write("nodes.tsv", header + "0\t65535\ttrain\t16777215\n");  // both limits themselves: fine
+            std::string::npos)
+      << e;
+  write("nodes.tsv", header + "0\t65535\ttrain\t16777215\n"); // both limits themselves: fine
   write("edges.tsv", "src\tdst\n0\t0\n");
   EXPECT_EQ(error_of(), "no error");
   write("nodes.tsv", header + "0\t1\ttrain\t16777216\n");
@@ -227,7 +227,8 @@ TEST_F(TempData, HugeAndNonFiniteValues) {
   write("nodes.tsv", header + "0\t3000000000000000000000\ttrain\t0\n");
   e = error_of();
   EXPECT_NE(e.find("label '3000000000000000000000' is out of range for a 64-bit integer"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   write("nodes.tsv", header + "0\t1\ttrain\t0:1e50\n");
   e = error_of();
   EXPECT_NE(e.find("feature value '1e50' is out of range for a float32"), std::string::npos) << e;
@@ -235,7 +236,8 @@ TEST_F(TempData, HugeAndNonFiniteValues) {
     write("nodes.tsv", header + "0\t1\ttrain\t0:" + v + "\n");
     e = error_of();
     EXPECT_NE(e.find(std::string("nodes.tsv line 2: feature value '") + v + "' is not finite"),
-              std::string::npos) << e;
+              std::string::npos)
+        << e;
   }
 }
 
@@ -257,5 +259,5 @@ TEST_F(TempData, EmptyFiles) {
   EXPECT_NE(error_of().find("no nodes"), std::string::npos) << error_of();
 }
 
-}  // namespace
-}  // namespace samebits::nn
+} // namespace
+} // namespace samebits::nn

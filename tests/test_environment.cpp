@@ -1,17 +1,15 @@
 // The environment report: fields filled, JSON parseable, text complete, settings reflected.
+#include "core/num_threads_env.hpp"
 #include "samebits/environment.hpp"
-
-#include <gtest/gtest.h>
-#include <xmmintrin.h>
+#include "samebits/samebits.hpp"
 
 #include <cstdlib>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
-
-#include "core/num_threads_env.hpp"
-#include "samebits/samebits.hpp"
+#include <xmmintrin.h>
 
 namespace samebits {
 namespace {
@@ -46,7 +44,8 @@ TEST(Environment, JsonParsesAndHasEveryVariable) {
   ::setenv("SAMEBITS_TEST_HOOK", "42", 1);
   ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
   const auto j = nlohmann::json::parse(environment_json());
-  for (const auto& name : result_affecting_variables()) EXPECT_TRUE(j["env"].contains(name)) << name;
+  for (const auto& name : result_affecting_variables())
+    EXPECT_TRUE(j["env"].contains(name)) << name;
   EXPECT_EQ(j["env"]["SAMEBITS_TEST_HOOK"], "42");
   EXPECT_EQ(j["env"]["CUBLAS_WORKSPACE_CONFIG"], ":4096:8");
   EXPECT_EQ(j["samebits_version"], std::string(version()));
@@ -59,12 +58,16 @@ TEST(Environment, JsonParsesAndHasEveryVariable) {
 // A variable holding bytes that are not UTF-8 is written with U+FFFD in their place: the JSON
 // (and every report, trace and tolerance file that embeds it) is still written.
 TEST(Environment, JsonSurvivesBytesThatAreNotUtf8) {
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", "a\xff" "b", 1);
+  ::setenv("CUBLAS_WORKSPACE_CONFIG",
+           "a\xff"
+           "b",
+           1);
   std::string text;
   ASSERT_NO_THROW(text = environment_json());
   ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
   const auto j = nlohmann::json::parse(text);
-  EXPECT_EQ(j["env"]["CUBLAS_WORKSPACE_CONFIG"], "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(j["env"]["CUBLAS_WORKSPACE_CONFIG"], "a\xef\xbf\xbd"
+                                                 "b");
 }
 
 TEST(Environment, PromiseFollowsTheMode) {
@@ -81,7 +84,8 @@ TEST(Environment, PromiseFollowsTheMode) {
   EXPECT_NE(e.promise.find("may change"), std::string::npos) << e.promise;
   set_mode(saved);
   const auto text = environment_text();
-  for (const char* key : {"C++ compiler", "FTZ / DAZ", "CUBLAS_WORKSPACE_CONFIG", "promise", "CUDA"})
+  for (const char* key :
+       {"C++ compiler", "FTZ / DAZ", "CUBLAS_WORKSPACE_CONFIG", "promise", "CUDA"})
     EXPECT_NE(text.find(key), std::string::npos) << key << "\n" << text;
 }
 
@@ -121,12 +125,13 @@ TEST(Environment, NumThreadsVariableIsCheckedStrictly) {
     EXPECT_NE(refusal(value).find("SAMEBITS_NUM_THREADS='" + std::string(value) + "'"),
               std::string::npos)
         << refusal(value);
-  EXPECT_NE(refusal("\xff\x1b[2J").find("SAMEBITS_NUM_THREADS='\\xff\\x1b[2J'"),
-            std::string::npos)
+  EXPECT_NE(refusal("\xff\x1b[2J").find("SAMEBITS_NUM_THREADS='\\xff\\x1b[2J'"), std::string::npos)
       << refusal("\xff\x1b[2J");
-  if (before) ::setenv("SAMEBITS_NUM_THREADS", saved.c_str(), 1);
-  else ::unsetenv("SAMEBITS_NUM_THREADS");
+  if (before)
+    ::setenv("SAMEBITS_NUM_THREADS", saved.c_str(), 1);
+  else
+    ::unsetenv("SAMEBITS_NUM_THREADS");
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,14 +1,13 @@
 // gemm on the CPU: accuracy against float64 for every transpose combination and operand layout,
 // alpha/beta rules, the documented canonical loop equal to the fast kernel bit for bit, bitwise
 // determinism over repeats and thread counts, the split-K variant's nondeterminism, bad input.
-#include <fmt/format.h>
-
-#include <cmath>
-#include <limits>
-#include <set>
-
 #include "gemm_reference.hpp"
 #include "testing.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <set>
 
 namespace samebits {
 namespace {
@@ -36,8 +35,10 @@ std::vector<T> naive_canonical(Transpose ta, Transpose tb, double alpha_d, const
       const auto e = static_cast<std::size_t>(i * n + j);
       T acc = T(0);
       for (std::int64_t p = 0; p < k; ++p) {
-        const T x = ta == kT ? av[static_cast<std::size_t>(p * m + i)] : av[static_cast<std::size_t>(i * k + p)];
-        const T y = tb == kT ? bv[static_cast<std::size_t>(j * k + p)] : bv[static_cast<std::size_t>(p * n + j)];
+        const T x = ta == kT ? av[static_cast<std::size_t>(p * m + i)]
+                             : av[static_cast<std::size_t>(i * k + p)];
+        const T y = tb == kT ? bv[static_cast<std::size_t>(j * k + p)]
+                             : bv[static_cast<std::size_t>(p * n + j)];
         const T prod = x * y;
         acc = acc + prod;
       }
@@ -46,7 +47,10 @@ std::vector<T> naive_canonical(Transpose ta, Transpose tb, double alpha_d, const
         continue;
       }
       const T t = alpha == T(1) ? acc : alpha * acc;
-      if (beta == T(0)) { r[e] = t; continue; }
+      if (beta == T(0)) {
+        r[e] = t;
+        continue;
+      }
       const T u = beta == T(1) ? c0[e] : beta * c0[e];
       r[e] = t + u;
     }
@@ -54,15 +58,17 @@ std::vector<T> naive_canonical(Transpose ta, Transpose tb, double alpha_d, const
 }
 
 template <class F> void visit_float(DType d, F&& f) {
-  if (d == DType::f32) f.template operator()<float>();
-  else f.template operator()<double>();
+  if (d == DType::f32)
+    f.template operator()<float>();
+  else
+    f.template operator()<double>();
 }
 
 struct Shape3 {
   std::int64_t m, n, k;
 };
 
-const Shape3 kShapes[] = {{1, 1, 1},   {0, 5, 3},    {5, 0, 3},   {4, 3, 0},  {7, 13, 5},
+const Shape3 kShapes[] = {{1, 1, 1},     {0, 5, 3},     {5, 0, 3},    {4, 3, 0},    {7, 13, 5},
                           {37, 19, 300}, {130, 33, 70}, {6, 16, 257}, {97, 250, 40}};
 
 class GemmReference
@@ -72,7 +78,8 @@ TEST_P(GemmReference, AllShapesAndLayouts) {
   const auto [dtype, level, ta, tb] = GetParam();
   const double eps = dtype == DType::f32 ? 6e-8 : 1.2e-16;
   for (const auto& s : kShapes)
-    for (Layout layout : {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
+    for (Layout layout :
+         {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
       for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-1.5, 0.75}, std::pair{0.5, 1.0}}) {
         const auto seed = fresh_seed();
         SCOPED_TRACE(fmt::format("seed {} m={} n={} k={} layout={} alpha={} beta={}", seed, s.m,
@@ -83,14 +90,17 @@ TEST_P(GemmReference, AllShapesAndLayouts) {
                              : make_operand(s.k, s.n, dtype, seed + 1, layout);
         Tensor c = testing::random_normal({s.m, s.n}, dtype, seed + 2);
         const auto c0 = testing::to_doubles(c);
-        if (beta == 0) fill(c, std::nan(""));  // must be ignored
+        if (beta == 0)
+          fill(c, std::nan("")); // must be ignored
         gemm(ta, tb, alpha, a.view, b.view, beta, c, {.level = level});
         std::vector<double> mag;
-        const auto ref = testing::gemm_reference(ta, tb, alpha, a.values, b.values, beta, c0, s.m, s.n, s.k, &mag);
+        const auto ref = testing::gemm_reference(ta, tb, alpha, a.values, b.values, beta, c0, s.m,
+                                                 s.n, s.k, &mag);
         const auto got = testing::to_doubles(c);
         int bad = 0;
         for (std::size_t e = 0; e < ref.size(); ++e)
-          if (!(std::abs(got[e] - ref[e]) <= eps * static_cast<double>(s.k + 3) * mag[e] + 1e-300)) ++bad;
+          if (!(std::abs(got[e] - ref[e]) <= eps * static_cast<double>(s.k + 3) * mag[e] + 1e-300))
+            ++bad;
         EXPECT_EQ(bad, 0);
       }
 }
@@ -103,8 +113,9 @@ INSTANTIATE_TEST_SUITE_P(All, GemmReference,
 TEST(Gemm, PortableFollowsTheDocumentedLoop) {
   // Small outputs with a long k (16 x 7 x 2708 is the Cora output-layer weight gradient, 3 x 40
   // runs the lanes along n, 33 x 20 leaves partial lane and row groups) take their own path.
-  const Shape3 shapes[] = {{1, 1, 1},     {4, 3, 0},    {13, 29, 517}, {100, 17, 300}, {64, 300, 33},
-                           {16, 7, 2708}, {3, 40, 600}, {33, 20, 300}, {1, 1, 5000}};
+  const Shape3 shapes[] = {{1, 1, 1},      {4, 3, 0},     {13, 29, 517},
+                           {100, 17, 300}, {64, 300, 33}, {16, 7, 2708},
+                           {3, 40, 600},   {33, 20, 300}, {1, 1, 5000}};
   for (DType dtype : {DType::f32, DType::f64})
     for (const auto& s : shapes)
       for (Transpose ta : {kN, kT})
@@ -121,7 +132,8 @@ TEST(Gemm, PortableFollowsTheDocumentedLoop) {
                                 : testing::random_normal({s.k, s.n}, dtype, seed + 1);
             Tensor c = testing::random_normal({s.m, s.n}, dtype, seed + 2);
             visit_float(dtype, [&]<class T>() {
-              const auto expect = naive_canonical<T>(ta, tb, alpha, a, b, beta, c.to_vector<T>(), s.m, s.n, s.k);
+              const auto expect =
+                  naive_canonical<T>(ta, tb, alpha, a, b, beta, c.to_vector<T>(), s.m, s.n, s.k);
               gemm(ta, tb, alpha, a, b, beta, c, {.level = kPo});
               EXPECT_TRUE(bitwise_equal(c, Tensor::from_vector(expect, {s.m, s.n})));
             });
@@ -139,11 +151,13 @@ TEST(Gemm, PortableFollowsTheDocumentedLoopOnCoraShapes) {
     gemm(kN, kN, 1.0, x, w, 0.0, h, {.level = kPo});
     Tensor gw = testing::random_normal({1433, 16}, dtype, seed + 2);
     Tensor gw0 = gw.clone();
-    gemm(kT, kN, 1.0, x, h, 1.0, gw.view(), {.level = kPo});  // accumulate x^T @ h into gw
+    gemm(kT, kN, 1.0, x, h, 1.0, gw.view(), {.level = kPo}); // accumulate x^T @ h into gw
     visit_float(dtype, [&]<class T>() {
-      const auto eh = naive_canonical<T>(kN, kN, 1.0, x, w, 0.0, std::vector<T>(2708 * 16), 2708, 16, 1433);
+      const auto eh =
+          naive_canonical<T>(kN, kN, 1.0, x, w, 0.0, std::vector<T>(2708 * 16), 2708, 16, 1433);
       EXPECT_TRUE(bitwise_equal(h, Tensor::from_vector(eh, {2708, 16})));
-      const auto eg = naive_canonical<T>(kT, kN, 1.0, x, h, 1.0, gw0.to_vector<T>(), 1433, 16, 2708);
+      const auto eg =
+          naive_canonical<T>(kT, kN, 1.0, x, h, 1.0, gw0.to_vector<T>(), 1433, 16, 2708);
       EXPECT_TRUE(bitwise_equal(gw, Tensor::from_vector(eg, {1433, 16})));
     });
     Tensor w2 = testing::random_normal({16, 7}, dtype, seed + 3);
@@ -151,7 +165,8 @@ TEST(Gemm, PortableFollowsTheDocumentedLoopOnCoraShapes) {
     gemm(kN, kN, 1.0, h, w2, 0.0, o, {.level = kPo});
     Tensor dh = Tensor::empty({2708, 16}, dtype);
     gemm(kN, kT, 1.0, o, w2, 0.0, dh, {.level = kPo});
-    const auto ref = testing::gemm_reference(kN, kT, 1.0, o, w2, 0.0, std::vector<double>(2708 * 16), 2708, 16, 7);
+    const auto ref = testing::gemm_reference(kN, kT, 1.0, o, w2, 0.0,
+                                             std::vector<double>(2708 * 16), 2708, 16, 7);
     EXPECT_LT(testing::relative_error(dh, ref), 1e-6);
   }
 }
@@ -164,10 +179,11 @@ TEST(Gemm, BetaZeroIgnoresNanAndAlphaZeroReadsNoInputs) {
   const auto c0 = c.to_vector<float>();
   for (auto level : {kNg, kPo}) {
     Tensor d = c.clone();
-    gemm(kN, kN, 0.0, a, b, 2.0, d, {.level = level});  // a's NaN is not read
-    for (int i = 0; i < 15; ++i) EXPECT_EQ(d.data<float>()[i], 2.0f * c0[static_cast<std::size_t>(i)]);
+    gemm(kN, kN, 0.0, a, b, 2.0, d, {.level = level}); // a's NaN is not read
+    for (int i = 0; i < 15; ++i)
+      EXPECT_EQ(d.data<float>()[i], 2.0f * c0[static_cast<std::size_t>(i)]);
     fill(d, std::nan(""));
-    gemm(kN, kN, 0.0, a, b, 0.0, d, {.level = level});  // +0 everywhere
+    gemm(kN, kN, 0.0, a, b, 0.0, d, {.level = level}); // +0 everywhere
     for (int i = 0; i < 15; ++i) {
       EXPECT_EQ(d.data<float>()[i], 0.0f);
       EXPECT_FALSE(std::signbit(d.data<float>()[i]));
@@ -178,13 +194,15 @@ TEST(Gemm, BetaZeroIgnoresNanAndAlphaZeroReadsNoInputs) {
   Tensor negz = Tensor::full({4, 3}, -0.0, DType::f64);
   Tensor out = Tensor::full({2, 3}, std::nan(""), DType::f64);
   gemm(kN, kN, 1.0, ones, negz, 0.0, out, {.level = kPo});
-  for (int i = 0; i < 6; ++i) EXPECT_FALSE(std::signbit(out.data<double>()[i]));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FALSE(std::signbit(out.data<double>()[i]));
   // k == 0: acc = +0, so c = alpha * 0 + beta * c = beta * c for nonzero c.
   Tensor a0 = Tensor::empty({3, 0}, DType::f64), b0 = Tensor::empty({0, 2}, DType::f64);
   Tensor c3 = testing::random_normal({3, 2}, DType::f64, fresh_seed());
   const auto c30 = c3.to_vector<double>();
   gemm(kN, kN, 2.0, a0, b0, -3.0, c3, {.level = kPo});
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(c3.data<double>()[i], -3.0 * c30[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(c3.data<double>()[i], -3.0 * c30[static_cast<std::size_t>(i)]);
 }
 
 TEST(Gemm, NanAndInfPropagate) {
@@ -195,7 +213,8 @@ TEST(Gemm, NanAndInfPropagate) {
   Tensor c = Tensor::empty({4, 5}, DType::f32);
   gemm(kN, kN, 1.0, a, b, 0.0, c, {.level = kPo});
   EXPECT_TRUE(std::isinf(c.data<float>()[1 * 5 + 0]));
-  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(c.data<float>()[i * 5 + 3]));
+  for (int i = 0; i < 4; ++i)
+    EXPECT_TRUE(std::isnan(c.data<float>()[i * 5 + 3]));
 }
 
 TEST(Gemm, PortableBitwiseOverRepeatsAndThreadCounts) {
@@ -218,7 +237,7 @@ TEST(Gemm, PortableBitwiseOverRepeatsAndThreadCounts) {
         hashes.insert(content_hash(c));
         gemm(kT, kN, 0.5, a2, b2, 0.0, c2, {.level = kPo});
         hashes2.insert(content_hash(c2));
-        gemm(kT, kN, 1.0, a3, b3, 0.0, c3, {.level = kPo});  // the small-output path
+        gemm(kT, kN, 1.0, a3, b3, 0.0, c3, {.level = kPo}); // the small-output path
         hashes3.insert(content_hash(c3));
       }
     }
@@ -269,17 +288,17 @@ TEST(Gemm, BadInputThrowsAndLeavesOutputUntouched) {
   on_gpu.device = Device::cuda();
   for (auto level : {kNg, kPo}) {
     const Options o{.level = level};
-    EXPECT_THROW(gemm(kN, kN, 1.0, a, bad_k, 1.0, c, o), InvalidArgument);          // k differs
-    EXPECT_THROW(gemm(kT, kN, 1.0, a, b, 1.0, c, o), InvalidArgument);              // op(a) is [6, 4]
-    EXPECT_THROW(gemm(kN, kN, 1.0, a, b64, 1.0, c, o), InvalidArgument);            // dtype
-    EXPECT_THROW(gemm(kN, kN, 1.0, ints, b, 1.0, c, o), InvalidArgument);           // not float
-    EXPECT_THROW(gemm(kN, kN, 1.0, a, on_gpu, 1.0, c, o), InvalidArgument);         // device
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, bad_k, 1.0, c, o), InvalidArgument);  // k differs
+    EXPECT_THROW(gemm(kT, kN, 1.0, a, b, 1.0, c, o), InvalidArgument);      // op(a) is [6, 4]
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, b64, 1.0, c, o), InvalidArgument);    // dtype
+    EXPECT_THROW(gemm(kN, kN, 1.0, ints, b, 1.0, c, o), InvalidArgument);   // not float
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, on_gpu, 1.0, c, o), InvalidArgument); // device
     EXPECT_THROW(gemm(kN, kN, 1.0, a, b, 1.0, c_bad.view().transpose(0, 1).slice(0, 0, 4), o),
-                 InvalidArgument);                                                  // c shape
-    EXPECT_THROW(gemm(kN, kN, 1.0, a.view().reshape({24}), b, 1.0, c, o), InvalidArgument);  // 1-D
+                 InvalidArgument); // c shape
+    EXPECT_THROW(gemm(kN, kN, 1.0, a.view().reshape({24}), b, 1.0, c, o), InvalidArgument); // 1-D
     EXPECT_EQ(content_hash(c), before);
   }
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

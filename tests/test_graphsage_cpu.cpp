@@ -1,18 +1,17 @@
 // GraphSAGE on the CPU: the portable exp/log against libm in double, the written-out backward
 // against central finite differences in float64, bitwise equality of portable training across
 // thread counts and repeats, and the accuracy the model must reach on Cora.
-#include <gtest/gtest.h>
-
-#include <cmath>
-#include <random>
-#include <set>
-
 #include "nn/cora.hpp"
 #include "nn/experiment.hpp"
-#include "nn/report.hpp"
 #include "nn/graphsage.hpp"
 #include "nn/portable_math.hpp"
+#include "nn/report.hpp"
 #include "testing.hpp"
+
+#include <cmath>
+#include <gtest/gtest.h>
+#include <random>
+#include <set>
 
 namespace samebits::nn {
 namespace {
@@ -103,7 +102,7 @@ Dataset small_graph(std::uint64_t seed) {
   }
   for (int e = 0; e < 120; ++e) {
     const auto s = static_cast<std::int64_t>(gen() % 36), t = static_cast<std::int64_t>(gen() % 36);
-    d.edge_src.push_back(s);  // nodes 36..39 have no edges
+    d.edge_src.push_back(s); // nodes 36..39 have no edges
     d.edge_dst.push_back(t);
   }
   return d;
@@ -116,7 +115,7 @@ double worst_gradient_error(const Dataset& d, std::uint64_t seed) {
   cfg.dtype = DType::f64;
   GraphSage model(d, cfg);
   model.init(seed);
-  model.train_epoch();  // move away from the initial point (biases nonzero)
+  model.train_epoch(); // move away from the initial point (biases nonzero)
   model.train_epoch();
   const Tensor p0 = model.parameters().clone();
   model.loss_and_gradients(true);
@@ -170,7 +169,8 @@ TEST(GraphSageCpu, DenseFeatureGradientsMatchFiniteDifferences) {
   for (std::int64_t r = 0; r < d.num_nodes; ++r)
     for (std::int64_t k = d.features.offsets[static_cast<std::size_t>(r)];
          k < d.features.offsets[static_cast<std::size_t>(r) + 1]; ++k)
-      d.dense_features[static_cast<std::size_t>(r * d.num_features + d.features.cols[static_cast<std::size_t>(k)])] =
+      d.dense_features[static_cast<std::size_t>(r * d.num_features +
+                                                d.features.cols[static_cast<std::size_t>(k)])] =
           d.features.values[static_cast<std::size_t>(k)];
   worst_gradient_error(d, seed);
 }
@@ -180,7 +180,8 @@ std::uint64_t train_hash(const Dataset& d, Determinism level, std::uint64_t seed
   cfg.level = level;
   GraphSage model(d, cfg);
   model.init(seed);
-  for (int e = 0; e < epochs; ++e) model.train_epoch();
+  for (int e = 0; e < epochs; ++e)
+    model.train_epoch();
   return model.parameter_hash();
 }
 
@@ -205,7 +206,8 @@ TEST(GraphSageCpu, RunToRunRepeatsAreBitwiseEqual) {
   std::set<std::uint64_t> hashes;
   for (int r = 0; r < 20; ++r) {
     model.init(seed);
-    for (int e = 0; e < 2; ++e) model.train_epoch();
+    for (int e = 0; e < 2; ++e)
+      model.train_epoch();
     hashes.insert(model.parameter_hash());
   }
   EXPECT_EQ(hashes.size(), 1u);
@@ -224,7 +226,8 @@ TEST(GraphSageCpu, LossFallsAndAccuracyIsSane) {
     model.init(seed);
     const double first = model.train_epoch(true);
     double last = first;
-    for (int e = 1; e < 10; ++e) last = model.train_epoch(e == 9);
+    for (int e = 1; e < 10; ++e)
+      last = model.train_epoch(e == 9);
     EXPECT_LT(last, first) << "seed " << seed;
     total += model.accuracy(Split::test);
   }
@@ -254,10 +257,10 @@ TEST(GraphSageExperiment, TableJsonAndReport) {
   EXPECT_TRUE(j["environment"].is_object());
   const std::string html = render_report(j);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_GE(std::count(html.begin(), html.end(), '<') , 100);
+  EXPECT_GE(std::count(html.begin(), html.end(), '<'), 100);
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_EQ(html.find("nan"), std::string::npos);
-  EXPECT_EQ(html.find("http://") , html.find("http://www.w3.org/2000/svg"));  // no network
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg")); // no network
 }
 
 TEST(GraphSageCpu, RejectsBadConfigurations) {
@@ -271,5 +274,5 @@ TEST(GraphSageCpu, RejectsBadConfigurations) {
   EXPECT_THROW(model.set_parameters(Tensor::zeros({3}, DType::f32)), InvalidArgument);
 }
 
-}  // namespace
-}  // namespace samebits::nn
+} // namespace
+} // namespace samebits::nn

@@ -2,12 +2,12 @@
 // documented fixed-point definition bit for bit, histc's bin rule on edges, bitwise determinism
 // over repeats and thread counts, the float-atomic variant's nondeterminism, non-finite weights,
 // bad input.
+#include "testing.hpp"
+
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <set>
-
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -19,7 +19,8 @@ constexpr Determinism kPo = Determinism::portable;
 
 std::vector<std::int64_t> as_int64(const TensorView& t) {
   std::vector<std::int64_t> r;
-  for (double v : testing::to_doubles(t)) r.push_back(static_cast<std::int64_t>(v));
+  for (double v : testing::to_doubles(t))
+    r.push_back(static_cast<std::int64_t>(v));
   return r;
 }
 
@@ -33,7 +34,8 @@ TEST(Bincount, CountsMatchReference) {
         Tensor out = Tensor::full({bins + 3}, -1.0, DType::i64);
         bincount(idx, TensorView{}, out, {.level = level});
         std::vector<std::int64_t> ref(static_cast<std::size_t>(bins + 3), 0);
-        for (auto v : as_int64(idx)) ++ref[static_cast<std::size_t>(v)];
+        for (auto v : as_int64(idx))
+          ++ref[static_cast<std::size_t>(v)];
         EXPECT_EQ(as_int64(out), ref) << "bins " << bins;
       }
 }
@@ -61,7 +63,8 @@ template <class T>
 std::vector<T> fixed_point_reference(const std::vector<std::int64_t>& idx, const std::vector<T>& w,
                                      std::int64_t bins) {
   double m = 0;
-  for (T v : w) m = std::max(m, std::abs(static_cast<double>(v)));
+  for (T v : w)
+    m = std::max(m, std::abs(static_cast<double>(v)));
   int e = 0;
   std::frexp(m, &e);
   const auto n = static_cast<std::uint64_t>(w.size());
@@ -70,11 +73,13 @@ std::vector<T> fixed_point_reference(const std::vector<std::int64_t>& idx, const
   for (std::size_t i = 0; i < w.size(); ++i)
     q[static_cast<std::size_t>(idx[i])] += std::llrint(std::ldexp(static_cast<double>(w[i]), s));
   std::vector<T> r;
-  for (auto v : q) r.push_back(static_cast<T>(std::ldexp(static_cast<double>(v), -s)));
+  for (auto v : q)
+    r.push_back(static_cast<T>(std::ldexp(static_cast<double>(v), -s)));
   return r;
 }
 
-class WeightedTest : public ::testing::TestWithParam<std::tuple<std::int64_t, DType, Determinism>> {};
+class WeightedTest : public ::testing::TestWithParam<std::tuple<std::int64_t, DType, Determinism>> {
+};
 
 TEST_P(WeightedTest, MatchesFloat64Reference) {
   const auto [bins, dtype, level] = GetParam();
@@ -87,7 +92,8 @@ TEST_P(WeightedTest, MatchesFloat64Reference) {
   bincount(idx, w, out, {.level = level});
   const auto iv = as_int64(idx);
   const auto wv = testing::to_doubles(w);
-  std::vector<long double> ref(static_cast<std::size_t>(bins), 0), mag(static_cast<std::size_t>(bins), 0);
+  std::vector<long double> ref(static_cast<std::size_t>(bins), 0),
+      mag(static_cast<std::size_t>(bins), 0);
   std::vector<std::int64_t> cnt(static_cast<std::size_t>(bins), 0);
   double m = 0;
   for (std::size_t i = 0; i < iv.size(); ++i) {
@@ -126,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(Bins, WeightedTest,
 TEST(Bincount, PortableBitwiseOverRepeatsAndThreadCounts) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (std::int64_t bins : {1000, 2'000'000}) {  // per-thread counters; at 8 threads 2M bins use atomics
+  for (std::int64_t bins :
+       {1000, 2'000'000}) { // per-thread counters; at 8 threads 2M bins use atomics
     Tensor idx = testing::random_index(300'000, bins, DType::i32, seed);
     Tensor w = testing::random_normal({300'000}, DType::f32, seed + 1);
     Tensor out = Tensor::empty({bins}, DType::f32);
@@ -185,22 +192,28 @@ TEST(Bincount, BadIndexThrowsAndWritesNothing) {
         } catch (const IndexOutOfRange& e) {
           EXPECT_NE(std::string(e.what()).find("index[77777]"), std::string::npos) << e.what();
         }
-        for (double v : testing::to_doubles(out)) ASSERT_EQ(v, 42.0);
+        for (double v : testing::to_doubles(out))
+          ASSERT_EQ(v, 42.0);
       }
   Tensor idx = testing::random_index(10, 5, DType::i64, fresh_seed());
   Tensor out = Tensor::full({5}, 42.0, DType::f32);
-  EXPECT_THROW(bincount(idx, Tensor::empty({9}, DType::f32), out), InvalidArgument);    // length
-  EXPECT_THROW(bincount(idx, Tensor::empty({10}, DType::f64), out), InvalidArgument);   // dtype
-  EXPECT_THROW(bincount(idx, TensorView{}, out), InvalidArgument);                      // counts need int64
-  EXPECT_THROW(bincount(Tensor::empty({10}, DType::f32), TensorView{}, Tensor::empty({5}, DType::i64)), InvalidArgument);
-  for (double v : testing::to_doubles(out)) ASSERT_EQ(v, 42.0);
+  EXPECT_THROW(bincount(idx, Tensor::empty({9}, DType::f32), out), InvalidArgument);  // length
+  EXPECT_THROW(bincount(idx, Tensor::empty({10}, DType::f64), out), InvalidArgument); // dtype
+  EXPECT_THROW(bincount(idx, TensorView{}, out), InvalidArgument); // counts need int64
+  EXPECT_THROW(
+      bincount(Tensor::empty({10}, DType::f32), TensorView{}, Tensor::empty({5}, DType::i64)),
+      InvalidArgument);
+  for (double v : testing::to_doubles(out))
+    ASSERT_EQ(v, 42.0);
 }
 
 // histc's bin rule, written out in the input type.
-template <class T> std::vector<double> histc_reference(const std::vector<T>& x, T lo, T hi, std::int64_t bins) {
+template <class T>
+std::vector<double> histc_reference(const std::vector<T>& x, T lo, T hi, std::int64_t bins) {
   std::vector<double> r(static_cast<std::size_t>(bins), 0);
   for (T v : x) {
-    if (!(v >= lo && v <= hi)) continue;
+    if (!(v >= lo && v <= hi))
+      continue;
     auto b = static_cast<std::int64_t>(((v - lo) * static_cast<T>(bins)) / (hi - lo));
     r[static_cast<std::size_t>(std::min(b, bins - 1))] += 1;
   }
@@ -216,14 +229,18 @@ TEST(Histc, MatchesPyTorchRuleAndFloat64Counts) {
       Tensor out = Tensor::full({bins}, -1.0, dt);
       histc(x, -2.5, 3.0, out);
       std::vector<double> want;
-      if (dt == DType::f32) want = histc_reference<float>(x.to_vector<float>(), -2.5f, 3.0f, bins);
-      else want = histc_reference<double>(x.to_vector<double>(), -2.5, 3.0, bins);
+      if (dt == DType::f32)
+        want = histc_reference<float>(x.to_vector<float>(), -2.5f, 3.0f, bins);
+      else
+        want = histc_reference<double>(x.to_vector<double>(), -2.5, 3.0, bins);
       EXPECT_EQ(testing::to_doubles(out), want) << "bins " << bins;
       // Against exact bin arithmetic: only values within rounding of an edge may differ.
       double total = 0;
-      for (double v : testing::to_doubles(out)) total += v;
+      for (double v : testing::to_doubles(out))
+        total += v;
       double inside = 0;
-      for (double v : testing::to_doubles(x)) inside += (v >= -2.5 && v <= 3.0);
+      for (double v : testing::to_doubles(x))
+        inside += (v >= -2.5 && v <= 3.0);
       EXPECT_EQ(total, inside);
     }
 }
@@ -231,7 +248,8 @@ TEST(Histc, MatchesPyTorchRuleAndFloat64Counts) {
 TEST(Histc, EdgesOutsideNanAndInf) {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
   // [0, 1] in 10 bins: 0 -> bin 0, 1 -> bin 9 (right edge inclusive), 0.3f -> bin 3 as PyTorch.
-  Tensor x = Tensor::from_vector<float>({0.0f, 1.0f, 0.3f, 0.5f, -0.0001f, 1.0001f, nan, inf, -inf, 0.1f}, {10});
+  Tensor x = Tensor::from_vector<float>(
+      {0.0f, 1.0f, 0.3f, 0.5f, -0.0001f, 1.0001f, nan, inf, -inf, 0.1f}, {10});
   Tensor out = Tensor::empty({10}, DType::f32);
   histc(x, 0.0, 1.0, out);
   EXPECT_EQ(testing::to_doubles(out), (std::vector<double>{1, 1, 0, 1, 0, 1, 0, 0, 0, 1}));
@@ -266,12 +284,13 @@ TEST(Histc, BadRangeThrowsAndWritesNothing) {
   EXPECT_THROW(histc(x, 2.0, 1.0, out), InvalidArgument);
   EXPECT_THROW(histc(x, std::nan(""), 1.0, out), InvalidArgument);
   EXPECT_THROW(histc(x, 0.0, std::numeric_limits<double>::infinity(), out), InvalidArgument);
-  EXPECT_THROW(histc(x, 1.0, 1.0 + 1e-12, out), InvalidArgument);  // equal in float32
-  EXPECT_THROW(histc(x, -3e38, 3e38, out), InvalidArgument);       // width overflows float32
+  EXPECT_THROW(histc(x, 1.0, 1.0 + 1e-12, out), InvalidArgument); // equal in float32
+  EXPECT_THROW(histc(x, -3e38, 3e38, out), InvalidArgument);      // width overflows float32
   EXPECT_THROW(histc(x, 0.0, 1.0, Tensor::full({10}, 42.0, DType::f64)), InvalidArgument);
   EXPECT_THROW(histc(x, 0.0, 1.0, Tensor::empty({0}, DType::f32)), InvalidArgument);
-  for (double v : testing::to_doubles(out)) ASSERT_EQ(v, 42.0);
+  for (double v : testing::to_doubles(out))
+    ASSERT_EQ(v, 42.0);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

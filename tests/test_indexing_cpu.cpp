@@ -1,9 +1,9 @@
 // index_select and gather on the CPU: against a naive reference for every dim of 1-4-D tensors,
 // every dtype and index type, strided inputs and outputs, empty tensors, every level, bitwise
 // stability over thread counts, and bad input that must leave out untouched.
-#include <set>
-
 #include "testing.hpp"
+
+#include <set>
 
 namespace samebits {
 namespace {
@@ -22,7 +22,8 @@ std::vector<std::int64_t> unravel(std::int64_t i, const Shape& shape) {
 }
 std::int64_t ravel(const std::vector<std::int64_t>& c, const Shape& shape) {
   std::int64_t i = 0;
-  for (std::size_t d = 0; d < shape.size(); ++d) i = i * shape[d] + c[d];
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    i = i * shape[d] + c[d];
   return i;
 }
 
@@ -32,10 +33,12 @@ std::vector<double> ref_index_select(const Tensor& x, int dim, const std::vector
   std::vector<double> out;
   Shape xs = x.sizes();
   std::int64_t n = 1;
-  for (auto s : out_shape) n *= s;
+  for (auto s : out_shape)
+    n *= s;
   for (std::int64_t i = 0; i < n; ++i) {
     auto c = unravel(i, out_shape);
-    c[static_cast<std::size_t>(dim)] = static_cast<std::int64_t>(idx[static_cast<std::size_t>(c[static_cast<std::size_t>(dim)])]);
+    c[static_cast<std::size_t>(dim)] =
+        static_cast<std::int64_t>(idx[static_cast<std::size_t>(c[static_cast<std::size_t>(dim)])]);
     out.push_back(xv[static_cast<std::size_t>(ravel(c, xs))]);
   }
   return out;
@@ -62,14 +65,17 @@ TEST(IndexSelect, MatchesReferenceEveryDimDtypeAndIndexType) {
       for (DType it : {DType::i32, DType::i64})
         for (int dim = 0; dim < static_cast<int>(shape.size()); ++dim) {
           Tensor x = random_values(shape, dt, seed + static_cast<std::uint64_t>(dim));
-          const std::int64_t n = 11;  // more than the dim: repeats are allowed
+          const std::int64_t n = 11; // more than the dim: repeats are allowed
           Tensor idx = testing::random_index(n, shape[static_cast<std::size_t>(dim)], it, seed + 7);
           Shape os = shape;
           os[static_cast<std::size_t>(dim)] = n;
-          for (auto level : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable}) {
+          for (auto level :
+               {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable}) {
             Tensor out = Tensor::full(os, 42.0, dt);
-            index_select(x, dim - static_cast<int>(shape.size()) * (dim % 2), idx, out, {.level = level});
-            EXPECT_EQ(testing::to_doubles(out), ref_index_select(x, dim, testing::to_doubles(idx), os))
+            index_select(x, dim - static_cast<int>(shape.size()) * (dim % 2), idx, out,
+                         {.level = level});
+            EXPECT_EQ(testing::to_doubles(out),
+                      ref_index_select(x, dim, testing::to_doubles(idx), os))
                 << x.view().describe() << " dim " << dim;
           }
         }
@@ -80,7 +86,7 @@ TEST(IndexSelect, StridedInputsAndOutputs) {
   Tensor x = testing::random_normal({6, 5, 4}, DType::f32, seed);
   Tensor keep_x, keep_o, keep_i;
   const TensorView xs = testing::strided_copy(x, keep_x);
-  const TensorView xt = x.view().transpose(0, 2);  // [4, 5, 6]
+  const TensorView xt = x.view().transpose(0, 2); // [4, 5, 6]
   for (int dim = 0; dim < 3; ++dim) {
     Tensor idx = testing::random_index(8, xt.size(dim), DType::i64, seed + 1);
     const TensorView idx_s = testing::strided_copy(idx, keep_i);
@@ -119,16 +125,21 @@ TEST(Gather, MatchesReferenceEveryDim) {
       for (DType it : {DType::i32, DType::i64})
         for (int dim = 0; dim < static_cast<int>(shape.size()); ++dim) {
           Tensor x = random_values(shape, dt, seed);
-          Shape is = shape;  // index: smaller than x in the other dims, larger along dim
+          Shape is = shape; // index: smaller than x in the other dims, larger along dim
           for (std::size_t d = 0; d < is.size(); ++d)
-            is[d] = static_cast<int>(d) == dim ? shape[d] + 2 : std::max<std::int64_t>(1, shape[d] - 1);
+            is[d] =
+                static_cast<int>(d) == dim ? shape[d] + 2 : std::max<std::int64_t>(1, shape[d] - 1);
           std::int64_t n = 1;
-          for (auto v : is) n *= v;
+          for (auto v : is)
+            n *= v;
           Tensor idx = Tensor::copy_of(
-              testing::random_index(n, shape[static_cast<std::size_t>(dim)], it, seed + 3).view().reshape(is));
+              testing::random_index(n, shape[static_cast<std::size_t>(dim)], it, seed + 3)
+                  .view()
+                  .reshape(is));
           Tensor out = Tensor::full(is, 42.0, dt);
           gather(x, dim, idx, out);
-          EXPECT_EQ(testing::to_doubles(out), ref_gather(x, dim, idx)) << x.view().describe() << " dim " << dim;
+          EXPECT_EQ(testing::to_doubles(out), ref_gather(x, dim, idx))
+              << x.view().describe() << " dim " << dim;
         }
 }
 
@@ -137,7 +148,8 @@ TEST(Gather, StridedInputs) {
   Tensor x = testing::random_normal({5, 8}, DType::f64, seed);
   Tensor keep_x, keep_i, keep_o;
   const TensorView xs = testing::strided_copy(x, keep_x);
-  Tensor idx = Tensor::copy_of(testing::random_index(20, 8, DType::i64, seed).view().reshape({5, 4}));
+  Tensor idx =
+      Tensor::copy_of(testing::random_index(20, 8, DType::i64, seed).view().reshape({5, 4}));
   const TensorView is = testing::strided_copy(idx, keep_i);
   Tensor base = Tensor::empty({5, 4}, DType::f64);
   const TensorView os = testing::strided_copy(base, keep_o);
@@ -165,7 +177,8 @@ TEST(IndexingErrors, BadInputThrowsAndLeavesOutputUntouched) {
   Tensor x = testing::random_normal({4, 3}, DType::f32, fresh_seed());
   Tensor out = Tensor::full({3, 3}, 42.0, DType::f32);
   auto untouched = [&] {
-    for (float v : out.to_vector<float>()) EXPECT_EQ(v, 42.0f);
+    for (float v : out.to_vector<float>())
+      EXPECT_EQ(v, 42.0f);
   };
   try {
     index_select(x, 0, Tensor::from_vector<std::int64_t>({0, 4, 1}, {3}), out);
@@ -173,18 +186,25 @@ TEST(IndexingErrors, BadInputThrowsAndLeavesOutputUntouched) {
   } catch (const IndexOutOfRange& e) {
     EXPECT_NE(std::string(e.what()).find("position 1"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(index_select(x, 0, Tensor::from_vector<std::int32_t>({0, 1, -1}, {3}), out), IndexOutOfRange);
-  EXPECT_THROW(index_select(x, 0, Tensor::from_vector<std::int64_t>({0, 1}, {2}), out), InvalidArgument);
-  EXPECT_THROW(index_select(x, 2, Tensor::from_vector<std::int64_t>({0, 1, 2}, {3}), out), InvalidArgument);
+  EXPECT_THROW(index_select(x, 0, Tensor::from_vector<std::int32_t>({0, 1, -1}, {3}), out),
+               IndexOutOfRange);
+  EXPECT_THROW(index_select(x, 0, Tensor::from_vector<std::int64_t>({0, 1}, {2}), out),
+               InvalidArgument);
+  EXPECT_THROW(index_select(x, 2, Tensor::from_vector<std::int64_t>({0, 1, 2}, {3}), out),
+               InvalidArgument);
   EXPECT_THROW(index_select(x, 0, Tensor::full({3}, 0.0, DType::f32), out), InvalidArgument);
   untouched();
   Tensor gi = Tensor::from_vector<std::int64_t>({0, 1, 2, 0, 1, 3, 0, 0, 0}, {3, 3});
   EXPECT_THROW(gather(x, 1, gi, out), IndexOutOfRange);
-  EXPECT_THROW(gather(x, 1, Tensor::zeros({5, 3}, DType::i64), Tensor::full({5, 3}, 1.0, DType::f32)), InvalidArgument);
+  EXPECT_THROW(
+      gather(x, 1, Tensor::zeros({5, 3}, DType::i64), Tensor::full({5, 3}, 1.0, DType::f32)),
+      InvalidArgument);
   EXPECT_THROW(gather(x, 0, Tensor::zeros({3}, DType::i64), out), InvalidArgument);
-  EXPECT_THROW(gather(x, 0, Tensor::zeros({3, 3}, DType::i64), Tensor::full({3, 3}, 1.0, DType::f64)), InvalidArgument);
+  EXPECT_THROW(
+      gather(x, 0, Tensor::zeros({3, 3}, DType::i64), Tensor::full({3, 3}, 1.0, DType::f64)),
+      InvalidArgument);
   untouched();
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,10 +1,10 @@
 // More than 2^31 elements: positions, offsets and indices stay 64-bit from validation to the
 // kernels. The inputs are stride-0 views (one stored row seen 2^31 + 8 times), so the tests need
 // no large allocation.
+#include "testing.hpp"
+
 #include <cstdint>
 #include <vector>
-
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -22,7 +22,8 @@ TensorView repeated_row(double* v, std::int64_t rows, std::int64_t cols) {
 TEST(LargeCpu, IndexSelectReachesRowsPastTwoToThe31) {
   double row[2] = {1.5, -2.25};
   const TensorView x = repeated_row(row, kBig, 2);
-  Tensor index = Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, 0, std::int64_t{1} << 31}, {3});
+  Tensor index =
+      Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, 0, std::int64_t{1} << 31}, {3});
   Tensor out = Tensor::full({3, 2}, 7.0, DType::f64);
   index_select(x, 0, index, out);
   EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{1.5, -2.25, 1.5, -2.25, 1.5, -2.25}));
@@ -35,13 +36,14 @@ TEST(LargeCpu, IndexSelectReachesRowsPastTwoToThe31) {
 }
 
 TEST(LargeCpu, SegmentReduceOverMoreThanTwoToThe31Positions) {
-  double v = 0.25;  // every partial sum below 2^51 is exact in float64
+  double v = 0.25; // every partial sum below 2^51 is exact in float64
   const TensorView x = repeated_row(&v, kBig, 1);
-  const std::int64_t split = (std::int64_t{1} << 31) + 3;  // the first segment alone passes 2^31
+  const std::int64_t split = (std::int64_t{1} << 31) + 3; // the first segment alone passes 2^31
   Tensor off = Tensor::from_vector(std::vector<std::int64_t>{0, split, kBig}, {3});
   Tensor out = Tensor::full({2, 1}, 7.0, DType::f64);
   segment_reduce(x, off, out, Reduce::sum, {.level = Determinism::portable});
-  EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{0.25 * static_cast<double>(split), 1.25}));
+  EXPECT_EQ(out.to_vector<double>(),
+            (std::vector<double>{0.25 * static_cast<double>(split), 1.25}));
   // The last offset must be the number of positions: one more is rejected, nothing written.
   Tensor off_bad = Tensor::from_vector(std::vector<std::int64_t>{0, split, kBig + 1}, {3});
   Tensor out2 = Tensor::full({2, 1}, 7.0, DType::f64);
@@ -50,5 +52,5 @@ TEST(LargeCpu, SegmentReduceOverMoreThanTwoToThe31Positions) {
   EXPECT_EQ(out2.to_vector<double>(), std::vector<double>(2, 7.0));
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -2,19 +2,17 @@
 // times, in-order delivery, per-epoch shuffles, augmentation keyed by (seed, epoch, sample),
 // clean shutdown mid-epoch, and worker exceptions reaching the caller.
 #include "samebits/loader.hpp"
-
-#include <gtest/gtest.h>
+#include "testing.hpp"
 
 #include <atomic>
 #include <chrono>
+#include <gtest/gtest.h>
 #include <limits>
 #include <map>
 #include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
-
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -33,11 +31,13 @@ Dataset make_dataset(std::int64_t size, bool sleepy, std::atomic<int>* loads = n
       thread_local std::mt19937 timing(std::random_device{}());
       std::this_thread::sleep_for(std::chrono::microseconds(timing() % 2000));
     }
-    if (loads) ++*loads;
+    if (loads)
+      ++*loads;
     Tensor noise = Tensor::empty({3, 5}, DType::f32);
     fill_normal(noise, r.seed(), r.stream(), 0, 0.0, 0.1);
     float* x = out[0].ptr<float>();
-    for (int k = 0; k < 15; ++k) x[k] = static_cast<float>(i) + noise.data<float>()[k];
+    for (int k = 0; k < 15; ++k)
+      x[k] = static_cast<float>(i) + noise.data<float>()[k];
     *out[1].ptr<std::int64_t>() = static_cast<std::int64_t>(r.integer(0, 7));
     *out[2].ptr<std::int32_t>() = static_cast<std::int32_t>(i % 10);
   };
@@ -52,8 +52,10 @@ std::vector<std::uint64_t> epoch_hashes(DataLoader& loader, std::int64_t epoch) 
   while (auto b = loader.next()) {
     EXPECT_EQ(b->index, expected_index++);
     EXPECT_EQ(b->epoch, epoch);
-    for (const auto& f : b->fields) h.push_back(content_hash(f));
-    h.push_back(content_hash(Tensor::from_vector(b->samples, {static_cast<std::int64_t>(b->samples.size())})));
+    for (const auto& f : b->fields)
+      h.push_back(content_hash(f));
+    h.push_back(content_hash(
+        Tensor::from_vector(b->samples, {static_cast<std::int64_t>(b->samples.size())})));
   }
   EXPECT_EQ(expected_index, loader.batches_per_epoch());
   return h;
@@ -65,10 +67,11 @@ TEST(DataLoader, SameBytesForAnyWorkerCountAndTiming) {
   std::vector<std::vector<std::uint64_t>> reference;
   for (int workers : {0, 1, 2, 4, 8}) {
     SCOPED_TRACE(workers);
-    DataLoader loader(make_dataset(203, true), {.batch_size = 16, .seed = seed, .workers = workers,
-                                                .prefetch = 2});
+    DataLoader loader(make_dataset(203, true),
+                      {.batch_size = 16, .seed = seed, .workers = workers, .prefetch = 2});
     std::vector<std::vector<std::uint64_t>> epochs;
-    for (std::int64_t e = 0; e < 2; ++e) epochs.push_back(epoch_hashes(loader, e));
+    for (std::int64_t e = 0; e < 2; ++e)
+      epochs.push_back(epoch_hashes(loader, e));
     if (reference.empty()) {
       reference = epochs;
       EXPECT_NE(epochs[0], epochs[1]) << "epochs must shuffle and augment differently";
@@ -93,7 +96,7 @@ TEST(DataLoader, OrderShuffleAndAugmentationKeys) {
       seen.push_back(b->samples[r]);
       const float v = b->fields[0].data<float>()[r * 15];
       first_feature[b->samples[r]] = v;
-      EXPECT_NEAR(v, static_cast<float>(b->samples[r]), 0.6f);  // base + N(0, 0.1) noise
+      EXPECT_NEAR(v, static_cast<float>(b->samples[r]), 0.6f); // base + N(0, 0.1) noise
       EXPECT_EQ(b->fields[2].data<std::int32_t>()[r], b->samples[r] % 10);
     }
   }
@@ -112,19 +115,21 @@ TEST(DataLoader, OrderShuffleAndAugmentationKeys) {
       differ += batch->fields[0].data<float>()[r * 15] != first_feature[batch->samples[r]];
   EXPECT_GT(differ, 40);
   // No shuffle, drop_last.
-  DataLoader c(make_dataset(50, false), {.batch_size = 8, .shuffle = false, .drop_last = true,
-                                         .workers = 2});
+  DataLoader c(make_dataset(50, false),
+               {.batch_size = 8, .shuffle = false, .drop_last = true, .workers = 2});
   EXPECT_EQ(c.batches_per_epoch(), 6);
   c.start_epoch(3);
   std::int64_t expect = 0;
   while (auto batch = c.next())
-    for (auto s : batch->samples) EXPECT_EQ(s, expect++);
+    for (auto s : batch->samples)
+      EXPECT_EQ(s, expect++);
   EXPECT_EQ(expect, 48);
 }
 
 TEST(DataLoader, PrefetchIsBounded) {
   std::atomic<int> loads{0};
-  DataLoader loader(make_dataset(1000, false, &loads), {.batch_size = 10, .workers = 2, .prefetch = 3});
+  DataLoader loader(make_dataset(1000, false, &loads),
+                    {.batch_size = 10, .workers = 2, .prefetch = 3});
   loader.start_epoch(0);
   auto first = loader.next();
   ASSERT_TRUE(first);
@@ -140,7 +145,8 @@ TEST(DataLoader, StopsCleanlyMidEpoch) {
     auto loader = std::make_unique<DataLoader>(make_dataset(100000, true, &loads),
                                                LoaderOptions{.batch_size = 4, .workers = workers});
     loader->start_epoch(0);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(loader->next());
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(loader->next());
     const auto t0 = std::chrono::steady_clock::now();
     loader->stop();
     EXPECT_FALSE(loader->next().has_value());
@@ -160,21 +166,23 @@ TEST(DataLoader, WorkerExceptionsReachTheCaller) {
     Dataset d = make_dataset(100, true);
     auto inner = d.load;
     d.load = [inner](std::int64_t i, const SampleRandom& r, std::span<const TensorView> out) {
-      if (i == 37) throw std::runtime_error("cannot decode sample 37: truncated file");
+      if (i == 37)
+        throw std::runtime_error("cannot decode sample 37: truncated file");
       inner(i, r, out);
     };
     DataLoader loader(d, {.batch_size = 10, .shuffle = false, .workers = workers});
     loader.start_epoch(0);
     int delivered = 0;
     try {
-      while (loader.next()) ++delivered;
+      while (loader.next())
+        ++delivered;
       FAIL() << "expected the worker's exception";
     } catch (const std::runtime_error& e) {
       EXPECT_STREQ(e.what(), "cannot decode sample 37: truncated file");
     }
     EXPECT_EQ(delivered, 3) << "batches before the failing one arrive first, in order";
     EXPECT_FALSE(loader.next().has_value());
-    loader.start_epoch(1);  // usable again
+    loader.start_epoch(1); // usable again
     EXPECT_TRUE(loader.next().has_value());
   }
 }
@@ -192,13 +200,14 @@ TEST(DataLoader, RejectsBadOptions) {
 
 TEST(DataLoader, ABatchAsLargeAsAnyHoldsEverything) {
   for (bool drop_last : {false, true}) {
-    DataLoader all(make_dataset(10, false),
-                   {.batch_size = std::numeric_limits<std::int64_t>::max(), .drop_last = drop_last});
+    DataLoader all(make_dataset(10, false), {.batch_size = std::numeric_limits<std::int64_t>::max(),
+                                             .drop_last = drop_last});
     EXPECT_EQ(all.batches_per_epoch(), drop_last ? 0 : 1);
     all.start_epoch(0);
     auto b = all.next();
     ASSERT_EQ(b.has_value(), !drop_last);
-    if (b) EXPECT_EQ(b->samples.size(), 10u);
+    if (b)
+      EXPECT_EQ(b->samples.size(), 10u);
     EXPECT_FALSE(all.next().has_value());
   }
 }
@@ -227,5 +236,5 @@ TEST(SampleRandom, KindsAreIndependent) {
   EXPECT_LT(normal_vs_tensor, 10);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

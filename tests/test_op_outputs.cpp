@@ -1,18 +1,17 @@
 // The output contract every op shares: an output that reaches an element twice, or shares memory
 // with an input, is refused before anything is written (threads would race on it, or read what
 // the op already wrote); cumsum alone also runs in place. And copy() between overlapping views.
-#include <gtest/gtest.h>
-
-#include <cmath>
-#include <cstdint>
-#include <functional>
-#include <string>
-#include <vector>
-
 #include "core/overlap.hpp"
 #include "core/strided.hpp"
 #include "samebits/samebits.hpp"
 #include "testing.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <gtest/gtest.h>
+#include <string>
+#include <vector>
 
 namespace samebits {
 namespace {
@@ -27,7 +26,8 @@ TensorView stride_zero(const Tensor& t, int d) {
 }
 
 // `f` must throw InvalidArgument with `needle` in its message and leave `untouched` as it was.
-void expect_refused(const std::function<void()>& f, const std::string& needle, const Tensor& untouched) {
+void expect_refused(const std::function<void()>& f, const std::string& needle,
+                    const Tensor& untouched) {
   const Tensor before = untouched.clone();
   try {
     f();
@@ -44,7 +44,7 @@ constexpr Determinism kLevels[] = {Determinism::not_guaranteed, Determinism::run
 TEST(OpOutputs, AnOutputThatReachesAnElementTwiceIsRefused) {
   const auto seed = fresh_seed();
   Tensor src = testing::random_normal({8, 32}, DType::f32, seed);
-  Tensor rows = testing::random_normal({8, 32}, DType::f32, seed + 1);  // seen as 8 rows in 1
+  Tensor rows = testing::random_normal({8, 32}, DType::f32, seed + 1); // seen as 8 rows in 1
   Tensor square = testing::random_normal({8, 8}, DType::f32, seed + 2);
   Tensor line = testing::random_normal({32}, DType::f32, seed + 3);
   Tensor offsets = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}, {9});
@@ -58,8 +58,11 @@ TEST(OpOutputs, AnOutputThatReachesAnElementTwiceIsRefused) {
                    "segment_reduce: out reaches some element twice", rows);
     expect_refused([&] { index_add(stride_zero(rows, 0), index, src, 1.0, o); },
                    "index_add: out reaches some element twice", rows);
-    expect_refused([&] { scatter_add(stride_zero(rows, 0), 0, testing::expanded_index(index, {8, 32}), src, o); },
-                   "scatter_add: out reaches some element twice", rows);
+    expect_refused(
+        [&] {
+          scatter_add(stride_zero(rows, 0), 0, testing::expanded_index(index, {8, 32}), src, o);
+        },
+        "scatter_add: out reaches some element twice", rows);
     expect_refused([&] { index_select(src, 0, index, stride_zero(rows, 0), o); },
                    "index_select: out reaches some element twice", rows);
     expect_refused([&] { cumsum(src, 1, stride_zero(rows, 0), o); },
@@ -68,8 +71,9 @@ TEST(OpOutputs, AnOutputThatReachesAnElementTwiceIsRefused) {
                    "sum_dim: out reaches some element twice", line);
     expect_refused([&] { bincount(bins, weights, stride_zero(line, 0), o); },
                    "bincount: out reaches some element twice", line);
-    expect_refused([&] { gemm(Transpose::no, Transpose::yes, 1.0, src, src, 0.0, stride_zero(square, 1), o); },
-                   "gemm: c reaches some element twice", square);
+    expect_refused(
+        [&] { gemm(Transpose::no, Transpose::yes, 1.0, src, src, 0.0, stride_zero(square, 1), o); },
+        "gemm: c reaches some element twice", square);
   }
 }
 
@@ -92,16 +96,21 @@ TEST(OpOutputs, AnOutputThatSharesMemoryWithAnInputIsRefused) {
     expect_refused([&] { cumsum(top, 0, middle, o); }, "cumsum: out shares memory with x", buffer);
     expect_refused([&] { sum(sum_buffer, sum_buffer.view().slice(0, 50, 51), o); },
                    "sum: out shares memory with x", sum_buffer);
-    expect_refused([&] { gemm(Transpose::no, Transpose::no, 1.0, buffer.view().slice(0, 0, 4).slice(1, 0, 4),
-                              buffer.view().slice(0, 4, 8).slice(1, 0, 4), 0.0,
-                              buffer.view().slice(0, 2, 6).slice(1, 0, 4), o); },
-                   "gemm: c shares memory with a", buffer);
+    expect_refused(
+        [&] {
+          gemm(Transpose::no, Transpose::no, 1.0, buffer.view().slice(0, 0, 4).slice(1, 0, 4),
+               buffer.view().slice(0, 4, 8).slice(1, 0, 4), 0.0,
+               buffer.view().slice(0, 2, 6).slice(1, 0, 4), o);
+        },
+        "gemm: c shares memory with a", buffer);
   }
   // An index that shares the output's memory is refused too.
   Tensor ints = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7}, {8});
-  expect_refused([&] { bincount(ints, TensorView{}, ints, {}); }, "bincount: out shares memory with index", ints);
+  expect_refused([&] { bincount(ints, TensorView{}, ints, {}); },
+                 "bincount: out shares memory with index", ints);
   // Disjoint halves of one buffer are separate tensors.
-  EXPECT_NO_THROW(index_add(buffer.view().slice(0, 8, 16), index, top, 1.0, {.level = Determinism::portable}));
+  EXPECT_NO_THROW(
+      index_add(buffer.view().slice(0, 8, 16), index, top, 1.0, {.level = Determinism::portable}));
 }
 
 TEST(OpOutputs, CumsumRunsInPlace) {
@@ -111,7 +120,8 @@ TEST(OpOutputs, CumsumRunsInPlace) {
     cumsum(x, 1, want, {.level = Determinism::portable});
     Tensor in_place = x.clone();
     cumsum(in_place, 1, in_place, {.level = level});
-    if (level == Determinism::not_guaranteed) continue;  // its order may differ; it must still run
+    if (level == Determinism::not_guaranteed)
+      continue; // its order may differ; it must still run
     EXPECT_TRUE(bitwise_equal(in_place, want)) << to_string(level);
   }
 }
@@ -124,7 +134,9 @@ TEST(OpOutputs, IndexAddChecksItsIndexWithoutFeatures) {
     index_add(out, index, src, 1.0, {.level = Determinism::portable});
     ADD_FAILURE() << "an index of 7 into 5 rows was accepted";
   } catch (const IndexOutOfRange& e) {
-    EXPECT_NE(std::string(e.what()).find("index_add: index 7 at position 1 is out of range [0, 5); nothing was written"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(
+                  "index_add: index 7 at position 1 is out of range [0, 5); nothing was written"),
+              std::string::npos)
         << e.what();
   }
   index.data<std::int64_t>()[1] = 4;
@@ -135,7 +147,8 @@ TEST(OpOutputs, IndexAddChecksItsIndexWithoutFeatures) {
 TEST(Copy, OverlappingViewsCopyFromASnapshot) {
   auto ramp = [] {
     std::vector<float> v(16);
-    for (int i = 0; i < 16; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(i);
+    for (int i = 0; i < 16; ++i)
+      v[static_cast<std::size_t>(i)] = static_cast<float>(i);
     return Tensor::from_vector(v, {16});
   };
   // Strided: x[2], x[4], x[6] <- x[0], x[2], x[4].
@@ -152,10 +165,12 @@ TEST(Copy, OverlappingViewsCopyFromASnapshot) {
   // Contiguous, shifting right and left.
   Tensor r = ramp();
   copy(r.view().slice(0, 0, 12), r.view().slice(0, 4, 16));
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(r.to_vector<float>()[static_cast<std::size_t>(i)], i < 4 ? i : i - 4);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(r.to_vector<float>()[static_cast<std::size_t>(i)], i < 4 ? i : i - 4);
   Tensor l = ramp();
   copy(l.view().slice(0, 4, 16), l.view().slice(0, 0, 12));
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(l.to_vector<float>()[static_cast<std::size_t>(i)], i < 12 ? i + 4 : i);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(l.to_vector<float>()[static_cast<std::size_t>(i)], i < 12 ? i + 4 : i);
   // A view onto itself is left as it is.
   Tensor same = ramp();
   copy(same, same);
@@ -170,10 +185,12 @@ TEST(Fill, IntegerDtypesRefuseValuesTheyCannotHold) {
   EXPECT_THROW(Tensor::full({3}, 9.3e18, DType::i64), InvalidArgument);
   EXPECT_EQ(Tensor::full({1}, -2147483648.0, DType::i32).to_vector<std::int32_t>()[0], INT32_MIN);
   EXPECT_EQ(Tensor::full({1}, 2147483647.9, DType::i32).to_vector<std::int32_t>()[0], INT32_MAX);
-  EXPECT_EQ(Tensor::full({1}, -9223372036854775808.0, DType::i64).to_vector<std::int64_t>()[0], INT64_MIN);
+  EXPECT_EQ(Tensor::full({1}, -9223372036854775808.0, DType::i64).to_vector<std::int64_t>()[0],
+            INT64_MIN);
   EXPECT_EQ(Tensor::full({1}, -2.7, DType::i64).to_vector<std::int64_t>()[0], -2);
   EXPECT_NO_THROW(Tensor::full({2}, std::nan(""), DType::f32));
-  EXPECT_THROW(Tensor::full({0}, 1e300, DType::i32), InvalidArgument) << "refused before looking at the size";
+  EXPECT_THROW(Tensor::full({0}, 1e300, DType::i32), InvalidArgument)
+      << "refused before looking at the size";
 }
 
 // Views of one buffer that share no element are separate tensors: column blocks (a GNN's concat),
@@ -183,13 +200,16 @@ TEST(OpOutputs, ViewsThatShareNoElementAreAccepted) {
   const Tensor copy = buf.clone();
   Tensor want = Tensor::empty({6, 5}, DType::f64);
   cumsum(copy.view().slice(1, 0, 5), 1, want, {.level = Determinism::portable});
-  cumsum(buf.view().slice(1, 0, 5), 1, buf.view().slice(1, 5, 10), {.level = Determinism::portable});
+  cumsum(buf.view().slice(1, 0, 5), 1, buf.view().slice(1, 5, 10),
+         {.level = Determinism::portable});
   EXPECT_TRUE(bitwise_equal(Tensor::copy_of(buf.view().slice(1, 5, 10)), want)) << "column blocks";
   Tensor evens = Tensor::empty({6, 5}, DType::f64);
   cumsum(copy.view().slice(1, 0, 10, 2), 1, evens, {.level = Determinism::portable});
   Tensor inter = copy.clone();
-  cumsum(inter.view().slice(1, 0, 10, 2), 1, inter.view().slice(1, 1, 10, 2), {.level = Determinism::portable});
-  EXPECT_TRUE(bitwise_equal(Tensor::copy_of(inter.view().slice(1, 1, 10, 2)), evens)) << "interleaved";
+  cumsum(inter.view().slice(1, 0, 10, 2), 1, inter.view().slice(1, 1, 10, 2),
+         {.level = Determinism::portable});
+  EXPECT_TRUE(bitwise_equal(Tensor::copy_of(inter.view().slice(1, 1, 10, 2)), evens))
+      << "interleaved";
   // A step that does not divide the row: [3, 5] seen as [3, 3] with strides (5, 2).
   Tensor rows = Tensor::zeros({3, 5}, DType::f64);
   Tensor x = testing::random_normal({3, 3}, DType::f64, fresh_seed());
@@ -202,7 +222,8 @@ TEST(OpOutputs, ViewsThatShareNoElementAreAccepted) {
     cumsum(Tensor::copy_of(rows.view()), 1, backwards, {});
     ADD_FAILURE() << "a negative stride was accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("negative strides are not supported"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("negative strides are not supported"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -221,7 +242,8 @@ TEST(Overlap, ViewsOverlapAgreesWithBruteForce) {
       const std::int64_t n = v.size(d), b = next(n), step = 1 + next(3);
       v = v.slice(d, b, b + 1 + next(n - b), step);
     }
-    if (next(4) == 0) v = v.transpose(0, 1);
+    if (next(4) == 0)
+      v = v.transpose(0, 1);
     return v;
   };
   auto elements = [&](const TensorView& v) {
@@ -234,13 +256,17 @@ TEST(Overlap, ViewsOverlapAgreesWithBruteForce) {
   int exact = 0;
   for (int trial = 0; trial < 20000; ++trial) {
     const Shape layout = next(2) ? Shape{6, 8} : Shape{4, 9};
-    const TensorView a = random_view(layout), b = next(2) ? random_view(layout) : random_view(Shape{6, 8});
+    const TensorView a = random_view(layout),
+                     b = next(2) ? random_view(layout) : random_view(Shape{6, 8});
     const auto ea = elements(a), eb = elements(b);
     bool share = false;
     for (auto x : ea)
-      for (auto y : eb) share = share || x == y;
+      for (auto y : eb)
+        share = share || x == y;
     const bool said = detail::views_overlap(a, b);
-    if (share) ASSERT_TRUE(said) << "a shared element was missed: " << a.describe() << " and " << b.describe();
+    if (share)
+      ASSERT_TRUE(said) << "a shared element was missed: " << a.describe() << " and "
+                        << b.describe();
     if (a.strides == b.strides) {
       ASSERT_EQ(said, share) << a.describe() << " and " << b.describe();
       ++exact;
@@ -249,5 +275,5 @@ TEST(Overlap, ViewsOverlapAgreesWithBruteForce) {
   EXPECT_GT(exact, 500) << "too few same-stride pairs to test the exact case";
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,10 +1,10 @@
 // The bookkeeping of automatic plan reuse (core/plan_cache.hpp), without a device: keys, the byte
 // and entry limits, least-recently-used eviction, addresses given up after repeated misses, and
 // entries released outside the cache's lock. test_plan_cache_gpu.cpp covers the device side.
-#include <memory>
-
 #include "core/plan_cache.hpp"
 #include "testing.hpp"
+
+#include <memory>
 
 namespace samebits {
 namespace {
@@ -16,8 +16,12 @@ PlanKey key(std::uintptr_t address, std::int64_t n = 100000, std::int64_t num_ke
   return {0, reinterpret_cast<const void*>(address), DType::i64, n, 1, num_keys};
 }
 
-std::shared_ptr<void> entry(int tag) { return std::make_shared<int>(tag); }
-int tag_of(const std::shared_ptr<void>& e) { return *static_cast<int*>(e.get()); }
+std::shared_ptr<void> entry(int tag) {
+  return std::make_shared<int>(tag);
+}
+int tag_of(const std::shared_ptr<void>& e) {
+  return *static_cast<int*>(e.get());
+}
 
 TEST(PlanCache, StoresFindsAndCounts) {
   PlanCache c(1000);
@@ -55,13 +59,13 @@ TEST(PlanCache, AMissDropsTheEntryAndTwoInARowGiveTheAddressUp) {
   c.record(key(1), false);
   EXPECT_EQ(c.find(key(1)), nullptr);
   EXPECT_EQ(c.stats().bytes, 0u);
-  EXPECT_TRUE(c.wants(key(1), 100));  // one miss: still worth remembering
+  EXPECT_TRUE(c.wants(key(1), 100)); // one miss: still worth remembering
   c.store(key(1), entry(2), 100);
-  c.record(key(1), false);  // the second miss in a row
+  c.record(key(1), false); // the second miss in a row
   EXPECT_FALSE(c.wants(key(1), 100));
   c.store(key(1), entry(3), 100);
   EXPECT_EQ(c.find(key(1)), nullptr);
-  EXPECT_TRUE(c.wants(key(2), 100));  // other addresses are not affected
+  EXPECT_TRUE(c.wants(key(2), 100)); // other addresses are not affected
   EXPECT_EQ(c.stats().misses, 2);
 }
 
@@ -83,11 +87,11 @@ TEST(PlanCache, TheLeastRecentlyUsedGoesFirstWhenBytesRunOut) {
   c.store(key(1), entry(1), 100);
   c.store(key(2), entry(2), 100);
   c.store(key(3), entry(3), 100);
-  ASSERT_NE(c.find(key(1)), nullptr);  // 1 is now the most recently used: 2 goes next
+  ASSERT_NE(c.find(key(1)), nullptr); // 1 is now the most recently used: 2 goes next
   c.store(key(4), entry(4), 150);
   EXPECT_NE(c.find(key(1)), nullptr);
   EXPECT_EQ(c.find(key(2)), nullptr);
-  EXPECT_EQ(c.find(key(3)), nullptr);  // 100 + 100 + 150 > 300: 3 had to go too
+  EXPECT_EQ(c.find(key(3)), nullptr); // 100 + 100 + 150 > 300: 3 had to go too
   EXPECT_NE(c.find(key(4)), nullptr);
   EXPECT_EQ(c.stats().bytes, 250u);
   // Replacing an address's entry counts its bytes once.
@@ -99,7 +103,8 @@ TEST(PlanCache, TheLeastRecentlyUsedGoesFirstWhenBytesRunOut) {
 
 TEST(PlanCache, AtMostMaxEntriesAndNothingLargerThanTheLimit) {
   PlanCache c(1 << 20);
-  for (std::uintptr_t a = 1; a <= PlanCache::kMaxEntries + 3; ++a) c.store(key(a), entry(static_cast<int>(a)), 10);
+  for (std::uintptr_t a = 1; a <= PlanCache::kMaxEntries + 3; ++a)
+    c.store(key(a), entry(static_cast<int>(a)), 10);
   EXPECT_EQ(c.stats().entries, PlanCache::kMaxEntries);
   EXPECT_EQ(c.find(key(1)), nullptr);
   EXPECT_NE(c.find(key(PlanCache::kMaxEntries + 3)), nullptr);
@@ -142,11 +147,11 @@ TEST(PlanCache, EntriesAreReleasedOutsideTheLock) {
     });
   };
   c.store(key(1), reentrant(1), 100);
-  c.record(key(1), false);  // a miss drops it
+  c.record(key(1), false); // a miss drops it
   c.store(key(2), reentrant(2), 600);
-  c.store(key(3), reentrant(3), 600);  // evicts 2
-  c.store(key(3), reentrant(4), 600);  // replaces 3
-  c.set_limit(0);                      // drops 4
+  c.store(key(3), reentrant(3), 600); // evicts 2
+  c.store(key(3), reentrant(4), 600); // replaces 3
+  c.set_limit(0);                     // drops 4
   EXPECT_EQ(released, 4);
 }
 
@@ -156,7 +161,7 @@ TEST(PlanCache, ForgetAndClearDropEntriesWithoutCountingMisses) {
   c.store(key(2), entry(2), 100);
   c.store(key(3), entry(3), 100);
   c.forget(key(2));
-  c.forget(key(9));  // nothing kept there: nothing happens
+  c.forget(key(9)); // nothing kept there: nothing happens
   EXPECT_EQ(c.find(key(2)), nullptr);
   EXPECT_EQ(c.stats().entries, 2u);
   EXPECT_EQ(c.stats().bytes, 200u);
@@ -176,5 +181,5 @@ TEST(PlanCache, PublicLimitAndStats) {
   EXPECT_EQ(plan_cache_stats().entries, 0u);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -5,9 +5,9 @@
 #if defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
-#include <set>
-
 #include "testing.hpp"
+
+#include <set>
 
 namespace samebits {
 namespace {
@@ -19,7 +19,8 @@ constexpr Determinism kPo = Determinism::portable;
 
 double ref_sum(const std::vector<double>& v) {
   long double s = 0;
-  for (double x : v) s += x;
+  for (double x : v)
+    s += x;
   return static_cast<double>(s);
 }
 
@@ -37,8 +38,10 @@ TEST_P(SumTest, MatchesFloat64Reference) {
   const double eps = dtype == DType::f32 ? 1e-7 : 1e-16;
   // Error bound for a tree of depth ~ 16 + log2(n): scaled by the sum of magnitudes.
   double mag = 0;
-  for (double v : testing::to_doubles(x)) mag += std::abs(v);
-  EXPECT_LE(std::abs(got - ref), (40 + std::log2(n + 1.0)) * eps * mag + 1e-300) << got << " vs " << ref;
+  for (double v : testing::to_doubles(x))
+    mag += std::abs(v);
+  EXPECT_LE(std::abs(got - ref), (40 + std::log2(n + 1.0)) * eps * mag + 1e-300)
+      << got << " vs " << ref;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -86,41 +89,47 @@ TEST(Sum, DenormalsAreNotFlushed) {
 // count. (Workers that kept their own flags added theirs into normal partial sums, which the
 // caller then added up.)
 TEST(Sum, WorkerThreadsTakeTheCallersDenormalMode) {
-  const float tiny = std::ldexp(1.0f, -127);  // denormal; two of them make a normal number
+  const float tiny = std::ldexp(1.0f, -127); // denormal; two of them make a normal number
   Tensor x = Tensor::full({1 << 20}, tiny, DType::f32);
   Tensor out = Tensor::empty({1}, DType::f32);
   for (int threads : {1, 2, 4, 8}) {
     testing::ThreadCount tc(threads);
-    sum(x, out, {.level = kPo});  // the pool's workers run a job with the default flags first
+    sum(x, out, {.level = kPo}); // the pool's workers run a job with the default flags first
     ASSERT_NE(out.data<float>()[0], 0.0f);
     const unsigned saved = _mm_getcsr();
-    _mm_setcsr(saved | 0x8040u);  // FTZ and DAZ on this thread only
+    _mm_setcsr(saved | 0x8040u); // FTZ and DAZ on this thread only
     for (int rep = 0; rep < 5; ++rep) {
       sum(x, out, {.level = kPo});
       EXPECT_EQ(out.data<float>()[0], 0.0f) << threads << " threads";
     }
     _mm_setcsr(saved);
     sum(x, out, {.level = kPo});
-    EXPECT_EQ(out.data<float>()[0], static_cast<float>(1 << 20) * tiny) << "flags back off, on every thread";
+    EXPECT_EQ(out.data<float>()[0], static_cast<float>(1 << 20) * tiny)
+        << "flags back off, on every thread";
   }
 }
 #endif
 
 // The canonical order, written out naively: the tree the docs describe.
 float naive_canonical(const std::vector<float>& x) {
-  if (x.empty()) return 0.0f;
+  if (x.empty())
+    return 0.0f;
   std::vector<float> level = x;
   while (true) {
     std::vector<float> next;
     for (std::size_t base = 0; base < level.size(); base += 4096) {
       float lanes[256];
-      for (float& l : lanes) l = -0.0f;
-      for (std::size_t i = base; i < std::min(level.size(), base + 4096); ++i) lanes[(i - base) % 256] += level[i];
+      for (float& l : lanes)
+        l = -0.0f;
+      for (std::size_t i = base; i < std::min(level.size(), base + 4096); ++i)
+        lanes[(i - base) % 256] += level[i];
       for (int s = 128; s >= 1; s /= 2)
-        for (int l = 0; l < s; ++l) lanes[l] += lanes[l + s];
+        for (int l = 0; l < s; ++l)
+          lanes[l] += lanes[l + s];
       next.push_back(lanes[0]);
     }
-    if (level.size() <= 4096) return next[0];
+    if (level.size() <= 4096)
+      return next[0];
     level = next;
   }
 }
@@ -131,7 +140,8 @@ TEST(Sum, PortableFollowsTheDocumentedOrder) {
     Tensor x = testing::random_normal({n}, DType::f32, seed);
     Tensor out = Tensor::empty({1}, DType::f32);
     sum(x, out, {.level = kPo});
-    EXPECT_EQ(out.data<float>()[0], naive_canonical(x.to_vector<float>())) << "n=" << n << " seed " << seed;
+    EXPECT_EQ(out.data<float>()[0], naive_canonical(x.to_vector<float>()))
+        << "n=" << n << " seed " << seed;
   }
 }
 
@@ -222,7 +232,8 @@ TEST(SumDim, PortableBitwiseOverThreadCounts) {
     testing::ThreadCount tc(threads);
     for (int dim : {0, 1}) {
       Tensor out = Tensor::empty({dim == 0 ? 20000 : 64}, DType::f32);
-      for (int r = 0; r < 20; ++r) sum_dim(x, dim, out, {.level = kPo});
+      for (int r = 0; r < 20; ++r)
+        sum_dim(x, dim, out, {.level = kPo});
       hashes.insert(content_hash(out) ^ static_cast<std::uint64_t>(dim));
     }
   }
@@ -236,15 +247,20 @@ TEST(Dot, MatchesReferenceAndIsBitwiseStable) {
   Tensor b = testing::random_normal({500000}, DType::f64, seed + 1);
   const auto va = testing::to_doubles(a), vb = testing::to_doubles(b);
   long double ref = 0, mag = 0;
-  for (std::size_t i = 0; i < va.size(); ++i) { ref += static_cast<long double>(va[i]) * vb[i]; mag += std::abs(va[i] * vb[i]); }
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    ref += static_cast<long double>(va[i]) * vb[i];
+    mag += std::abs(va[i] * vb[i]);
+  }
   std::set<std::uint64_t> hashes;
   for (int threads : {1, 2, 3, 8}) {
     testing::ThreadCount tc(threads);
     for (auto level : {kNg, kPo}) {
       Tensor out = Tensor::empty({1}, DType::f64);
       dot(a, b, out, {.level = level});
-      EXPECT_NEAR(out.data<double>()[0], static_cast<double>(ref), 1e-13 * static_cast<double>(mag));
-      if (level == kPo) hashes.insert(content_hash(out));
+      EXPECT_NEAR(out.data<double>()[0], static_cast<double>(ref),
+                  1e-13 * static_cast<double>(mag));
+      if (level == kPo)
+        hashes.insert(content_hash(out));
     }
   }
   EXPECT_EQ(hashes.size(), 1u);
@@ -268,5 +284,5 @@ TEST(ReduceErrors, BadInputThrowsAndLeavesOutputUntouched) {
   EXPECT_EQ(out64.data<double>()[0], 42.0);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

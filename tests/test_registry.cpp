@@ -1,15 +1,17 @@
 // Selection, modes, guards, warn-only and the errors that name the op.
-#include <gmock/gmock.h>
-
 #include "core/registry.hpp"
 #include "testing.hpp"
+
+#include <gmock/gmock.h>
 
 namespace samebits {
 namespace {
 
 using ::testing::HasSubstr;
 
-detail::Candidate cand(const VariantInfo& i, std::string why = {}) { return {&i, std::move(why)}; }
+detail::Candidate cand(const VariantInfo& i, std::string why = {}) {
+  return {&i, std::move(why)};
+}
 
 VariantInfo info(const char* name, Determinism level, DeviceType b = DeviceType::cpu) {
   return {"fake_op", name, b, level, "test"};
@@ -20,9 +22,13 @@ TEST(Selection, PicksFirstQualifyingInPreferenceOrder) {
   auto b = info("b_sorted", Determinism::run_to_run);
   auto c = info("c_portable", Determinism::portable);
   std::vector<detail::Candidate> cs{cand(a), cand(b), cand(c)};
-  EXPECT_EQ(detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::not_guaranteed}).index, 0);
-  EXPECT_EQ(detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::run_to_run}).index, 1);
-  EXPECT_EQ(detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::portable}).index, 2);
+  EXPECT_EQ(
+      detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::not_guaranteed}).index,
+      0);
+  EXPECT_EQ(detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::run_to_run}).index,
+            1);
+  EXPECT_EQ(detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::portable}).index,
+            2);
 }
 
 TEST(Selection, SkipsVariantsThatCannotImplement) {
@@ -38,9 +44,11 @@ TEST(Selection, IsPureSameInputsSameChoice) {
   auto a = info("a", Determinism::not_guaranteed);
   auto b = info("b", Determinism::run_to_run);
   std::vector<detail::Candidate> cs{cand(a), cand(b)};
-  const auto first = detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::run_to_run});
+  const auto first =
+      detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::run_to_run});
   for (int i = 0; i < 100; ++i) {
-    const auto again = detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::run_to_run});
+    const auto again =
+        detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::run_to_run});
     EXPECT_EQ(again.index, first.index);
     EXPECT_EQ(again.explain, first.explain);
   }
@@ -95,9 +103,14 @@ TEST(Selection, ForcedVariantMustExistAndQualify) {
   auto a = info("a", Determinism::not_guaranteed);
   auto b = info("b", Determinism::portable);
   std::vector<detail::Candidate> cs{cand(a), cand(b)};
-  EXPECT_EQ(detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::not_guaranteed}, "b").index, 1);
-  EXPECT_TRUE(detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::portable}, "a").refused);
-  auto missing = detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::not_guaranteed}, "zzz");
+  EXPECT_EQ(
+      detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::not_guaranteed}, "b")
+          .index,
+      1);
+  EXPECT_TRUE(
+      detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::portable}, "a").refused);
+  auto missing =
+      detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::not_guaranteed}, "zzz");
   EXPECT_EQ(missing.index, -1);
   EXPECT_THAT(missing.explain, HasSubstr("no cpu variant is named 'zzz'"));
 }
@@ -141,15 +154,16 @@ TEST(Mode, ParseAndPrintLevels) {
 TEST(Registry, EveryOpHasCpuVariantsAtEveryLevel) {
   for (const auto& op : op_names())
     if (!op.starts_with("test_only"))
-    for (auto l : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable})
-      EXPECT_TRUE(preview_selection(op, DeviceType::cpu, l).runs) << op << " at " << to_string(l);
+      for (auto l : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable})
+        EXPECT_TRUE(preview_selection(op, DeviceType::cpu, l).runs) << op << " at " << to_string(l);
 }
 
 TEST(Registry, VariantNamesAreUniquePerOp) {
   auto vs = list_variants();
   for (std::size_t i = 0; i < vs.size(); ++i)
     for (std::size_t j = i + 1; j < vs.size(); ++j)
-      EXPECT_FALSE(vs[i].op == vs[j].op && vs[i].name == vs[j].name) << vs[i].op << " " << vs[i].name;
+      EXPECT_FALSE(vs[i].op == vs[j].op && vs[i].name == vs[j].name)
+          << vs[i].op << " " << vs[i].name;
 }
 
 TEST(Dispatch, ExplainSaysWhatRan) {
@@ -179,12 +193,13 @@ TEST(Dispatch, ForcedVariantRuns) {
 }
 
 TEST(Dispatch, CudaTensorsWithoutCudaSayWhy) {
-  if (cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  if (cuda_available())
+    GTEST_SKIP() << "a CUDA device is present";
   EXPECT_THROW(Tensor::empty({4}, DType::f32, Device::cuda()), Error);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits
 
 namespace samebits {
 namespace {
@@ -199,7 +214,9 @@ void register_fake_op() {
   std::call_once(once, [] {
     detail::registry().add(detail::Variant<FakeArgs>{
         {"test_only_atomic_op", "cpu.atomic", DeviceType::cpu, Determinism::not_guaranteed, "test"},
-        nullptr, nullptr, [](const FakeArgs& a, const detail::Workspace&) { ++*a.counter; }});
+        nullptr,
+        nullptr,
+        [](const FakeArgs& a, const detail::Workspace&) { ++*a.counter; }});
   });
 }
 
@@ -253,5 +270,5 @@ TEST(Dispatch, WarnOnlyWarnsOncePerOpAndRuns) {
   EXPECT_THAT(warnings[0], HasSubstr("warn-only"));
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

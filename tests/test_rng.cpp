@@ -33,5 +33,5 @@ TEST(Philox, UniformIsInUnitIntervalAndPure) {
   EXPECT_NE(rng::uniform(42, 7, 0), rng::uniform(42, 8, 0));
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

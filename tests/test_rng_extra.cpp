@@ -1,15 +1,14 @@
 // Random numbers beyond the raw generator: the portable log and sin/cos, normals, integers
 // without modulo bias, shuffles, generators and manual_seed, and tensor fills. Known answers are
 // pinned so that any change to the bits (which would break reproducibility) shows up.
-#include <gtest/gtest.h>
+#include "samebits/random.hpp"
+#include "testing.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <gtest/gtest.h>
 #include <numeric>
 #include <set>
-
-#include "samebits/random.hpp"
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -28,7 +27,8 @@ TEST(PortableMath, LogIsWithinTwoUlpOfTheExactValue) {
     // Random positive normal floats over the whole exponent range, plus the (0, 1] grid.
     const std::uint32_t w = rng::bits32(seed, 0, i);
     float x = rng::fp::from_bits(0x00800000u + w % (0x7f000000u));
-    if (i % 2) x = static_cast<float>((w >> 8) + 1u) * 5.9604644775390625e-08f;
+    if (i % 2)
+      x = static_cast<float>((w >> 8) + 1u) * 5.9604644775390625e-08f;
     const float exact = static_cast<float>(std::log(static_cast<double>(x)));
     const float got = rng::log_positive(x);
     if (exact == 0.0f) {
@@ -38,7 +38,8 @@ TEST(PortableMath, LogIsWithinTwoUlpOfTheExactValue) {
     // Near log(x) = 0 the absolute error matters, not ulps: two ulp, or about one float epsilon
     // of |log x| when that is wider (tiny results, whose ulps are tiny too).
     if (std::fabs(exact) < 1e-3f) {
-      if (ulp_distance(got, exact) > 2) EXPECT_NEAR(got, exact, 1.2e-7 * std::fabs(exact) + 1e-12) << x;
+      if (ulp_distance(got, exact) > 2)
+        EXPECT_NEAR(got, exact, 1.2e-7 * std::fabs(exact) + 1e-12) << x;
       continue;
     }
     worst = std::max(worst, ulp_distance(got, exact));
@@ -61,7 +62,7 @@ TEST(PortableMath, SinCosOfTurnsMatchLibm) {
   rng::sincos_turn24(0, s, c);
   EXPECT_EQ(s, 0.0f);
   EXPECT_EQ(c, 1.0f);
-  rng::sincos_turn24(1u << 22, s, c);  // a quarter turn: exact
+  rng::sincos_turn24(1u << 22, s, c); // a quarter turn: exact
   EXPECT_EQ(s, 1.0f);
   EXPECT_EQ(c, 0.0f);
 }
@@ -111,10 +112,9 @@ TEST(Normal, DistributionSanity) {
 }
 
 TEST(Integers, KnownAnswersAndRange) {
-  const std::uint64_t expected[6] = {
-405, 897, 144, 579, 831, 50
-  };
-  for (std::uint64_t i = 0; i < 6; ++i) EXPECT_EQ(rng::uniform_int(42, 7, i, 1000), expected[i]);
+  const std::uint64_t expected[6] = {405, 897, 144, 579, 831, 50};
+  for (std::uint64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(rng::uniform_int(42, 7, i, 1000), expected[i]);
   for (std::uint64_t i = 0; i < 10000; ++i) {
     ASSERT_LT(rng::uniform_int(1, 2, i, 7), 7u);
     ASSERT_EQ(rng::uniform_int(1, 2, i, 1), 0u);
@@ -136,14 +136,16 @@ TEST(Integers, UniformWithoutModuloBias) {
     low_modulo += ((static_cast<std::uint64_t>(b[0]) << 32 | b[1]) % range) < range / 2;
   }
   EXPECT_NEAR(static_cast<double>(low) / n, 0.5, 0.015);
-  EXPECT_GT(static_cast<double>(low_modulo) / n, 0.6);  // what the rejection avoids
+  EXPECT_GT(static_cast<double>(low_modulo) / n, 0.6); // what the rejection avoids
   // Chi-square over a small range.
   std::vector<int> counts(10, 0);
   const int m = 100000;
-  for (int i = 0; i < m; ++i) ++counts[rng::uniform_int(seed, 9, static_cast<std::uint64_t>(i), 10)];
+  for (int i = 0; i < m; ++i)
+    ++counts[rng::uniform_int(seed, 9, static_cast<std::uint64_t>(i), 10)];
   double chi2 = 0;
-  for (int c : counts) chi2 += (c - m / 10.0) * (c - m / 10.0) / (m / 10.0);
-  EXPECT_LT(chi2, 27.9);  // 9 degrees of freedom, p = 0.001
+  for (int c : counts)
+    chi2 += (c - m / 10.0) * (c - m / 10.0) / (m / 10.0);
+  EXPECT_LT(chi2, 27.9); // 9 degrees of freedom, p = 0.001
 }
 
 TEST(Integers, LongRejectionChainsTerminateAndStayUniform) {
@@ -163,13 +165,11 @@ TEST(Integers, LongRejectionChainsTerminateAndStayUniform) {
 }
 
 TEST(Shuffle, PermutationKnownAnswerAndThreadIndependence) {
-  const std::vector<std::int64_t> expected = {
-6, 5, 2, 9, 0, 8, 3, 7, 4, 1
-  };
+  const std::vector<std::int64_t> expected = {6, 5, 2, 9, 0, 8, 3, 7, 4, 1};
   EXPECT_EQ(randperm(10, 42, 7), expected);
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const std::int64_t n = 300000;  // several parallel chunks
+  const std::int64_t n = 300000; // several parallel chunks
   std::vector<std::int64_t> first;
   for (int threads : {1, 2, 3, 8}) {
     testing::ThreadCount tc(threads);
@@ -178,7 +178,8 @@ TEST(Shuffle, PermutationKnownAnswerAndThreadIndependence) {
       first = p;
       auto sorted = p;
       std::sort(sorted.begin(), sorted.end());
-      for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[static_cast<std::size_t>(i)], i);
+      for (std::int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(sorted[static_cast<std::size_t>(i)], i);
     } else {
       ASSERT_EQ(p, first) << threads << " threads";
     }
@@ -197,13 +198,15 @@ TEST(Shuffle, EveryPositionEquallyLikely) {
     ++where[static_cast<std::size_t>(std::find(p.begin(), p.end(), 0) - p.begin())];
   }
   double chi2 = 0;
-  for (int c : where) chi2 += (c - trials / 5.0) * (c - trials / 5.0) / (trials / 5.0);
-  EXPECT_LT(chi2, 18.5);  // 4 degrees of freedom, p = 0.001
+  for (int c : where)
+    chi2 += (c - trials / 5.0) * (c - trials / 5.0) / (trials / 5.0);
+  EXPECT_LT(chi2, 18.5); // 4 degrees of freedom, p = 0.001
   std::vector<std::string> items = {"a", "b", "c", "d"};
   shuffle(items, 3, 4);
   const auto perm = randperm(4, 3, 4);
   const std::vector<std::string> orig = {"a", "b", "c", "d"};
-  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(items[i], orig[static_cast<std::size_t>(perm[i])]);
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(items[i], orig[static_cast<std::size_t>(perm[i])]);
 }
 
 TEST(Generators, ManualSeedResetsEveryGeneratorAndDrawsAdvance) {
@@ -245,7 +248,7 @@ TEST(Generators, ManualSeedResetsEveryGeneratorAndDrawsAdvance) {
 TEST(Fills, MatchThePureFunctionsOnAnyLayoutAndThreadCount) {
   const auto seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const std::int64_t rows = 300, cols = 700;  // > one 65536-element chunk
+  const std::int64_t rows = 300, cols = 700; // > one 65536-element chunk
   for (int threads : {1, 3}) {
     testing::ThreadCount tc(threads);
     Tensor u = Tensor::empty({rows, cols}, DType::f32);
@@ -263,7 +266,8 @@ TEST(Fills, MatchThePureFunctionsOnAnyLayoutAndThreadCount) {
       ASSERT_EQ(u.data<float>()[i], rng::uniform(seed, 1, 10 + j));
       ASSERT_EQ(n.data<float>()[i], 0.5f + 2.0f * rng::normal(seed, 2, 4 + j));
       ASSERT_EQ(d.data<double>()[i], rng::uniform_double(seed, 1, 10 + j));
-      ASSERT_EQ(k.data<std::int64_t>()[i], -5 + static_cast<std::int64_t>(rng::uniform_int(seed, 3, j, 10)));
+      ASSERT_EQ(k.data<std::int64_t>()[i],
+                -5 + static_cast<std::int64_t>(rng::uniform_int(seed, 3, j, 10)));
       ASSERT_EQ(bern.data<std::int32_t>()[i], rng::bernoulli(seed, 4, j, 0.25f) ? 1 : 0);
     }
     // A strided output gets the same values in row-major order.
@@ -280,5 +284,5 @@ TEST(Fills, MatchThePureFunctionsOnAnyLayoutAndThreadCount) {
   fill_normal(empty, 1, 1);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,12 +1,12 @@
 // cumsum on the CPU: accuracy against a long-double running sum, the documented canonical order,
 // bitwise determinism over repeats and thread counts, the atomic variant's nondeterminism,
 // strided / in-place / empty inputs, NaN and -0.0, bad input.
+#include "scan_reference.hpp"
+#include "testing.hpp"
+
 #include <cmath>
 #include <limits>
 #include <set>
-
-#include "scan_reference.hpp"
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -47,10 +47,21 @@ INSTANTIATE_TEST_SUITE_P(
 template <class T> std::vector<T> naive_canonical(const std::vector<T>& x) {
   const auto n = static_cast<std::int64_t>(x.size());
   const T z = T(-0.0);
-  auto chain = [&](std::int64_t b, std::int64_t e, auto&& term) { T s = z; for (auto i = b; i < e; ++i) s = s + term(i); return s; };
-  auto seg_total = [&](std::int64_t s) { return chain(s * 8, std::min(n, s * 8 + 8), [&](std::int64_t i) { return x[i]; }); };
-  auto group_total = [&](std::int64_t g) { return chain(g * 32, std::min((n + 7) / 8, g * 32 + 32), seg_total); };
-  auto tile_total = [&](std::int64_t k) { return chain(k * 8, std::min((n + 255) / 256, k * 8 + 8), group_total); };
+  auto chain = [&](std::int64_t b, std::int64_t e, auto&& term) {
+    T s = z;
+    for (auto i = b; i < e; ++i)
+      s = s + term(i);
+    return s;
+  };
+  auto seg_total = [&](std::int64_t s) {
+    return chain(s * 8, std::min(n, s * 8 + 8), [&](std::int64_t i) { return x[i]; });
+  };
+  auto group_total = [&](std::int64_t g) {
+    return chain(g * 32, std::min((n + 7) / 8, g * 32 + 32), seg_total);
+  };
+  auto tile_total = [&](std::int64_t k) {
+    return chain(k * 8, std::min((n + 255) / 256, k * 8 + 8), group_total);
+  };
   std::vector<T> out(x.size());
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t s = i / 8, g = i / 256, k = i / 2048;
@@ -81,8 +92,12 @@ TEST(Cumsum, PortableBitwiseOverRepeatsAndThreadCounts) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   // {20, 50000} along dim 1 walks whole lines at 1-2 threads and splits tiles at 3 and 8.
-  struct Case { Shape shape; int dim; };
-  for (const Case& c : {Case{{1 << 20}, 0}, Case{{20, 50000}, 1}, Case{{64, 3000}, 1}, Case{{3000, 64}, 0}}) {
+  struct Case {
+    Shape shape;
+    int dim;
+  };
+  for (const Case& c :
+       {Case{{1 << 20}, 0}, Case{{20, 50000}, 1}, Case{{64, 3000}, 1}, Case{{3000, 64}, 0}}) {
     Tensor x = testing::random_normal(c.shape, DType::f32, seed);
     Tensor out = Tensor::empty(c.shape, DType::f32);
     std::set<std::uint64_t> hashes;
@@ -167,7 +182,8 @@ TEST(Cumsum, EmptyAndZeroDim) {
   for (const Shape& s : {Shape{0}, Shape{3, 0}, Shape{0, 5}}) {
     Tensor x = Tensor::empty(s, DType::f32), out = Tensor::empty(s, DType::f32);
     for (int dim = 0; dim < x.ndim(); ++dim)
-      for (auto level : {kNg, kPo}) EXPECT_NO_THROW(cumsum(x, dim, out, {.level = level}));
+      for (auto level : {kNg, kPo})
+        EXPECT_NO_THROW(cumsum(x, dim, out, {.level = level}));
   }
   Tensor x = Tensor::full({}, 2.5, DType::f64), out = Tensor::full({}, 0.0, DType::f64);
   cumsum(x, 0, out, {.level = kPo});
@@ -185,11 +201,13 @@ TEST(Cumsum, NanInfAndNegativeZero) {
     EXPECT_TRUE(std::isfinite(o[99]));
     EXPECT_EQ(o[100], std::numeric_limits<float>::infinity());
     EXPECT_EQ(o[2999], std::numeric_limits<float>::infinity());
-    for (int i = 3000; i < 5000; ++i) ASSERT_TRUE(std::isnan(o[i])) << i;
+    for (int i = 3000; i < 5000; ++i)
+      ASSERT_TRUE(std::isnan(o[i])) << i;
   }
   Tensor z = Tensor::full({3000}, -0.0, DType::f32);
   cumsum(z, 0, out.view().slice(0, 0, 3000), {.level = kPo});
-  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(std::signbit(out.data<float>()[i])) << i;
+  for (int i = 0; i < 3000; ++i)
+    ASSERT_TRUE(std::signbit(out.data<float>()[i])) << i;
   // Denormals are not flushed.
   const float tiny = std::numeric_limits<float>::denorm_min();
   Tensor d = Tensor::full({3000}, tiny, DType::f32);
@@ -209,7 +227,8 @@ TEST(Cumsum, BadInputThrowsAndLeavesOutputUntouched) {
   EXPECT_THROW(cumsum(x, 2, out), InvalidArgument);
   EXPECT_THROW(cumsum(x, -3, out), InvalidArgument);
   for (auto t : {out, out64, out_shape})
-    for (double v : testing::to_doubles(t)) ASSERT_EQ(v, 42.0);
+    for (double v : testing::to_doubles(t))
+      ASSERT_EQ(v, 42.0);
   // Negative dims count from the end.
   Tensor a = Tensor::empty({4, 10}, DType::f32), b = Tensor::empty({4, 10}, DType::f32);
   cumsum(x, -1, a, {.level = kPo});
@@ -217,5 +236,5 @@ TEST(Cumsum, BadInputThrowsAndLeavesOutputUntouched) {
   EXPECT_TRUE(bitwise_equal(a, b));
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

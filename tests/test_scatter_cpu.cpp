@@ -2,13 +2,13 @@
 // float64 reference and (portable variants) bitwise against a naive loop that follows the
 // documented canonical order; determinism over repeats and thread counts; the atomic variant's
 // nondeterminism; include_self semantics for every reduction; bad input leaves output untouched.
+#include "testing.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <set>
-
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -21,14 +21,18 @@ struct VariantCase {
   const char* name;
   Determinism level;
 };
-const VariantCase kScatterVariants[] = {
-    {"cpu.atomic", kNg}, {"cpu.sorted_pull", kPo}, {"cpu.target_sweep", kPo}, {"cpu.column_sweep", kPo}};
+const VariantCase kScatterVariants[] = {{"cpu.atomic", kNg},
+                                        {"cpu.sorted_pull", kPo},
+                                        {"cpu.target_sweep", kPo},
+                                        {"cpu.column_sweep", kPo}};
 // Variants that take index vectors only (index_add, or an index expanded across columns).
 bool vector_only(const VariantCase& v) {
   return std::string(v.name) == "cpu.sorted_pull" || std::string(v.name) == "cpu.target_sweep";
 }
 
-Options force(const VariantCase& v) { return Options{.level = v.level, .variant = v.name}; }
+Options force(const VariantCase& v) {
+  return Options{.level = v.level, .variant = v.name};
+}
 
 // Row-major multi-index helpers for contiguous shapes of up to 4 dims.
 std::vector<std::int64_t> unravel(std::int64_t e, const Shape& s) {
@@ -41,17 +45,22 @@ std::vector<std::int64_t> unravel(std::int64_t e, const Shape& s) {
 }
 std::int64_t ravel(const std::vector<std::int64_t>& idx, const Shape& s) {
   std::int64_t e = 0;
-  for (std::size_t d = 0; d < s.size(); ++d) e = e * s[d] + idx[d];
+  for (std::size_t d = 0; d < s.size(); ++d)
+    e = e * s[d] + idx[d];
   return e;
 }
 
 template <class T> T step(Reduce r, T acc, T c) {
   switch (r) {
-    case Reduce::sum:
-    case Reduce::mean: return acc + c;
-    case Reduce::prod: return acc * c;
-    case Reduce::amax: return (c > acc || c != c) ? c : acc;
-    case Reduce::amin: return (c < acc || c != c) ? c : acc;
+  case Reduce::sum:
+  case Reduce::mean:
+    return acc + c;
+  case Reduce::prod:
+    return acc * c;
+  case Reduce::amax:
+    return (c > acc || c != c) ? c : acc;
+  case Reduce::amin:
+    return (c < acc || c != c) ? c : acc;
   }
   return acc;
 }
@@ -60,9 +69,10 @@ template <class T> T step(Reduce r, T acc, T c) {
 // in ascending position along dim, so one sequential loop over them is the documented order.
 // Works in T (bitwise reference) or in double (accuracy reference, from the same inputs).
 template <class T>
-std::vector<T> naive_scatter(std::vector<T> out, const Shape& out_shape, const std::vector<std::int64_t>& index,
-                             const Shape& index_shape, const std::vector<T>& src, const Shape& src_shape, int dim,
-                             Reduce r, bool include_self) {
+std::vector<T> naive_scatter(std::vector<T> out, const Shape& out_shape,
+                             const std::vector<std::int64_t>& index, const Shape& index_shape,
+                             const std::vector<T>& src, const Shape& src_shape, int dim, Reduce r,
+                             bool include_self) {
   std::vector<std::int64_t> count(out.size(), 0);
   for (std::int64_t e = 0; e < static_cast<std::int64_t>(index.size()); ++e) {
     auto p = unravel(e, index_shape);
@@ -75,13 +85,15 @@ std::vector<T> naive_scatter(std::vector<T> out, const Shape& out_shape, const s
   }
   if (r == Reduce::mean)
     for (std::size_t t = 0; t < out.size(); ++t)
-      if (count[t] > 0) out[t] = out[t] / static_cast<T>(count[t] + (include_self ? 1 : 0));
+      if (count[t] > 0)
+        out[t] = out[t] / static_cast<T>(count[t] + (include_self ? 1 : 0));
   return out;
 }
 
 std::vector<std::int64_t> index_values(const Tensor& t) {
   std::vector<std::int64_t> v;
-  for (double d : testing::to_doubles(t)) v.push_back(static_cast<std::int64_t>(d));
+  for (double d : testing::to_doubles(t))
+    v.push_back(static_cast<std::int64_t>(d));
   return v;
 }
 
@@ -89,13 +101,16 @@ std::vector<std::int64_t> index_values(const Tensor& t) {
 std::vector<std::int64_t> expand_rows(const std::vector<std::int64_t>& idx, std::int64_t cols) {
   std::vector<std::int64_t> v;
   for (auto i : idx)
-    for (std::int64_t c = 0; c < cols; ++c) v.push_back(i);
+    for (std::int64_t c = 0; c < cols; ++c)
+      v.push_back(i);
   return v;
 }
 
 template <class T> std::vector<T> values(const Tensor& t) {
-  if constexpr (std::is_same_v<T, double>) return testing::to_doubles(t);
-  else return Tensor::copy_of(t, Device::cpu()).to_vector<T>();
+  if constexpr (std::is_same_v<T, double>)
+    return testing::to_doubles(t);
+  else
+    return Tensor::copy_of(t, Device::cpu()).to_vector<T>();
 }
 
 // --- index_add --------------------------------------------------------------------------------
@@ -116,24 +131,31 @@ TEST_P(IndexAddTest, EveryVariantMatchesReferences) {
   const auto idx = expand_rows(index_values(index), shape.f);
   for (double alpha : {1.0, -0.75}) {
     auto sd = testing::to_doubles(src);
-    for (auto& v : sd) v *= alpha;
-    const auto ref = naive_scatter<double>(testing::to_doubles(out0), {shape.n, shape.f}, idx,
-                                           {shape.e, shape.f}, sd, {shape.e, shape.f}, 0, Reduce::sum, true);
+    for (auto& v : sd)
+      v *= alpha;
+    const auto ref =
+        naive_scatter<double>(testing::to_doubles(out0), {shape.n, shape.f}, idx,
+                              {shape.e, shape.f}, sd, {shape.e, shape.f}, 0, Reduce::sum, true);
     // The same sums over absolute values: the error is judged against what was added, since a
     // target whose terms cancel (one source of -0.75 x against its start value) has a result far
     // smaller than the rounding of its terms.
     auto abs_of = [](std::vector<double> v) {
-      for (auto& x : v) x = std::fabs(x);
+      for (auto& x : v)
+        x = std::fabs(x);
       return v;
     };
-    const auto scale = naive_scatter<double>(abs_of(testing::to_doubles(out0)), {shape.n, shape.f}, idx,
-                                             {shape.e, shape.f}, abs_of(sd), {shape.e, shape.f}, 0, Reduce::sum, true);
+    const auto scale = naive_scatter<double>(abs_of(testing::to_doubles(out0)), {shape.n, shape.f},
+                                             idx, {shape.e, shape.f}, abs_of(sd),
+                                             {shape.e, shape.f}, 0, Reduce::sum, true);
     std::vector<double> canonical;
     if (dtype == DType::f32) {
       auto sf = values<float>(src);
-      if (alpha != 1.0) for (auto& v : sf) v = static_cast<float>(alpha) * v;
-      for (float v : naive_scatter<float>(values<float>(out0), {shape.n, shape.f}, idx, {shape.e, shape.f}, sf,
-                                          {shape.e, shape.f}, 0, Reduce::sum, true))
+      if (alpha != 1.0)
+        for (auto& v : sf)
+          v = static_cast<float>(alpha) * v;
+      for (float v :
+           naive_scatter<float>(values<float>(out0), {shape.n, shape.f}, idx, {shape.e, shape.f},
+                                sf, {shape.e, shape.f}, 0, Reduce::sum, true))
         canonical.push_back(v);
     }
     const double tol = dtype == DType::f32 ? 1e-5 : 1e-13;
@@ -142,23 +164,26 @@ TEST_P(IndexAddTest, EveryVariantMatchesReferences) {
       Tensor out = out0.clone();
       index_add(out, index, src, alpha, force(v));
       EXPECT_LT(testing::error_against_scale(out, ref, scale), tol);
-      if (v.level == kPo && dtype == DType::f32) EXPECT_EQ(testing::to_doubles(out), canonical);
+      if (v.level == kPo && dtype == DType::f32)
+        EXPECT_EQ(testing::to_doubles(out), canonical);
     }
     Tensor out = out0.clone();
     const IndexPlan plan = make_index_plan(index, shape.n);
     index_add(out, plan, src, alpha);
     EXPECT_LT(testing::error_against_scale(out, ref, scale), tol);
-    if (dtype == DType::f32) EXPECT_EQ(testing::to_doubles(out), canonical);
+    if (dtype == DType::f32)
+      EXPECT_EQ(testing::to_doubles(out), canonical);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, IndexAddTest,
-                         ::testing::Combine(::testing::Values(AddShape{0, 5, 3}, AddShape{1, 1, 1},
-                                                              AddShape{1000, 10, 1}, AddShape{5000, 300, 7},
-                                                              AddShape{20000, 50, 64}, AddShape{3000, 1, 2},
-                                                              AddShape{200000, 70000, 1}),
-                                            ::testing::Values(DType::f32, DType::f64),
-                                            ::testing::Values(DType::i32, DType::i64)));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, IndexAddTest,
+    ::testing::Combine(::testing::Values(AddShape{0, 5, 3}, AddShape{1, 1, 1},
+                                         AddShape{1000, 10, 1}, AddShape{5000, 300, 7},
+                                         AddShape{20000, 50, 64}, AddShape{3000, 1, 2},
+                                         AddShape{200000, 70000, 1}),
+                       ::testing::Values(DType::f32, DType::f64),
+                       ::testing::Values(DType::i32, DType::i64)));
 
 TEST(IndexAdd, StridedInputsAndOutput) {
   const auto seed = fresh_seed();
@@ -166,7 +191,7 @@ TEST(IndexAdd, StridedInputsAndOutput) {
   Tensor src = testing::random_normal({3000, 9}, DType::f32, seed);
   Tensor index = testing::random_index(6000, 40, DType::i64, seed + 1);
   Tensor out0 = testing::random_normal({40, 9}, DType::f32, seed + 2);
-  TensorView idx_strided = index.view().slice(0, 0, 6000, 2);  // stride 2
+  TensorView idx_strided = index.view().slice(0, 0, 6000, 2); // stride 2
   Tensor idx_c = Tensor::copy_of(idx_strided);
   Tensor keep_src, keep_out;
   TensorView src_s = testing::strided_copy(src, keep_src);
@@ -176,10 +201,13 @@ TEST(IndexAdd, StridedInputsAndOutput) {
     index_add(expect, idx_c, src, 1.0, {.level = kPo});
     TensorView out_s = testing::strided_copy(out0, keep_out);
     index_add(out_s, idx_strided, src_s, 1.0, force(v));
-    if (v.level == kPo) EXPECT_TRUE(bitwise_equal(out_s, expect));
-    else EXPECT_LT(testing::relative_error(out_s, testing::to_doubles(expect)), 1e-5);
+    if (v.level == kPo)
+      EXPECT_TRUE(bitwise_equal(out_s, expect));
+    else
+      EXPECT_LT(testing::relative_error(out_s, testing::to_doubles(expect)), 1e-5);
     // The gaps of the strided output are untouched (still NaN).
-    for (double g : testing::to_doubles(keep_out.view().slice(1, 1, 18, 2))) EXPECT_TRUE(std::isnan(g));
+    for (double g : testing::to_doubles(keep_out.view().slice(1, 1, 18, 2)))
+      EXPECT_TRUE(std::isnan(g));
   }
 }
 
@@ -189,15 +217,19 @@ TEST(IndexAdd, OneDimensionalAndEmpty) {
   Tensor out = Tensor::full({7}, 1.0, DType::f64);
   index_add(out, index, src);
   double total = 0;
-  for (double v : testing::to_doubles(out)) total += v;
+  for (double v : testing::to_doubles(out))
+    total += v;
   double expect = 7;
-  for (double v : testing::to_doubles(src)) expect += v;
+  for (double v : testing::to_doubles(src))
+    expect += v;
   EXPECT_NEAR(total, expect, 1e-12);
   for (const auto& v : kScatterVariants) {
     Tensor e_out = Tensor::full({0, 4}, 1.0, DType::f32);
-    index_add(e_out, Tensor::empty({0}, DType::i64), Tensor::empty({0, 4}, DType::f32), 1.0, force(v));
+    index_add(e_out, Tensor::empty({0}, DType::i64), Tensor::empty({0, 4}, DType::f32), 1.0,
+              force(v));
     Tensor o2 = Tensor::full({3, 0}, 1.0, DType::f32);
-    index_add(o2, Tensor::full({5}, 1.0, DType::i64), Tensor::empty({5, 0}, DType::f32), 1.0, force(v));
+    index_add(o2, Tensor::full({5}, 1.0, DType::i64), Tensor::empty({5, 0}, DType::f32), 1.0,
+              force(v));
   }
 }
 
@@ -213,7 +245,8 @@ TEST(IndexAdd, DeterministicOverRepeatsAndThreadCounts) {
       testing::ThreadCount tc(threads);
       const IndexPlan p1 = make_index_plan(idx1, 1000), p2 = make_index_plan(idx2, 500);
       for (int r = 0; r < 20; ++r) {
-        Tensor o1 = Tensor::full({1000, 1}, 0.5, DType::f32), o2 = Tensor::full({500, 40}, 0.5, DType::f32);
+        Tensor o1 = Tensor::full({1000, 1}, 0.5, DType::f32),
+               o2 = Tensor::full({500, 40}, 0.5, DType::f32);
         if (std::string(variant) == "plan") {
           index_add(o1, p1, src1);
           index_add(o2, p2, src2);
@@ -264,14 +297,18 @@ TEST(IndexPlan, IsTheStableSortAndSameForEveryThreadCount) {
   const auto idx = index_values(index);
   std::vector<std::int64_t> order(idx.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return idx[static_cast<std::size_t>(a)] < idx[static_cast<std::size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) {
+    return idx[static_cast<std::size_t>(a)] < idx[static_cast<std::size_t>(b)];
+  });
   std::vector<std::int64_t> offsets(3001, 0);
-  for (auto i : idx) ++offsets[static_cast<std::size_t>(i + 1)];
+  for (auto i : idx)
+    ++offsets[static_cast<std::size_t>(i + 1)];
   std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
   for (int threads : {1, 2, 3, 8}) {
     testing::ThreadCount tc(threads);
     const IndexPlan p = make_index_plan(index, 3000);
-    EXPECT_EQ(p.order.to_vector<std::int64_t>(), order) << "threads " << threads << " seed " << seed;
+    EXPECT_EQ(p.order.to_vector<std::int64_t>(), order)
+        << "threads " << threads << " seed " << seed;
     EXPECT_EQ(p.offsets.to_vector<std::int64_t>(), offsets) << "threads " << threads;
     EXPECT_EQ(p.num_sources, 500000);
     EXPECT_EQ(p.num_targets, 3000);
@@ -328,19 +365,20 @@ struct ScatterCase {
 const ScatterCase kCases[] = {
     {{50}, {400}, {400}, 0},
     {{30, 8}, {500, 8}, {500, 8}, 0},
-    {{30, 8}, {500, 5}, {600, 9}, 0},           // index smaller than src and out
+    {{30, 8}, {500, 5}, {600, 9}, 0}, // index smaller than src and out
     {{6, 40}, {6, 300}, {6, 300}, 1},
     {{4, 7, 9}, {4, 50, 9}, {4, 50, 9}, 1},
     {{3, 5, 6, 11}, {2, 4, 6, 30}, {3, 4, 6, 30}, 3},
     {{3, 5, 6, 11}, {3, 5, 40, 11}, {3, 5, 40, 11}, 2},
-    {{9, 1}, {0, 1}, {0, 1}, 0},                // empty
+    {{9, 1}, {0, 1}, {0, 1}, 0}, // empty
 };
 
 template <class T>
-std::vector<T> naive_case(const ScatterCase& c, const Tensor& out, const Tensor& index, const Tensor& src,
-                          Reduce r, bool self) {
+std::vector<T> naive_case(const ScatterCase& c, const Tensor& out, const Tensor& index,
+                          const Tensor& src, Reduce r, bool self) {
   // src values restricted to the index's shape, in the index's row-major order.
-  return naive_scatter<T>(values<T>(out), c.out, index_values(index), c.index, values<T>(src), c.src, c.dim, r, self);
+  return naive_scatter<T>(values<T>(out), c.out, index_values(index), c.index, values<T>(src),
+                          c.src, c.dim, r, self);
 }
 
 class ScatterTest : public ::testing::TestWithParam<std::tuple<int, Reduce, bool>> {};
@@ -365,27 +403,32 @@ TEST_P(ScatterTest, EveryVariantMatchesReferences) {
   Tensor keep_out, keep_src;
   for (const auto& v : kScatterVariants)
     for (bool strided : {false, true}) {
-      if (vector_only(v)) continue;  // takes index vectors only (below)
+      if (vector_only(v))
+        continue; // takes index vectors only (below)
       SCOPED_TRACE(std::string(v.name) + (strided ? " strided" : ""));
       Tensor out = out0.clone();
       TensorView o = strided ? testing::strided_copy(out0, keep_out) : out.view();
       TensorView s = strided ? testing::strided_copy(src, keep_src) : src.view();
       scatter_reduce(o, c.dim, index, s, reduce, self, force(v));
-      if (v.level == kPo) EXPECT_EQ(values<float>(Tensor::copy_of(o)), canonical);
-      else EXPECT_LT(testing::relative_error(o, ref), 1e-5);
+      if (v.level == kPo)
+        EXPECT_EQ(values<float>(Tensor::copy_of(o)), canonical);
+      else
+        EXPECT_LT(testing::relative_error(o, ref), 1e-5);
       if (reduce == Reduce::sum && self) {
         Tensor o2 = out0.clone();
         scatter_add(o2, c.dim, index, src, force(v));
-        if (v.level == kPo) EXPECT_EQ(values<float>(o2), canonical);
+        if (v.level == kPo)
+          EXPECT_EQ(values<float>(o2), canonical);
       }
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, ScatterTest,
-                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kCases))),
-                                            ::testing::Values(Reduce::sum, Reduce::mean, Reduce::amax,
-                                                              Reduce::amin, Reduce::prod),
-                                            ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ScatterTest,
+    ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kCases))),
+                       ::testing::Values(Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin,
+                                         Reduce::prod),
+                       ::testing::Bool()));
 
 // An index expanded from a vector (stride 0 across columns) takes the target sweep; every variant
 // still follows the same order.
@@ -405,8 +448,10 @@ TEST(ScatterReduce, ExpandedIndexEveryReduceEveryVariant) {
       for (const auto& v : kScatterVariants) {
         Tensor out = out0.clone();
         scatter_reduce(out, 0, expanded, src, r, self, force(v));
-        if (v.level == kPo) EXPECT_TRUE(bitwise_equal(out, expect)) << v.name << " " << to_string(r) << " " << self;
-        else EXPECT_LT(testing::relative_error(out, testing::to_doubles(expect)), 1e-12);
+        if (v.level == kPo)
+          EXPECT_TRUE(bitwise_equal(out, expect)) << v.name << " " << to_string(r) << " " << self;
+        else
+          EXPECT_LT(testing::relative_error(out, testing::to_doubles(expect)), 1e-12);
       }
       scatter_reduce(out0.clone(), 0, expanded, src, r, self, {.level = kPo});
       EXPECT_NE(last_explain().find("cpu.target_sweep"), std::string::npos) << last_explain();
@@ -417,19 +462,29 @@ TEST(ScatterReduce, IncludeSelfSemanticsByHand) {
   // out = [10, 20, 30]; sources 1, 2, 3, 4 to targets 0, 0, 2, 0; target 1 receives nothing.
   Tensor src = Tensor::from_vector<double>({1, 2, 3, 4}, {4});
   Tensor index = Tensor::from_vector<std::int64_t>({0, 0, 2, 0}, {4});
-  struct Expect { Reduce r; bool self; std::vector<double> v; };
+  struct Expect {
+    Reduce r;
+    bool self;
+    std::vector<double> v;
+  };
   const Expect cases[] = {
-      {Reduce::sum, true, {17, 20, 33}},   {Reduce::sum, false, {7, 20, 3}},
-      {Reduce::mean, true, {17.0 / 4, 20, 33.0 / 2}}, {Reduce::mean, false, {7.0 / 3, 20, 3}},
-      {Reduce::prod, true, {80, 20, 90}},  {Reduce::prod, false, {8, 20, 3}},
-      {Reduce::amax, true, {10, 20, 30}},  {Reduce::amax, false, {4, 20, 3}},
-      {Reduce::amin, true, {1, 20, 3}},    {Reduce::amin, false, {1, 20, 3}},
+      {Reduce::sum, true, {17, 20, 33}},
+      {Reduce::sum, false, {7, 20, 3}},
+      {Reduce::mean, true, {17.0 / 4, 20, 33.0 / 2}},
+      {Reduce::mean, false, {7.0 / 3, 20, 3}},
+      {Reduce::prod, true, {80, 20, 90}},
+      {Reduce::prod, false, {8, 20, 3}},
+      {Reduce::amax, true, {10, 20, 30}},
+      {Reduce::amax, false, {4, 20, 3}},
+      {Reduce::amin, true, {1, 20, 3}},
+      {Reduce::amin, false, {1, 20, 3}},
   };
   for (const auto& c : cases)
     for (const auto& v : kScatterVariants) {
       Tensor out = Tensor::from_vector<double>({10, 20, 30}, {3});
       scatter_reduce(out, 0, index, src, c.r, c.self, force(v));
-      EXPECT_EQ(testing::to_doubles(out), c.v) << to_string(c.r) << " self " << c.self << " " << v.name;
+      EXPECT_EQ(testing::to_doubles(out), c.v)
+          << to_string(c.r) << " self " << c.self << " " << v.name;
     }
 }
 
@@ -484,7 +539,8 @@ TEST(ScatterErrors, OutOfRangeIndexWritesNothing) {
     Tensor src = testing::random_normal({5000, 3}, DType::f32, fresh_seed());
     Tensor index = testing::random_index(5000, 10, DType::i64, fresh_seed());
     index.data<std::int64_t>()[4321] = bad;
-    const TensorView expanded{index.view().data, DType::i64, Device::cpu(), 2, {5000, 3, 0, 0}, {1, 0, 0, 0}};
+    const TensorView expanded{index.view().data, DType::i64,  Device::cpu(), 2,
+                              {5000, 3, 0, 0},   {1, 0, 0, 0}};
     for (const auto& v : kScatterVariants) {
       Tensor out = testing::random_normal({10, 3}, DType::f32, 5);
       const auto before = content_hash(out);
@@ -497,11 +553,13 @@ TEST(ScatterErrors, OutOfRangeIndexWritesNothing) {
       }
       EXPECT_EQ(content_hash(out), before) << v.name;
       for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::prod}) {
-        EXPECT_THROW(scatter_reduce(out, 0, expanded, src, r, false, force(v)), IndexOutOfRange) << v.name;
+        EXPECT_THROW(scatter_reduce(out, 0, expanded, src, r, false, force(v)), IndexOutOfRange)
+            << v.name;
         EXPECT_EQ(content_hash(out), before) << v.name;
       }
       if (!vector_only(v)) {
-        EXPECT_THROW(scatter_add(out, 0, Tensor::copy_of(expanded), src, force(v)), IndexOutOfRange);
+        EXPECT_THROW(scatter_add(out, 0, Tensor::copy_of(expanded), src, force(v)),
+                     IndexOutOfRange);
         EXPECT_EQ(content_hash(out), before) << v.name;
       }
     }
@@ -513,15 +571,20 @@ TEST(ScatterErrors, ShapeDtypeDeviceMismatchesWriteNothing) {
   const auto before = content_hash(out);
   Tensor src = testing::random_normal({20, 3}, DType::f32, 6);
   Tensor index = testing::random_index(20, 10, DType::i64, 7);
-  EXPECT_THROW(index_add(out, index, testing::random_normal({20, 4}, DType::f32, 1)), InvalidArgument);
-  EXPECT_THROW(index_add(out, index, testing::random_normal({20, 3}, DType::f64, 1)), InvalidArgument);
-  EXPECT_THROW(index_add(out, index, testing::random_normal({19, 3}, DType::f32, 1)), InvalidArgument);
+  EXPECT_THROW(index_add(out, index, testing::random_normal({20, 4}, DType::f32, 1)),
+               InvalidArgument);
+  EXPECT_THROW(index_add(out, index, testing::random_normal({20, 3}, DType::f64, 1)),
+               InvalidArgument);
+  EXPECT_THROW(index_add(out, index, testing::random_normal({19, 3}, DType::f32, 1)),
+               InvalidArgument);
   EXPECT_THROW(index_add(out, Tensor::zeros({20}, DType::f32), src), InvalidArgument);
   EXPECT_THROW(scatter_add(out, 0, Tensor::zeros({20, 4}, DType::i64), src), InvalidArgument);
   EXPECT_THROW(scatter_add(out, 2, Tensor::zeros({20, 3}, DType::i64), src), InvalidArgument);
   EXPECT_THROW(scatter_add(out, 0, Tensor::zeros({20}, DType::i64), src), InvalidArgument);
-  EXPECT_THROW(scatter_reduce(out, 1, Tensor::zeros({11, 3}, DType::i64), src, Reduce::sum), InvalidArgument);
-  EXPECT_THROW(scatter_reduce(Tensor::zeros({10, 3}, DType::i32), 0, Tensor::zeros({20, 3}, DType::i64),
+  EXPECT_THROW(scatter_reduce(out, 1, Tensor::zeros({11, 3}, DType::i64), src, Reduce::sum),
+               InvalidArgument);
+  EXPECT_THROW(scatter_reduce(Tensor::zeros({10, 3}, DType::i32), 0,
+                              Tensor::zeros({20, 3}, DType::i64),
                               Tensor::zeros({20, 3}, DType::i32), Reduce::sum),
                InvalidArgument);
   EXPECT_THROW(parse_reduce("median"), InvalidArgument);
@@ -529,5 +592,5 @@ TEST(ScatterErrors, ShapeDtypeDeviceMismatchesWriteNothing) {
   EXPECT_EQ(content_hash(out), before);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,15 +1,15 @@
 // segment_reduce, aggregate and the CSR builders on the CPU: float64 references, the canonical
 // order itself, bitwise determinism over repeats and thread counts, the atomic variant's
 // nondeterminism, NaN rules, strided/empty inputs, and bad input that must leave out untouched.
+#include "segment_reference.hpp"
+#include "testing.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <set>
-
-#include "segment_reference.hpp"
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -24,11 +24,14 @@ constexpr Reduce kReduces[] = {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::
 
 std::vector<std::int64_t> as_int64(const Tensor& t) {
   std::vector<std::int64_t> v;
-  for (double d : testing::to_doubles(t)) v.push_back(static_cast<std::int64_t>(d));
+  for (double d : testing::to_doubles(t))
+    v.push_back(static_cast<std::int64_t>(d));
   return v;
 }
 
-double tolerance(DType t) { return t == DType::f32 ? 2e-5 : 1e-13; }
+double tolerance(DType t) {
+  return t == DType::f32 ? 2e-5 : 1e-13;
+}
 
 class SegmentReduceTest
     : public ::testing::TestWithParam<std::tuple<std::tuple<int, int, int>, DType, Determinism>> {};
@@ -49,7 +52,8 @@ TEST_P(SegmentReduceTest, MatchesFloat64Reference) {
     if (r == Reduce::amax || r == Reduce::amin)
       EXPECT_EQ(testing::to_doubles(out), ref) << "reduce " << static_cast<int>(r);
     else
-      EXPECT_LT(testing::relative_error(out, ref), tolerance(dtype)) << "reduce " << static_cast<int>(r);
+      EXPECT_LT(testing::relative_error(out, ref), tolerance(dtype))
+          << "reduce " << static_cast<int>(r);
   }
 }
 
@@ -76,15 +80,21 @@ TEST(SegmentReduce, PortableFollowsTheDocumentedOrder) {
         float acc = r == Reduce::amax ? -INFINITY : r == Reduce::amin ? INFINITY : 0.0f;
         for (auto k = o[static_cast<std::size_t>(s)]; k < o[static_cast<std::size_t>(s + 1)]; ++k) {
           const float v = xp[k * cols + f];
-          if (r == Reduce::amax) acc = (v > acc || std::isnan(v)) ? v : acc;
-          else if (r == Reduce::amin) acc = (v < acc || std::isnan(v)) ? v : acc;
-          else acc = acc + v;
+          if (r == Reduce::amax)
+            acc = (v > acc || std::isnan(v)) ? v : acc;
+          else if (r == Reduce::amin)
+            acc = (v < acc || std::isnan(v)) ? v : acc;
+          else
+            acc = acc + v;
         }
         const auto n = o[static_cast<std::size_t>(s + 1)] - o[static_cast<std::size_t>(s)];
-        if (n == 0) acc = 0.0f;
-        else if (r == Reduce::mean) acc = acc / static_cast<float>(n);
+        if (n == 0)
+          acc = 0.0f;
+        else if (r == Reduce::mean)
+          acc = acc / static_cast<float>(n);
         ASSERT_EQ(std::bit_cast<std::uint32_t>(out.data<float>()[s * cols + f]),
-                  std::bit_cast<std::uint32_t>(acc)) << "segment " << s << " reduce " << static_cast<int>(r);
+                  std::bit_cast<std::uint32_t>(acc))
+            << "segment " << s << " reduce " << static_cast<int>(r);
       }
   }
 }
@@ -130,7 +140,7 @@ TEST(SegmentReduce, StridedAndHigherDimInputs) {
   const std::int64_t e = offv.back();
   Tensor x = testing::random_normal({e, 3, 5}, DType::f64, seed);
   Tensor keep_x, keep_o;
-  const TensorView xs = testing::strided_copy(x, keep_x);  // every other element of the last dim
+  const TensorView xs = testing::strided_copy(x, keep_x); // every other element of the last dim
   Tensor contiguous_out = Tensor::empty({40, 3, 5}, DType::f64);
   Tensor out_base = Tensor::full({40, 3, 5}, 1.0, DType::f64);
   const TensorView outs = testing::strided_copy(out_base, keep_o);
@@ -138,8 +148,11 @@ TEST(SegmentReduce, StridedAndHigherDimInputs) {
     for (auto level : {kNg, kPo}) {
       segment_reduce(x, off, contiguous_out, r, {.level = level});
       segment_reduce(xs, off, outs, r, {.level = level});
-      EXPECT_LT(testing::relative_error(outs, segment_reference(testing::to_doubles(x), 15, offv, nullptr, r)), 1e-13);
-      if (level == kPo) EXPECT_TRUE(bitwise_equal(contiguous_out, Tensor::copy_of(outs)));
+      EXPECT_LT(testing::relative_error(
+                    outs, segment_reference(testing::to_doubles(x), 15, offv, nullptr, r)),
+                1e-13);
+      if (level == kPo)
+        EXPECT_TRUE(bitwise_equal(contiguous_out, Tensor::copy_of(outs)));
     }
   // Row-strided: the first 7 columns of a wider matrix (collapses to rows with a leading stride).
   Tensor wide = testing::random_normal({e, 11}, DType::f32, seed + 2);
@@ -176,11 +189,13 @@ TEST(SegmentReduce, EmptyInputs) {
 TEST(SegmentReduce, NanSumsAreCanonical) {
   // inf + -inf and a NaN with a payload both give the one canonical quiet NaN.
   Tensor off = Tensor::from_vector<std::int64_t>({0, 2, 4}, {3});
-  Tensor x = Tensor::from_vector<double>({INFINITY, -INFINITY, 1.0, std::bit_cast<double>(0xfff0000000000123ULL)}, {4});
+  Tensor x = Tensor::from_vector<double>(
+      {INFINITY, -INFINITY, 1.0, std::bit_cast<double>(0xfff0000000000123ULL)}, {4});
   for (Reduce r : {Reduce::sum, Reduce::mean}) {
     Tensor out = Tensor::empty({2}, DType::f64);
     segment_reduce(x, off, out, r, {.level = kPo});
-    for (double v : out.to_vector<double>()) EXPECT_EQ(std::bit_cast<std::uint64_t>(v), 0x7ff8000000000000ULL);
+    for (double v : out.to_vector<double>())
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(v), 0x7ff8000000000000ULL);
   }
 }
 
@@ -198,8 +213,8 @@ TEST(SegmentReduce, NanAndSignedZeroRules) {
     EXPECT_EQ(mn.data<float>()[2], -INFINITY);
     Tensor sm = Tensor::empty({3}, DType::f32);
     segment_reduce(x, off, sm, Reduce::sum, {.level = level});
-    EXPECT_EQ(std::bit_cast<std::uint32_t>(sm.data<float>()[0]), 0x7fc00000u);  // canonical NaN
-    if (level == kPo) {  // the first of +0/-0 met is kept
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(sm.data<float>()[0]), 0x7fc00000u); // canonical NaN
+    if (level == kPo) { // the first of +0/-0 met is kept
       EXPECT_TRUE(std::signbit(mx.data<float>()[1]));
       EXPECT_TRUE(std::signbit(mn.data<float>()[1]));
     }
@@ -212,7 +227,8 @@ struct RandomGraph {
   Tensor src, dst;
 };
 RandomGraph random_graph(std::int64_t nodes, std::int64_t edges, DType dt, std::uint64_t seed) {
-  return {testing::random_index(edges, nodes, dt, seed), testing::random_index(edges, nodes, dt, seed + 1)};
+  return {testing::random_index(edges, nodes, dt, seed),
+          testing::random_index(edges, nodes, dt, seed + 1)};
 }
 
 TEST(Aggregate, MatchesFloat64ReferenceBothIndexTypes) {
@@ -232,8 +248,10 @@ TEST(Aggregate, MatchesFloat64ReferenceBothIndexTypes) {
           Tensor out = Tensor::full({n, cols}, 42.0, DType::f32);
           aggregate(csr.view(), x, out, r, {.level = level});
           const auto ref = segment_reference(xv, cols, offv, &idxv, r);
-          if (r == Reduce::amax || r == Reduce::amin) EXPECT_EQ(testing::to_doubles(out), ref);
-          else EXPECT_LT(testing::relative_error(out, ref), 2e-6);
+          if (r == Reduce::amax || r == Reduce::amin)
+            EXPECT_EQ(testing::to_doubles(out), ref);
+          else
+            EXPECT_LT(testing::relative_error(out, ref), 2e-6);
         }
     }
 }
@@ -314,7 +332,7 @@ TEST(Csr, FromEdgesGroupsByTargetWithSortedSources) {
   EXPECT_EQ(c.indices.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 1, 3, 2, 0, 1}));
   EXPECT_EQ(c.num_nodes(), 4);
   EXPECT_EQ(c.num_sources, 4);
-  Csr t = transpose(c, 4);  // out-neighbours: 0->{2}, 1->{0,0,2}, 2->{1}, 3->{0}
+  Csr t = transpose(c, 4); // out-neighbours: 0->{2}, 1->{0,0,2}, 2->{1}, 3->{0}
   EXPECT_EQ(t.offsets.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 4, 5, 6}));
   EXPECT_EQ(t.indices.to_vector<std::int64_t>(), (std::vector<std::int64_t>{2, 0, 0, 2, 1, 0}));
   Csr tt = transpose(t, 4);
@@ -329,7 +347,8 @@ TEST(Csr, TransposeIsTheAdjointOfSumAggregation) {
   Csr c = csr_from_edges(gr.src, gr.dst, 400);
   Csr t = transpose(c, 400);
   EXPECT_EQ(t.indices.dtype(), DType::i32);
-  Tensor x = testing::random_normal({400, 1}, DType::f64, seed), g = testing::random_normal({400, 1}, DType::f64, seed + 1);
+  Tensor x = testing::random_normal({400, 1}, DType::f64, seed),
+         g = testing::random_normal({400, 1}, DType::f64, seed + 1);
   Tensor ax = Tensor::empty({400, 1}, DType::f64), atg = Tensor::empty({400, 1}, DType::f64);
   aggregate(c.view(), x, ax, Reduce::sum);
   aggregate(t.view(), g, atg, Reduce::sum);
@@ -350,7 +369,7 @@ TEST(Csr, BadEdgesThrow) {
   Tensor short_dst = Tensor::from_vector<std::int64_t>({1}, {1});
   EXPECT_THROW(csr_from_edges(src, short_dst, 9), InvalidArgument);
   Csr c = csr_from_edges(src, dst, 6);
-  EXPECT_THROW(transpose(c, 5), IndexOutOfRange);  // source 5 does not fit 5 rows
+  EXPECT_THROW(transpose(c, 5), IndexOutOfRange); // source 5 does not fit 5 rows
 }
 
 // --- bad input --------------------------------------------------------------------------------
@@ -358,21 +377,36 @@ TEST(Csr, BadEdgesThrow) {
 TEST(SegmentErrors, BadOffsetsThrowAndLeaveOutputUntouched) {
   Tensor x = testing::random_normal({6, 2}, DType::f32, fresh_seed());
   auto expect_untouched = [](const Tensor& out) {
-    for (float v : out.to_vector<float>()) EXPECT_EQ(v, 42.0f);
+    for (float v : out.to_vector<float>())
+      EXPECT_EQ(v, 42.0f);
   };
   for (auto level : {kNg, kPo}) {
     Options o{.level = level};
     Tensor out = Tensor::full({3, 2}, 42.0, DType::f32);
-    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({0, 4, 2, 6}, {4}), out, Reduce::sum, o), IndexOutOfRange);
-    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({0, 2, 4, 5}, {4}), out, Reduce::sum, o), IndexOutOfRange);
-    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({0, 2, 4, 7}, {4}), out, Reduce::sum, o), IndexOutOfRange);
-    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({1, 2, 4, 6}, {4}), out, Reduce::sum, o), IndexOutOfRange);
-    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({0, 2, 6}, {3}), out, Reduce::sum, o), InvalidArgument);
-    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int32_t>({0, 2, 4, 6}, {4}), out, Reduce::sum, o), InvalidArgument);
+    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({0, 4, 2, 6}, {4}), out,
+                                Reduce::sum, o),
+                 IndexOutOfRange);
+    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({0, 2, 4, 5}, {4}), out,
+                                Reduce::sum, o),
+                 IndexOutOfRange);
+    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({0, 2, 4, 7}, {4}), out,
+                                Reduce::sum, o),
+                 IndexOutOfRange);
+    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int64_t>({1, 2, 4, 6}, {4}), out,
+                                Reduce::sum, o),
+                 IndexOutOfRange);
+    EXPECT_THROW(
+        segment_reduce(x, Tensor::from_vector<std::int64_t>({0, 2, 6}, {3}), out, Reduce::sum, o),
+        InvalidArgument);
+    EXPECT_THROW(segment_reduce(x, Tensor::from_vector<std::int32_t>({0, 2, 4, 6}, {4}), out,
+                                Reduce::sum, o),
+                 InvalidArgument);
     Tensor good = Tensor::from_vector<std::int64_t>({0, 2, 4, 6}, {4});
     EXPECT_THROW(segment_reduce(x, good, out, Reduce::prod, o), InvalidArgument);
-    EXPECT_THROW(segment_reduce(x, good, Tensor::full({3, 2}, 42.0, DType::f64), Reduce::sum, o), InvalidArgument);
-    EXPECT_THROW(segment_reduce(x, good, Tensor::full({3, 3}, 42.0, DType::f32), Reduce::sum, o), InvalidArgument);
+    EXPECT_THROW(segment_reduce(x, good, Tensor::full({3, 2}, 42.0, DType::f64), Reduce::sum, o),
+                 InvalidArgument);
+    EXPECT_THROW(segment_reduce(x, good, Tensor::full({3, 3}, 42.0, DType::f32), Reduce::sum, o),
+                 InvalidArgument);
     expect_untouched(out);
   }
 }
@@ -390,16 +424,21 @@ TEST(SegmentErrors, OutOfRangeNeighboursThrowAndLeaveOutputUntouched) {
       } catch (const IndexOutOfRange& e) {
         EXPECT_NE(std::string(e.what()).find("indices[1]"), std::string::npos) << e.what();
       }
-      for (float v : out.to_vector<float>()) EXPECT_EQ(v, 42.0f);
+      for (float v : out.to_vector<float>())
+        EXPECT_EQ(v, 42.0f);
     }
   // A validated Csr used with an x that has fewer rows than it addresses is checked again.
-  Tensor src = Tensor::from_vector<std::int64_t>({0, 9}, {2}), dst = Tensor::from_vector<std::int64_t>({1, 1}, {2});
+  Tensor src = Tensor::from_vector<std::int64_t>({0, 9}, {2}),
+         dst = Tensor::from_vector<std::int64_t>({1, 1}, {2});
   Csr c = csr_from_edges(src, dst, 10);
   Tensor x2 = testing::random_normal({10, 3}, DType::f32, 1);
   Tensor out2 = Tensor::full({10, 3}, 42.0, DType::f32);
-  EXPECT_THROW(aggregate(c.view(), x2.view().slice(0, 0, 5), out2.view(), Reduce::sum), IndexOutOfRange);
-  EXPECT_THROW(aggregate(c.view(), x, Tensor::full({10, 3}, 42.0, DType::f32), Reduce::sum), IndexOutOfRange);
-  for (float v : out2.to_vector<float>()) EXPECT_EQ(v, 42.0f);
+  EXPECT_THROW(aggregate(c.view(), x2.view().slice(0, 0, 5), out2.view(), Reduce::sum),
+               IndexOutOfRange);
+  EXPECT_THROW(aggregate(c.view(), x, Tensor::full({10, 3}, 42.0, DType::f32), Reduce::sum),
+               IndexOutOfRange);
+  for (float v : out2.to_vector<float>())
+    EXPECT_EQ(v, 42.0f);
 }
 
 TEST(Segment, EveryLevelRuns) {
@@ -411,5 +450,5 @@ TEST(Segment, EveryLevelRuns) {
   }
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,7 +1,7 @@
 // Tensor views, owning tensors, copies, hashes and devices.
-#include <gmock/gmock.h>
-
 #include "testing.hpp"
+
+#include <gmock/gmock.h>
 
 namespace samebits {
 namespace {
@@ -35,16 +35,19 @@ TEST(TensorView, TooManyDimsRejected) {
 TEST(Tensor, NegativeOrOverflowingSizesAreRejectedBeforeAllocating) {
   EXPECT_THROW(Tensor::empty({-5}, DType::f32), InvalidArgument);
   EXPECT_THROW(Tensor::empty({3, -1}, DType::f64), InvalidArgument);
-  EXPECT_THROW(Tensor::empty({std::int64_t{1} << 62}, DType::f32), InvalidArgument);  // 2^64 bytes
-  EXPECT_THROW(Tensor::empty({std::int64_t{1} << 40, std::int64_t{1} << 30}, DType::i32), InvalidArgument);
-  EXPECT_EQ(Tensor::empty({0, std::int64_t{1} << 62}, DType::f32).numel(), 0);  // empty: nothing to allocate
+  EXPECT_THROW(Tensor::empty({std::int64_t{1} << 62}, DType::f32), InvalidArgument); // 2^64 bytes
+  EXPECT_THROW(Tensor::empty({std::int64_t{1} << 40, std::int64_t{1} << 30}, DType::i32),
+               InvalidArgument);
+  EXPECT_EQ(Tensor::empty({0, std::int64_t{1} << 62}, DType::f32).numel(),
+            0); // empty: nothing to allocate
 }
 
 TEST(Tensor, CopyOfStridedIsRowMajor) {
   Tensor t = testing::random_normal({3, 5}, DType::f64, testing::fresh_seed());
   Tensor tt = Tensor::copy_of(t.view().transpose(0, 1));
   for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 5; ++j) EXPECT_EQ(tt.data<double>()[j * 3 + i], t.data<double>()[i * 5 + j]);
+    for (int j = 0; j < 5; ++j)
+      EXPECT_EQ(tt.data<double>()[j * 3 + i], t.data<double>()[i * 5 + j]);
 }
 
 TEST(Tensor, HashIgnoresStridesButNotValuesOrShape) {
@@ -75,8 +78,8 @@ TEST(Device, Parse) {
   EXPECT_THROW(parse_device("cuda:x"), InvalidArgument);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits
 
 namespace samebits {
 namespace {
@@ -86,9 +89,9 @@ TEST(Tensor, DefaultConstructedHoldsNothing) {
   EXPECT_EQ(t.numel(), 0);
   EXPECT_EQ(t.nbytes(), 0u);
   EXPECT_FALSE(t.defined());
-  Tensor s = Tensor::full({}, 3.0, DType::f32);  // a real 0-d tensor has one element
+  Tensor s = Tensor::full({}, 3.0, DType::f32); // a real 0-d tensor has one element
   EXPECT_EQ(s.numel(), 1);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,17 +1,15 @@
 // Calibrated tolerances: spread measurement, JSON round trip, the check and its message, and the
 // GoogleTest assertion (including that it fails with a useful message).
 #include "samebits/tolerance.hpp"
-
-#include <gtest/gtest-spi.h>
-#include <gtest/gtest.h>
+#include "samebits/tolerance_gtest.hpp"
+#include "testing.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-
-#include "samebits/tolerance_gtest.hpp"
-#include "testing.hpp"
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
 
 namespace samebits {
 namespace {
@@ -26,8 +24,8 @@ TEST(Calibrator, MeasuresSpreadAndAppliesTheSafetyFactor) {
   const Tolerances t = cal.tolerances("unit test");
   EXPECT_EQ(t.runs, 3);
   const Tolerance& w = t.at("w");
-  EXPECT_DOUBLE_EQ(w.max_abs_diff, 1.0);  // 100 vs 99
-  EXPECT_DOUBLE_EQ(w.max_rel_diff, 0.5);  // 0.5 / |1.0|
+  EXPECT_DOUBLE_EQ(w.max_abs_diff, 1.0); // 100 vs 99
+  EXPECT_DOUBLE_EQ(w.max_rel_diff, 0.5); // 0.5 / |1.0|
   EXPECT_DOUBLE_EQ(w.abs, 4.0);
   EXPECT_DOUBLE_EQ(w.rel, 2.0);
   EXPECT_EQ(w.shape, (Shape{3}));
@@ -48,7 +46,7 @@ TEST(Calibrator, NearZeroValuesDoNotBlowUpTheRelativeFigure) {
   cal.add("x", Tensor::from_vector(std::vector<double>{1000.0, 1e-12}, {2}));
   cal.add("x", Tensor::from_vector(std::vector<double>{1000.0, 2e-12}, {2}));
   const auto& x = cal.tolerances().at("x");
-  EXPECT_NEAR(x.max_rel_diff, 1e-12 / 1.0, 1e-20);  // floor: 1e-3 * 1000
+  EXPECT_NEAR(x.max_rel_diff, 1e-12 / 1.0, 1e-20); // floor: 1e-3 * 1000
 }
 
 TEST(Tolerances, JsonRoundTripAndFileErrors) {
@@ -57,7 +55,8 @@ TEST(Tolerances, JsonRoundTripAndFileErrors) {
   cal.add("a.b", testing::random_normal({4, 5}, DType::f32, testing::fresh_seed()));
   const Tolerances t = cal.tolerances("round trip");
   const auto path = (std::filesystem::temp_directory_path() /
-                     ("samebits_tol_" + std::to_string(::getpid()) + ".json")).string();
+                     ("samebits_tol_" + std::to_string(::getpid()) + ".json"))
+                        .string();
   save_tolerances(t, path);
   const Tolerances back = load_tolerances(path);
   EXPECT_EQ(back.safety_factor, 2.0);
@@ -78,9 +77,11 @@ TEST(CheckClose, PassesWithinAndFailsOutsideWithAClearMessage) {
   tol.abs = 1e-3;
   tol.rel = 1e-2;
   Tensor e = Tensor::from_vector(std::vector<float>{1.0f, 100.0f, NAN, 0.0f, 5.0f, 6.0f}, {2, 3});
-  Tensor ok = Tensor::from_vector(std::vector<float>{1.005f, 100.9f, NAN, 0.0009f, 5.0f, 6.0f}, {2, 3});
+  Tensor ok =
+      Tensor::from_vector(std::vector<float>{1.005f, 100.9f, NAN, 0.0009f, 5.0f, 6.0f}, {2, 3});
   EXPECT_TRUE(check_close(ok, e, tol).ok);
-  Tensor bad = Tensor::from_vector(std::vector<float>{1.005f, 102.0f, 1.0f, 0.0009f, 5.0f, 6.5f}, {2, 3});
+  Tensor bad =
+      Tensor::from_vector(std::vector<float>{1.005f, 102.0f, 1.0f, 0.0009f, 5.0f, 6.5f}, {2, 3});
   const auto r = check_close(bad, e, tol);
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.failures, 3);
@@ -141,5 +142,5 @@ TEST(ExpectClose, GoogleTestAssertion) {
   EXPECT_NONFATAL_FAILURE(expect_close(far, a, t, "x"), "tensor 'x'");
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

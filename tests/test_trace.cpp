@@ -1,19 +1,17 @@
 // The trace recorder: nothing written while disabled, one parseable line per record with the
 // right statistics, thread-safe numbering, and reading back what was written.
 #include "samebits/trace.hpp"
-
-#include <gtest/gtest.h>
+#include "testing.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
-
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -27,7 +25,7 @@ std::string temp_path(const std::string& name) {
 TEST(Trace, DisabledByDefaultAndRecordIsANoOp) {
   EXPECT_FALSE(trace::enabled());
   Tensor t = Tensor::full({3}, 1.0, DType::f32);
-  trace::record(0, "layer", "op", t);  // must not crash or write anywhere
+  trace::record(0, "layer", "op", t); // must not crash or write anywhere
   int evaluated = 0;
   SAMEBITS_TRACE(++evaluated, "layer", "op", t);
   EXPECT_EQ(evaluated, 0) << "SAMEBITS_TRACE evaluates its arguments only when enabled";
@@ -85,13 +83,16 @@ TEST(Trace, ConcurrentRecordsAreNumberedWithoutGaps) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 50; ++i) trace::record(i, "thread" + std::to_string(t), "op", a);
+      for (int i = 0; i < 50; ++i)
+        trace::record(i, "thread" + std::to_string(t), "op", a);
     });
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   trace::stop();
   const auto tr = trace::read(path);
   ASSERT_EQ(tr.entries.size(), 200u);
-  for (std::size_t i = 0; i < tr.entries.size(); ++i) EXPECT_EQ(tr.entries[i].index, (std::int64_t)i);
+  for (std::size_t i = 0; i < tr.entries.size(); ++i)
+    EXPECT_EQ(tr.entries[i].index, (std::int64_t)i);
   std::remove(path.c_str());
 }
 
@@ -122,7 +123,7 @@ TEST(Trace, StartTwiceAndBadPathsAreErrors) {
   trace::start(path);
   EXPECT_THROW(trace::start(path), Error);
   trace::stop();
-  trace::stop();  // harmless
+  trace::stop(); // harmless
   EXPECT_THROW(trace::start("/nonexistent-dir/x/trace.jsonl"), Error);
   EXPECT_FALSE(trace::enabled());
   EXPECT_THROW(trace::read("/nonexistent-dir/x/trace.jsonl"), DataError);
@@ -136,7 +137,7 @@ TEST(Trace, StartTwiceAndBadPathsAreErrors) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
   };
-  expect_refused("{\"samebits_trace\":1}\n{\"i\":0,\"step\":1}\n", ":2:");  // an entry cut short
+  expect_refused("{\"samebits_trace\":1}\n{\"i\":0,\"step\":1}\n", ":2:"); // an entry cut short
   expect_refused("{\"samebits_trace\":99}\n", "trace format 99");
   std::remove(path.c_str());
 }
@@ -144,8 +145,8 @@ TEST(Trace, StartTwiceAndBadPathsAreErrors) {
 // A binary file given as a trace: the message quotes a short excerpt, every byte printable.
 TEST(Trace, BinaryLinesAreQuotedEscapedAndShort) {
   const auto path = temp_path("trace_binary.jsonl");
-  std::ofstream(path) << "{\"samebits_trace\":1}\n" << std::string("\xff\xfe\x1b[2J\x00", 7)
-                      << std::string(1000, 'z') << "\n";
+  std::ofstream(path) << "{\"samebits_trace\":1}\n"
+                      << std::string("\xff\xfe\x1b[2J\x00", 7) << std::string(1000, 'z') << "\n";
   try {
     trace::read(path);
     ADD_FAILURE() << "expected DataError";
@@ -161,8 +162,8 @@ TEST(Trace, BinaryLinesAreQuotedEscapedAndShort) {
   std::remove(path.c_str());
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits
 
 namespace samebits {
 namespace {
@@ -187,7 +188,8 @@ trace::Entry entry(std::int64_t i, std::int64_t step, const std::string& op, dou
 
 TEST(TraceDiff, IdenticalTracesReportNoDifference) {
   trace::TraceFile a;
-  for (int i = 0; i < 10; ++i) a.entries.push_back(entry(i, i / 3, "op", 1.0 + i, "h" + std::to_string(i)));
+  for (int i = 0; i < 10; ++i)
+    a.entries.push_back(entry(i, i / 3, "op", 1.0 + i, "h" + std::to_string(i)));
   const auto r = trace::diff(a, a);
   EXPECT_EQ(r.first_diff, -1);
   EXPECT_EQ(r.structure_mismatch, -1);
@@ -199,7 +201,8 @@ TEST(TraceDiff, IdenticalTracesReportNoDifference) {
 TEST(TraceDiff, FindsFirstDifferenceAndGrowth) {
   trace::TraceFile a, b;
   for (int i = 0; i < 12; ++i) {
-    a.entries.push_back(entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0, "h" + std::to_string(i)));
+    a.entries.push_back(
+        entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0, "h" + std::to_string(i)));
     // From entry 5 on, B drifts by a growing relative amount.
     const double drift = i < 5 ? 0.0 : 1e-7 * std::pow(10.0, i - 5);
     b.entries.push_back(entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0 + drift,
@@ -231,7 +234,7 @@ TEST(TraceDiff, ReportsStructuralMismatch) {
   EXPECT_EQ(r.compared, 2);
   EXPECT_NE(trace::format_diff(r).find("STRUCTURE DIFFERS"), std::string::npos);
   EXPECT_EQ(trace::format_diff(r).find("no difference"), std::string::npos);
-  b.entries.resize(2);  // a trace that stops early: the common entries agree, the traces do not
+  b.entries.resize(2); // a trace that stops early: the common entries agree, the traces do not
   const auto shorter = trace::diff(a, b);
   EXPECT_EQ(shorter.first_diff, -1);
   EXPECT_NE(trace::format_diff(shorter).find("one trace is longer"), std::string::npos);
@@ -335,7 +338,8 @@ TEST(TraceDiff, NamesFromTheFileAreEscapedForTerminalAndSvg) {
   const auto r = trace::diff(a, b);
   const auto text = trace::format_diff(r);
   std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) EXPECT_TRUE(testing::all_printable(line)) << line;
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_TRUE(testing::all_printable(line)) << line;
   EXPECT_NE(text.find("layer\\n<script>"), std::string::npos) << text;
   const auto svg = trace::diff_svg(r);
   EXPECT_EQ(svg.find("<script>"), std::string::npos);
@@ -343,5 +347,5 @@ TEST(TraceDiff, NamesFromTheFileAreEscapedForTerminalAndSvg) {
   EXPECT_NE(svg.find("&lt;script&gt;"), std::string::npos) << svg;
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

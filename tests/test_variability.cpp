@@ -2,24 +2,27 @@
 // the not_guaranteed CPU variant shows variation with several threads; the metrics are computed
 // as documented; every op in the table prepares and runs; JSON carries the environment.
 #include "samebits/variability.hpp"
+#include "testing.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
-
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
 
 // `s` without the options that op `e` does not read (measure_variability refuses those).
 OpShape read_by(const OpEntry& e, OpShape s) {
-  if (!(e.reads & kReadsN)) s.n = 0;
-  if (!(e.reads & kReadsRows)) s.rows = 0;
-  if (!(e.reads & kReadsFeatures)) s.features = 0;
-  if (!(e.reads & kReadsDim)) s.dim = 0;
-  if (!(e.reads & kReadsReduce)) s.reduce.clear();
+  if (!(e.reads & kReadsN))
+    s.n = 0;
+  if (!(e.reads & kReadsRows))
+    s.rows = 0;
+  if (!(e.reads & kReadsFeatures))
+    s.features = 0;
+  if (!(e.reads & kReadsDim))
+    s.dim = 0;
+  if (!(e.reads & kReadsReduce))
+    s.reduce.clear();
   return s;
 }
 
@@ -48,7 +51,8 @@ TEST(Variability, AtomicVariantVariesWithThreads) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     r = measure_variability("index_add", {.n = 1000000, .rows = 100, .features = -1},
                             {.runs = 20, .level = Determinism::not_guaranteed});
-    if (r.distinct > 1) break;
+    if (r.distinct > 1)
+      break;
   }
   ASSERT_GT(r.distinct, 1) << "the not_guaranteed variant never varied";
   EXPECT_GT(r.varying, 0);
@@ -58,9 +62,9 @@ TEST(Variability, AtomicVariantVariesWithThreads) {
   EXPECT_GT(r.max_abs, 0.0);
   EXPECT_GE(r.scalar_max_rel, 0.0);
   // Against a portable reference every run is compared.
-  const auto p = measure_variability("index_add", {.n = 100000, .rows = 100, .features = -1},
-                                     {.runs = 3, .level = Determinism::portable,
-                                      .reference_deterministic = true});
+  const auto p = measure_variability(
+      "index_add", {.n = 100000, .rows = 100, .features = -1},
+      {.runs = 3, .level = Determinism::portable, .reference_deterministic = true});
   EXPECT_EQ(p.reference, "portable run");
   EXPECT_EQ(p.varying, 0);
 }
@@ -106,11 +110,13 @@ TEST(Variability, OptionsAnOpDoesNotReadAreRefused) {
   // measure_variability goes through the same check.
   EXPECT_THROW(measure_variability("sum", {.n = 100, .rows = 5}, {.runs = 1}), InvalidArgument);
   // Every op's defaults pass its own check.
-  for (const auto& e : variability_ops()) EXPECT_EQ(message(e.name, e.defaults), "accepted") << e.name;
+  for (const auto& e : variability_ops())
+    EXPECT_EQ(message(e.name, e.defaults), "accepted") << e.name;
 }
 
 TEST(Variability, JsonEmbedsTheEnvironment) {
-  const auto r = measure_variability("dot", {.n = 1000}, {.runs = 2, .level = Determinism::portable});
+  const auto r =
+      measure_variability("dot", {.n = 1000}, {.runs = 2, .level = Determinism::portable});
   const auto j = nlohmann::json::parse(to_json(r));
   EXPECT_EQ(j["op"], "dot");
   EXPECT_EQ(j["distinct_outputs"], 1);
@@ -118,5 +124,5 @@ TEST(Variability, JsonEmbedsTheEnvironment) {
   EXPECT_EQ(j["elementwise_relative_variability"]["max"], 0.0);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,8 +1,9 @@
 // Shared test helpers.
 #include "testing.hpp"
 
-#include <algorithm>
+#include "core/strided.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,8 +11,6 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
-
-#include "core/strided.hpp"
 
 namespace samebits::testing {
 
@@ -39,7 +38,8 @@ bool case_in_shard(int c) {
     const char* e = std::getenv("SAMEBITS_TEST_SHARD");
     int i = 0, n = 1;
     if (e != nullptr && (std::sscanf(e, "%d/%d", &i, &n) != 2 || n < 1 || i < 0 || i >= n))
-      throw std::invalid_argument(std::string("SAMEBITS_TEST_SHARD must be i/n with 0 <= i < n, got ") + e);
+      throw std::invalid_argument(
+          std::string("SAMEBITS_TEST_SHARD must be i/n with 0 <= i < n, got ") + e);
     return std::pair{i, n};
   }();
   return c % shard.second == shard.first;
@@ -47,16 +47,18 @@ bool case_in_shard(int c) {
 
 namespace {
 template <class Dist>
-Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed, Device device, Dist dist) {
+Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed, Device device,
+                     Dist dist) {
   Tensor t = Tensor::empty(shape, dtype, Device::cpu());
   std::mt19937_64 gen(seed);
   detail::visit_dtype(dtype, [&]<class T>() {
     T* p = t.data<T>();
-    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(dist(gen));
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      p[i] = static_cast<T>(dist(gen));
   });
   return device.is_cpu() ? t : t.to(device);
 }
-}  // namespace
+} // namespace
 
 Tensor random_normal(const Shape& shape, DType dtype, std::uint64_t seed, Device device) {
   return random_tensor(shape, dtype, seed, device, std::normal_distribution<double>());
@@ -67,21 +69,25 @@ Tensor random_uniform(const Shape& shape, DType dtype, double lo, double hi, std
   return random_tensor(shape, dtype, seed, device, std::uniform_real_distribution<double>(lo, hi));
 }
 
-Tensor random_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t seed, Device device) {
+Tensor random_index(std::int64_t n, std::int64_t hi, DType dtype, std::uint64_t seed,
+                    Device device) {
   Tensor t = Tensor::empty({n}, dtype, Device::cpu());
   std::mt19937_64 gen(seed);
   std::uniform_int_distribution<std::int64_t> d(0, hi - 1);
   detail::visit_dtype(dtype, [&]<class T>() {
     T* p = t.data<T>();
-    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(d(gen));
+    for (std::int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<T>(d(gen));
   });
   return device.is_cpu() ? t : t.to(device);
 }
 
 Tensor random_values(const Shape& shape, DType dtype, std::uint64_t seed) {
-  if (is_floating(dtype)) return random_normal(shape, dtype, seed);
+  if (is_floating(dtype))
+    return random_normal(shape, dtype, seed);
   std::int64_t n = 1;
-  for (auto v : shape) n *= v;
+  for (auto v : shape)
+    n *= v;
   return Tensor::copy_of(random_index(n, 1 << 30, dtype, seed).view().reshape(shape));
 }
 
@@ -89,17 +95,21 @@ std::vector<double> to_doubles(const TensorView& t) {
   Tensor c = Tensor::copy_of(t, Device::cpu());
   std::vector<double> v(static_cast<std::size_t>(c.numel()));
   detail::visit_dtype(c.dtype(), [&]<class T>() {
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(c.data<T>()[i]);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<double>(c.data<T>()[i]);
   });
   return v;
 }
 
-double error_against_scale(const TensorView& out, const std::vector<double>& ref, const std::vector<double>& scale) {
+double error_against_scale(const TensorView& out, const std::vector<double>& ref,
+                           const std::vector<double>& scale) {
   const auto o = to_doubles(out);
-  if (o.size() != ref.size() || o.size() != scale.size()) return std::numeric_limits<double>::infinity();
+  if (o.size() != ref.size() || o.size() != scale.size())
+    return std::numeric_limits<double>::infinity();
   double num = 0, den = 0;
   for (std::size_t i = 0; i < o.size(); ++i) {
-    if (std::isnan(o[i]) && !std::isnan(ref[i])) return std::numeric_limits<double>::infinity();
+    if (std::isnan(o[i]) && !std::isnan(ref[i]))
+      return std::numeric_limits<double>::infinity();
     num += (o[i] - ref[i]) * (o[i] - ref[i]);
     den += scale[i] * scale[i];
   }
@@ -124,4 +134,4 @@ TensorView strided_copy(const Tensor& t, Tensor& keep) {
   return v;
 }
 
-}  // namespace samebits::testing
+} // namespace samebits::testing

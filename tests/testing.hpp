@@ -1,13 +1,12 @@
 // Helpers shared by the tests: fresh random inputs (never zeros), float64 references, thread
 // count guards, and bitwise comparisons.
 #pragma once
-#include <gtest/gtest.h>
+#include "samebits/samebits.hpp"
 
 #include <cstdint>
+#include <gtest/gtest.h>
 #include <random>
 #include <vector>
-
-#include "samebits/samebits.hpp"
 
 namespace samebits::testing {
 
@@ -15,7 +14,8 @@ namespace samebits::testing {
 std::uint64_t fresh_seed();
 
 // Random tensors on the CPU (then moved to `device`).
-Tensor random_normal(const Shape& shape, DType dtype, std::uint64_t seed, Device device = Device::cpu());
+Tensor random_normal(const Shape& shape, DType dtype, std::uint64_t seed,
+                     Device device = Device::cpu());
 Tensor random_uniform(const Shape& shape, DType dtype, double lo, double hi, std::uint64_t seed,
                       Device device = Device::cpu());
 // Integers uniform in [0, hi), as int32 or int64.
@@ -31,7 +31,8 @@ std::vector<double> to_doubles(const TensorView& t);
 double relative_error(const TensorView& out, const std::vector<double>& ref);
 // ||out - ref|| / ||scale||: the error against the size of what was summed (scale = the same
 // reduction over absolute values), which stays meaningful when the terms cancel.
-double error_against_scale(const TensorView& out, const std::vector<double>& ref, const std::vector<double>& scale);
+double error_against_scale(const TensorView& out, const std::vector<double>& ref,
+                           const std::vector<double>& scale);
 
 // A strided (non-contiguous) copy of t: the same values, stored in every other column of a
 // larger buffer. `keep` owns the storage.
@@ -51,32 +52,33 @@ bool all_printable(const std::string& s);
 
 // Sets the CPU thread count for its lifetime.
 class ThreadCount {
- public:
+public:
   explicit ThreadCount(int n) : saved_(num_threads()) { set_num_threads(n); }
   ~ThreadCount() { set_num_threads(saved_); }
 
- private:
+private:
   int saved_;
 };
 
 // Sets the byte limit of automatic plan reuse for its lifetime (0: every call sorts), starting
 // from an empty cache.
 class PlanCacheLimit {
- public:
+public:
   explicit PlanCacheLimit(std::size_t bytes) : saved_(plan_cache_stats().limit_bytes) {
     set_plan_cache_limit(0);
     set_plan_cache_limit(bytes);
   }
   ~PlanCacheLimit() { set_plan_cache_limit(saved_); }
 
- private:
+private:
   std::size_t saved_;
 };
 
 // True when a CUDA device is present; GPU tests call GTEST_SKIP() otherwise.
-#define SAMEBITS_REQUIRE_CUDA()                                              \
-  do {                                                                       \
-    if (!::samebits::cuda_available()) GTEST_SKIP() << "no CUDA device";     \
+#define SAMEBITS_REQUIRE_CUDA()                                                                    \
+  do {                                                                                             \
+    if (!::samebits::cuda_available())                                                             \
+      GTEST_SKIP() << "no CUDA device";                                                            \
   } while (0)
 
-}  // namespace samebits::testing
+} // namespace samebits::testing

@@ -2,10 +2,9 @@
 // pass per determinism level on Cora and on a synthetic graph (1M nodes, 20M edges, 128 dense
 // features, hidden 128, 16 classes); CUDA events (replaying a CUDA graph of the forward pass
 // where the ops allow capture) or the wall clock on the CPU; median of many repetitions.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <chrono>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #if defined(SAMEBITS_HAS_CUDA)
@@ -44,20 +43,24 @@ nn::Dataset synthetic(std::int64_t n, std::int64_t e, std::int64_t f, std::int64
   d.num_features = f;
   d.num_classes = classes;
   d.dense_features.resize(static_cast<std::size_t>(n * f));
-  for (std::int64_t i = 0; i < n * f; i += 4) {  // one Philox block per four values
+  for (std::int64_t i = 0; i < n * f; i += 4) { // one Philox block per four values
     const rng::Block b = rng::block(2024, 0, static_cast<std::uint64_t>(i) >> 2);
     for (std::int64_t j = i; j < std::min(i + 4, n * f); ++j)
-      d.dense_features[static_cast<std::size_t>(j)] = rng::to_unit_float(b[static_cast<std::size_t>(j & 3)]) * 2.0f - 1.0f;
+      d.dense_features[static_cast<std::size_t>(j)] =
+          rng::to_unit_float(b[static_cast<std::size_t>(j & 3)]) * 2.0f - 1.0f;
   }
   d.edge_src.resize(static_cast<std::size_t>(e));
   d.edge_dst.resize(static_cast<std::size_t>(e));
   for (std::int64_t i = 0; i < e; ++i) {
-    d.edge_src[static_cast<std::size_t>(i)] = rng::bits32(2024, 1, static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(n);
-    d.edge_dst[static_cast<std::size_t>(i)] = rng::bits32(2024, 2, static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(n);
+    d.edge_src[static_cast<std::size_t>(i)] =
+        rng::bits32(2024, 1, static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(n);
+    d.edge_dst[static_cast<std::size_t>(i)] =
+        rng::bits32(2024, 2, static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(n);
   }
   d.labels.resize(static_cast<std::size_t>(n));
   d.split.assign(static_cast<std::size_t>(n), nn::Split::test);
-  for (std::int64_t i = 0; i < n; ++i) d.labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % classes);
+  for (std::int64_t i = 0; i < n; ++i)
+    d.labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % classes);
   d.split[0] = nn::Split::train;
   return d;
 }
@@ -74,22 +77,26 @@ struct Timing {
 
 Timing time_cpu(nn::GraphSage& model, int reps) {
   std::vector<double> t;
-  for (int i = 0; i < 3; ++i) model.infer();
+  for (int i = 0; i < 3; ++i)
+    model.infer();
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     model.infer();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return {median(t), false};
 }
 
 #if defined(SAMEBITS_HAS_CUDA)
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw CudaError(fmt::format("bench graphsage: {}: {}", what, cudaGetErrorString(e)));
+  if (e != cudaSuccess)
+    throw CudaError(fmt::format("bench graphsage: {}: {}", what, cudaGetErrorString(e)));
 }
 
 Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
-  for (int i = 0; i < 3; ++i) model.infer();
+  for (int i = 0; i < 3; ++i)
+    model.infer();
   check(cudaStreamSynchronize(stream), "warm-up");
   // Capture one forward pass; ops that synchronize or allocate during capture make it fail, and
   // the plain launches are timed instead.
@@ -105,16 +112,19 @@ Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
         cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess)
       captured = true;
   }
-  cudaGetLastError();  // a failed capture leaves an error behind
-  if (!captured) check(cudaStreamSynchronize(stream), "after a failed capture");
+  cudaGetLastError(); // a failed capture leaves an error behind
+  if (!captured)
+    check(cudaStreamSynchronize(stream), "after a failed capture");
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "event");
   check(cudaEventCreate(&b), "event");
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     check(cudaEventRecord(a, stream), "record");
-    if (captured) check(cudaGraphLaunch(exec, stream), "graph launch");
-    else model.infer();
+    if (captured)
+      check(cudaGraphLaunch(exec, stream), "graph launch");
+    else
+      model.infer();
     check(cudaEventRecord(b, stream), "record");
     check(cudaEventSynchronize(b), "synchronize");
     float ms = 0;
@@ -123,15 +133,18 @@ Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
   return {median(t), captured};
 }
 #endif
 
 void run(const BenchCli& o) {
   detail::check_writable(o.json_path, "bench graphsage --json");
-  if (o.threads > 0) set_num_threads(o.threads);
+  if (o.threads > 0)
+    set_num_threads(o.threads);
   const std::vector<Device> devices = device_list(o.devices);
   require_present(devices, "bench graphsage");
   const std::vector<Determinism> levels = parse_level_list(o.levels, /*all_allowed=*/false);
@@ -142,10 +155,12 @@ void run(const BenchCli& o) {
     // The synthetic graph takes minutes on a CPU: "auto" runs it on CUDA only.
     std::vector<Device> run_on;
     for (Device dev : devices)
-      if (!(dev.is_cpu() && gname == "synthetic" && o.devices == "auto")) run_on.push_back(dev);
+      if (!(dev.is_cpu() && gname == "synthetic" && o.devices == "auto"))
+        run_on.push_back(dev);
     if (run_on.empty()) {
-      fmt::print("{:<40} skipped: no CUDA device here (--device cpu runs it on the CPU, in minutes)\n",
-                 gname);
+      fmt::print(
+          "{:<40} skipped: no CUDA device here (--device cpu runs it on the CPU, in minutes)\n",
+          gname);
       continue;
     }
     nn::Dataset data;
@@ -188,28 +203,37 @@ void run(const BenchCli& o) {
           }
         }
 #if defined(SAMEBITS_HAS_CUDA)
-        if (stream) cudaStreamDestroy(stream);
+        if (stream)
+          cudaStreamDestroy(stream);
 #endif
-        if (level == Determinism::not_guaranteed) base = t.ms;
+        if (level == Determinism::not_guaranteed)
+          base = t.ms;
         const std::string ratio = base > 0 ? fmt::format("{:.2f}x", t.ms / base) : "-";
         fmt::print("{:<40} {:<6} {:<15} {:>10.4f} {:>8} {:>6}\n", data.name, to_string(dev),
                    to_string(level), t.ms, ratio, t.graph ? "yes" : "no");
-        out.push_back({{"graph", data.name}, {"device", to_string(dev)},
-                       {"level", to_string(level)}, {"median_ms", t.ms}, {"reps", reps},
-                       {"cuda_graph", t.graph}, {"hidden", hidden}, {"threads", num_threads()}});
+        out.push_back({{"graph", data.name},
+                       {"device", to_string(dev)},
+                       {"level", to_string(level)},
+                       {"median_ms", t.ms},
+                       {"reps", reps},
+                       {"cuda_graph", t.graph},
+                       {"hidden", hidden},
+                       {"threads", num_threads()}});
       }
     }
   }
   if (!o.json_path.empty())
-    detail::write_whole_file(o.json_path, detail::json_text(out, 1) + "\n", "bench graphsage --json");
+    detail::write_whole_file(o.json_path, detail::json_text(out, 1) + "\n",
+                             "bench graphsage --json");
 }
 
-}  // namespace
+} // namespace
 
 void add_bench_graphsage_command(CLI::App& app) {
   CLI::App* bench = nullptr;
   for (auto* sc : app.get_subcommands([](CLI::App*) { return true; }))
-    if (sc->get_name() == "bench") bench = sc;
+    if (sc->get_name() == "bench")
+      bench = sc;
   if (bench == nullptr) {
     bench = app.add_subcommand("bench", "Benchmarks");
     bench->require_subcommand(1);
@@ -219,24 +243,34 @@ void add_bench_graphsage_command(CLI::App& app) {
                                                "level on Cora and a synthetic graph");
   g->add_option("--data", o->data, "Cora directory")->capture_default_str();
   g->add_option("--device", o->devices, "cpu, cuda, or a list; auto: cpu (Cora only) plus cuda")
-      ->check(device_names(true))->capture_default_str();
+      ->check(device_names(true))
+      ->capture_default_str();
   g->add_option("--levels", o->levels, "Determinism levels, comma-separated")
-      ->check(level_list(false))->capture_default_str();
+      ->check(level_list(false))
+      ->capture_default_str();
   g->add_option("--graphs", o->graphs, "cora and/or synthetic, comma-separated")
-      ->check(name_list({"cora", "synthetic"}, "graph"))->capture_default_str();
+      ->check(name_list({"cora", "synthetic"}, "graph"))
+      ->capture_default_str();
   g->add_option("--reps", o->reps, "Timed repetitions on Cora (a tenth on the synthetic graph)")
-      ->check(CLI::Range(1, 1000000))->capture_default_str();
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   g->add_option("--nodes", o->syn_nodes, "Synthetic graph: nodes")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))
+      ->capture_default_str();
   g->add_option("--edges", o->syn_edges, "Synthetic graph: edges")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34))->capture_default_str();
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34))
+      ->capture_default_str();
   g->add_option("--features", o->syn_features, "Synthetic graph: dense features")
-      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   g->add_option("--hidden", o->syn_hidden, "Synthetic graph: hidden width")
-      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
-  g->add_option("--threads", o->threads, "CPU threads (default: SAMEBITS_NUM_THREADS, else every core)")->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  g->add_option("--threads", o->threads,
+                "CPU threads (default: SAMEBITS_NUM_THREADS, else every core)")
+      ->check(CLI::Range(1, 1024));
   g->add_option("--json", o->json_path, "Write the timings as JSON to FILE");
   g->callback([o] { run(*o); });
 }
 
-}  // namespace samebits::cli
+} // namespace samebits::cli

@@ -4,14 +4,14 @@
 // and check with expect_close() (include/samebits/tolerance_gtest.hpp).
 // `samebits calibrate --experiment graphsage [--data DIR] [--epochs E] ...` does the same for the
 // GraphSAGE experiment: N trainings with one seed, tolerances for its parameters and outputs.
-#include <fmt/format.h>
-
 #include "commands.hpp"
 #include "nn/cora.hpp"
 #include "nn/graphsage.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/tolerance.hpp"
 #include "samebits/variability.hpp"
+
+#include <fmt/format.h>
 
 namespace samebits::cli {
 
@@ -29,7 +29,8 @@ struct CalibrateCli {
 
 void print_tolerance(const Tolerances& t, const std::string& name, double safety) {
   const Tolerance& tol = t.at(name);
-  fmt::print("  {:<22} measured max abs {:.3g}, max rel {:.3g}; tolerance (x{}) abs {:.3g}, rel {:.3g}{}\n",
+  fmt::print("  {:<22} measured max abs {:.3g}, max rel {:.3g}; tolerance (x{}) abs {:.3g}, rel "
+             "{:.3g}{}\n",
              name, tol.max_abs_diff, tol.max_rel_diff, safety, tol.abs, tol.rel,
              tol.abs == 0 && tol.rel == 0 ? " (no spread: must match exactly)" : "");
 }
@@ -38,7 +39,8 @@ void print_tolerance(const Tolerances& t, const std::string& name, double safety
 // atomics depends on the thread count and on timing. Says so under a tolerance that demands exact
 // equality.
 void warn_if_exact_at_not_guaranteed(const Tolerances& t, Determinism level) {
-  if (level != Determinism::not_guaranteed) return;
+  if (level != Determinism::not_guaranteed)
+    return;
   for (const auto& [name, tol] : t.tensors)
     if (tol.abs == 0 && tol.rel == 0) {
       fmt::print("note: {} showed no spread, but not_guaranteed results can vary with the thread "
@@ -53,7 +55,8 @@ void warn_if_exact_at_not_guaranteed(const Tolerances& t, Determinism level) {
 // and for the output log-probabilities.
 void run_experiment(const CalibrateCli& c, Device device, Determinism level) {
   if (c.experiment != "graphsage")
-    throw InvalidArgument("unknown experiment '" + c.experiment + "': the one there is is graphsage");
+    throw InvalidArgument("unknown experiment '" + c.experiment +
+                          "': the one there is is graphsage");
   const nn::Dataset data = nn::load_dataset(c.data);
   nn::SageConfig cfg;
   cfg.level = level;
@@ -62,7 +65,8 @@ void run_experiment(const CalibrateCli& c, Device device, Determinism level) {
   Calibrator cal(c.safety);
   for (int r = 0; r < c.runs; ++r) {
     model.init(c.seed);
-    for (int e = 0; e < c.epochs; ++e) model.train_epoch();
+    for (int e = 0; e < c.epochs; ++e)
+      model.train_epoch();
     model.infer();
     cal.add("graphsage.parameters", model.parameters());
     cal.add("graphsage.log_probs", model.log_probs());
@@ -82,9 +86,11 @@ void run(const CalibrateCli& c) {
   detail::check_writable(c.out, "calibrate --out");
   const Device device = parse_device(c.device);
   const Determinism level = parse_determinism(c.level);
-  set_mode({level, false});  // so that the embedded environment states the level
-  if (!c.experiment.empty()) return run_experiment(c, device, level);
-  if (c.op.empty()) throw InvalidArgument("calibrate: give --op OP or --experiment graphsage");
+  set_mode({level, false}); // so that the embedded environment states the level
+  if (!c.experiment.empty())
+    return run_experiment(c, device, level);
+  if (c.op.empty())
+    throw InvalidArgument("calibrate: give --op OP or --experiment graphsage");
   PreparedOp p = prepare_op(c.op, c.shape, device, c.seed);
   Calibrator cal(c.safety);
   const std::string name = p.op + ".out";
@@ -106,29 +112,43 @@ void run(const CalibrateCli& c) {
   fmt::print("written to {}\n", c.out);
 }
 
-}  // namespace
+} // namespace
 
 void add_calibrate_command(CLI::App& app) {
   auto c = std::make_shared<CalibrateCli>();
   auto* cmd = app.add_subcommand(
       "calibrate", "Measure an op's run-to-run spread and write tolerances for tests (JSON)");
-  auto* op = cmd->add_option("--op", c->op, "Op to run (see samebits variability --list)")->check(known_op());
+  auto* op = cmd->add_option("--op", c->op, "Op to run (see samebits variability --list)")
+                 ->check(known_op());
   auto* exp = cmd->add_option("--experiment", c->experiment,
                               "Calibrate an experiment instead of an op: graphsage");
   op->excludes(exp);
-  cmd->add_option("--data", c->data, "graphsage: data set directory")->needs(exp)->capture_default_str();
+  cmd->add_option("--data", c->data, "graphsage: data set directory")
+      ->needs(exp)
+      ->capture_default_str();
   cmd->add_option("--epochs", c->epochs, "graphsage: epochs per training")
-      ->check(CLI::Range(1, 100000))->needs(exp)->capture_default_str();
-  for (CLI::Option* shape_option : add_shape_options(*cmd, c->shape, c->op)) shape_option->excludes(exp);
-  cmd->add_option("--runs", c->runs, "Runs (trainings for --experiment)")->check(CLI::Range(2, 1000000))->capture_default_str();
+      ->check(CLI::Range(1, 100000))
+      ->needs(exp)
+      ->capture_default_str();
+  for (CLI::Option* shape_option : add_shape_options(*cmd, c->shape, c->op))
+    shape_option->excludes(exp);
+  cmd->add_option("--runs", c->runs, "Runs (trainings for --experiment)")
+      ->check(CLI::Range(2, 1000000))
+      ->capture_default_str();
   cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable")
-      ->check(one_level())->capture_default_str();
-  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->check(device_names(false))->capture_default_str();
-  cmd->add_option("--seed", c->seed, "Seed of the inputs")->check(seed_value())->capture_default_str();
+      ->check(one_level())
+      ->capture_default_str();
+  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")
+      ->check(device_names(false))
+      ->capture_default_str();
+  cmd->add_option("--seed", c->seed, "Seed of the inputs")
+      ->check(seed_value())
+      ->capture_default_str();
   cmd->add_option("--safety", c->safety, "Safety factor applied to the measured spread")
-      ->check(CLI::Range(1.0, 1e6))->capture_default_str();
+      ->check(CLI::Range(1.0, 1e6))
+      ->capture_default_str();
   cmd->add_option("--out", c->out, "Tolerance file to write")->capture_default_str();
   cmd->callback([c] { run(*c); });
 }
 
-}  // namespace samebits::cli
+} // namespace samebits::cli

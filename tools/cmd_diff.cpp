@@ -2,11 +2,11 @@
 // first differ, how far apart they are there, and how the difference grows afterwards.
 // Exit status, as with diff(1): 0 when the traces agree, 1 when they differ (a trace that stops
 // early counts as differing), 2 when a trace cannot be read or the chart cannot be written.
-#include <fmt/format.h>
-
 #include "commands.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/trace.hpp"
+
+#include <fmt/format.h>
 
 namespace samebits::cli {
 
@@ -14,7 +14,7 @@ namespace {
 struct DiffOptions {
   std::string a, b, plot;
 };
-}  // namespace
+} // namespace
 
 void add_diff_command(CLI::App& app) {
   auto o = std::make_shared<DiffOptions>();
@@ -38,8 +38,9 @@ void add_diff_command(CLI::App& app) {
       fmt::print(stderr, "samebits: error: {}\n", e.what());
       throw CLI::RuntimeError(2);
     }
-    if (!report.agree()) throw CLI::RuntimeError(1);
+    if (!report.agree())
+      throw CLI::RuntimeError(1);
   });
 }
 
-}  // namespace samebits::cli
+} // namespace samebits::cli

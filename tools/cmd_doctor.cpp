@@ -1,10 +1,10 @@
 // `samebits doctor`: the environment report (build, CPU floating-point state, GPUs, versions,
 // result-affecting variables, determinism level and what it promises).
-#include <fmt/format.h>
-
 #include "commands.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
+
+#include <fmt/format.h>
 
 namespace samebits::cli {
 
@@ -17,9 +17,10 @@ void add_doctor_command(CLI::App& app) {
   cmd->add_option("--level", *level, "Report for this determinism level instead of the default")
       ->check(CLI::IsMember({"not_guaranteed", "run_to_run", "portable"}));
   cmd->callback([json, level] {
-    if (!level->empty()) set_mode({parse_determinism(*level), mode().warn_only});
+    if (!level->empty())
+      set_mode({parse_determinism(*level), mode().warn_only});
     fmt::print("{}\n", *json ? environment_json() : environment_text());
   });
 }
 
-}  // namespace samebits::cli
+} // namespace samebits::cli

@@ -1,14 +1,13 @@
 // `samebits ops`: which variant runs for every op, backend and level, and what would throw.
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include <algorithm>
-#include <iostream>
-#include <nlohmann/json.hpp>
-
 #include "commands.hpp"
 #include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <iostream>
+#include <nlohmann/json.hpp>
 
 namespace samebits::cli {
 
@@ -29,8 +28,11 @@ void print_matrix(const OpsOptions& o) {
       for (DeviceType b : {DeviceType::cpu, DeviceType::cuda})
         for (auto l : levels) {
           auto p = preview_selection(op, b, l);
-          j.push_back({{"op", op}, {"backend", to_string(b)}, {"level", to_string(l)},
-                       {"runs", p.runs}, {"variant", p.variant}});
+          j.push_back({{"op", op},
+                       {"backend", to_string(b)},
+                       {"level", to_string(l)},
+                       {"runs", p.runs},
+                       {"variant", p.variant}});
         }
     std::cout << detail::json_text(j, 2) << '\n';
     return;
@@ -46,27 +48,34 @@ void print_matrix(const OpsOptions& o) {
       }
       std::cout << '\n';
     }
-  std::cout << "\nEach cell: the variant a call at that level runs when it takes the call's arguments; a variant\n"
-               "that does not (see --variants) passes the call to the next one that meets the level.\n"
-               "THROWS: the call raises NondeterministicError (or, in warn-only mode, warns once and runs the\n"
-               "best variant there is).";
-  if (!cuda_available()) std::cout << " No CUDA device here: cuda cells show what the build holds.";
+  std::cout
+      << "\nEach cell: the variant a call at that level runs when it takes the call's arguments; a "
+         "variant\n"
+         "that does not (see --variants) passes the call to the next one that meets the level.\n"
+         "THROWS: the call raises NondeterministicError (or, in warn-only mode, warns once and "
+         "runs the\n"
+         "best variant there is).";
+  if (!cuda_available())
+    std::cout << " No CUDA device here: cuda cells show what the build holds.";
   std::cout << '\n';
 }
 
-}  // namespace
+} // namespace
 
 void add_ops_command(CLI::App& app) {
   auto o = std::make_shared<OpsOptions>();
   auto* cmd = app.add_subcommand("ops", "Show the coverage matrix: op x backend x determinism "
                                         "level, which variant runs and what would throw");
-  auto* json = cmd->add_flag("--json", o->json, "Print the matrix (or, with --variants, the variants) as JSON");
-  auto* variants = cmd->add_flag("--variants", o->variants, "List every variant with its level and technique");
+  auto* json = cmd->add_flag("--json", o->json,
+                             "Print the matrix (or, with --variants, the variants) as JSON");
+  auto* variants =
+      cmd->add_flag("--variants", o->variants, "List every variant with its level and technique");
   cmd->add_option("--explain", o->explain_op, "Explain the selection for one op at every level")
       ->check(CLI::Validator(
           [](std::string& op) -> std::string {
             const auto names = op_names();
-            if (std::find(names.begin(), names.end(), op) != names.end()) return "";
+            if (std::find(names.begin(), names.end(), op) != names.end())
+              return "";
             return fmt::format("unknown op '{}' (ops: {})", op, fmt::join(names, ", "));
           },
           "OP"))
@@ -77,13 +86,17 @@ void add_ops_command(CLI::App& app) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& v : list_variants()) {
         if (o->json)
-          j.push_back({{"op", v.op}, {"variant", v.name}, {"backend", to_string(v.backend)},
-                       {"level", to_string(v.level)}, {"technique", v.technique}});
+          j.push_back({{"op", v.op},
+                       {"variant", v.name},
+                       {"backend", to_string(v.backend)},
+                       {"level", to_string(v.level)},
+                       {"technique", v.technique}});
         else
           std::cout << fmt::format("{:<16} {:<28} {:<15} {}\n", v.op, v.name, to_string(v.level),
                                    v.technique);
       }
-      if (o->json) std::cout << detail::json_text(j, 2) << '\n';
+      if (o->json)
+        std::cout << detail::json_text(j, 2) << '\n';
       return;
     }
     if (!o->explain_op.empty()) {
@@ -96,4 +109,4 @@ void add_ops_command(CLI::App& app) {
   });
 }
 
-}  // namespace samebits::cli
+} // namespace samebits::cli

@@ -1,13 +1,12 @@
 // `samebits variability --op OP [shape options] --runs N --level L --device D [--json FILE]`:
 // runs an op N times on the same inputs and reports the run-to-run variability metrics of
 // arXiv:2408.05148 (see include/samebits/variability.hpp).
-#include <fmt/format.h>
-
-#include <string>
-
 #include "commands.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/variability.hpp"
+
+#include <fmt/format.h>
+#include <string>
 
 namespace samebits::cli {
 
@@ -28,7 +27,8 @@ void run(const VariabilityCli& c) {
       std::string reads;
       for (const auto& [bit, flag] : kShapeFlags)
         if (e.reads & bit)
-          reads += fmt::format("{}{} {}", reads.empty() ? "" : " ", flag, shape_value(e.defaults, bit));
+          reads +=
+              fmt::format("{}{} {}", reads.empty() ? "" : " ", flag, shape_value(e.defaults, bit));
       fmt::print("  {:<15} {} [{}]\n", e.name, e.help, reads);
     }
     return;
@@ -41,7 +41,7 @@ void run(const VariabilityCli& c) {
   bool first = true;
   for (Determinism level : parse_level_list(c.levels, /*all_allowed=*/true)) {
     o.level = level;
-    set_mode({level, false});  // so that the embedded environment states the level
+    set_mode({level, false}); // so that the embedded environment states the level
     const auto r = measure_variability(c.op, c.shape, o);
     fmt::print("{}", format_report(r));
     json += (first ? "" : ",\n") + to_json(r);
@@ -53,7 +53,7 @@ void run(const VariabilityCli& c) {
   }
 }
 
-}  // namespace
+} // namespace
 
 void add_variability_command(CLI::App& app) {
   auto c = std::make_shared<VariabilityCli>();
@@ -62,15 +62,23 @@ void add_variability_command(CLI::App& app) {
   cmd->add_option("--op", c->op, "Op to run (--list shows them)")->check(known_op());
   cmd->add_flag("--list", c->list, "List the ops and their default shapes");
   add_shape_options(*cmd, c->shape, c->op);
-  cmd->add_option("--runs", c->options.runs, "Runs")->check(CLI::Range(1, 1000000))->capture_default_str();
+  cmd->add_option("--runs", c->options.runs, "Runs")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   cmd->add_option("--level", c->levels,
                   "not_guaranteed, run_to_run, portable, a comma list, or all")
-      ->check(level_list(true))->capture_default_str();
-  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")->check(device_names(false))->capture_default_str();
-  cmd->add_option("--seed", c->options.seed, "Seed of the inputs")->check(seed_value())->capture_default_str();
+      ->check(level_list(true))
+      ->capture_default_str();
+  cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")
+      ->check(device_names(false))
+      ->capture_default_str();
+  cmd->add_option("--seed", c->options.seed, "Seed of the inputs")
+      ->check(seed_value())
+      ->capture_default_str();
   cmd->add_option("--reference", c->reference,
                   "Compare with the first run, or with a portable run (as the paper does)")
-      ->check(CLI::IsMember({"first", "portable"}))->capture_default_str();
+      ->check(CLI::IsMember({"first", "portable"}))
+      ->capture_default_str();
   cmd->add_option("--guard", c->options.guard,
                   "Floor of the relative-difference denominator (0, the default: smallest normal)")
       ->check(finite_at_least(0.0));
@@ -78,4 +86,4 @@ void add_variability_command(CLI::App& app) {
   cmd->callback([c] { run(*c); });
 }
 
-}  // namespace samebits::cli
+} // namespace samebits::cli

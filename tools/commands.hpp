@@ -1,19 +1,17 @@
 // The subcommands of the `samebits` program; each file tools/cmd_*.cpp adds one.
 #pragma once
-#include <CLI/CLI.hpp>
+#include "core/files.hpp" // write_whole_file, check_writable: every file a subcommand writes
+#include "samebits/determinism.hpp"
+#include "samebits/dtype.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "samebits/determinism.hpp"
-#include "samebits/dtype.hpp"
-
-#include "core/files.hpp"  // write_whole_file, check_writable: every file a subcommand writes
-
 namespace samebits {
-struct OpShape;  // samebits/variability.hpp
-}  // namespace samebits
+struct OpShape; // samebits/variability.hpp
+} // namespace samebits
 
 namespace samebits::cli {
 
@@ -55,11 +53,11 @@ std::vector<CLI::Option*> add_shape_options(CLI::App& cmd, OpShape& shape, const
 
 void add_ops_command(CLI::App& app);    // cmd_ops.cpp: the op x backend x level coverage matrix
 void add_demo_command(CLI::App& app);   // cmd_demo.cpp: atomics vs deterministic, in bits
-void add_doctor_command(CLI::App& app);  // cmd_doctor.cpp: the environment report
-void add_diff_command(CLI::App& app);    // cmd_diff.cpp: where two traces diverge
-void add_variability_command(CLI::App& app);  // cmd_variability.cpp: run-to-run variability
-void add_calibrate_command(CLI::App& app);    // cmd_calibrate.cpp: tolerances from spread
-void add_experiment_command(CLI::App& app);  // cmd_experiment.cpp: GraphSAGE reproducibility
-void add_bench_graphsage_command(CLI::App& app);  // cmd_bench_graphsage.cpp: inference timing
+void add_doctor_command(CLI::App& app); // cmd_doctor.cpp: the environment report
+void add_diff_command(CLI::App& app);   // cmd_diff.cpp: where two traces diverge
+void add_variability_command(CLI::App& app);     // cmd_variability.cpp: run-to-run variability
+void add_calibrate_command(CLI::App& app);       // cmd_calibrate.cpp: tolerances from spread
+void add_experiment_command(CLI::App& app);      // cmd_experiment.cpp: GraphSAGE reproducibility
+void add_bench_graphsage_command(CLI::App& app); // cmd_bench_graphsage.cpp: inference timing
 
-}  // namespace samebits::cli
+} // namespace samebits::cli

@@ -1,15 +1,14 @@
 // samebits: the command-line program. Subcommands live in tools/cmd_*.cpp.
-#include <fmt/format.h>
-
-#include <cstdio>
-#include <exception>
-#include <iostream>
-#include <new>
-#include <string>
-
 #include "commands.hpp"
 #include "core/num_threads_env.hpp"
 #include "samebits/samebits.hpp"
+
+#include <cstdio>
+#include <exception>
+#include <fmt/format.h>
+#include <iostream>
+#include <new>
+#include <string>
 
 namespace {
 
@@ -17,7 +16,8 @@ namespace {
 // required. Names the word given and the subcommands there are; empty when no word was given.
 std::string unknown_subcommand(CLI::App& app) {
   CLI::App* at = &app;
-  while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+  while (!at->get_subcommands().empty())
+    at = at->get_subcommands().front();
   const auto left = at->remaining();
   if (at->get_require_subcommand_min() == 0 || left.empty() || left.front().starts_with('-'))
     return "";
@@ -26,7 +26,7 @@ std::string unknown_subcommand(CLI::App& app) {
     command = " " + p->get_name() + command;
   command = "samebits" + command;
   for (const CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; }))
-    if (!sub->get_name().empty())  // option groups are nameless subcommands
+    if (!sub->get_name().empty()) // option groups are nameless subcommands
       names += (names.empty() ? "" : ", ") + sub->get_name();
   return fmt::format("unknown subcommand '{}' ({} has {}; `{} --help` says what each does)",
                      left.front(), command, names, command);
@@ -36,9 +36,11 @@ std::string unknown_subcommand(CLI::App& app) {
 // subcommand's): it overrides SAMEBITS_NUM_THREADS, so a malformed variable does not matter then.
 bool threads_option_given(const CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands()) {
-    if (const CLI::Option* o = sub->get_option_no_throw("--threads"); o != nullptr && o->count() > 0)
+    if (const CLI::Option* o = sub->get_option_no_throw("--threads");
+        o != nullptr && o->count() > 0)
       return true;
-    if (threads_option_given(*sub)) return true;
+    if (threads_option_given(*sub))
+      return true;
   }
   return false;
 }
@@ -48,11 +50,12 @@ bool threads_option_given(const CLI::App& app) {
 // unknown subcommand or option, a value that is missing or out of range), as POSIX tools do.
 int parse_exit_status(CLI::App& app, const CLI::ParseError& e) {
   const int status = app.exit(e);
-  if (status == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr) return status;
+  if (status == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr)
+    return status;
   return 2;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"samebits: bitwise-reproducible numerical ops on CPUs and CUDA GPUs"};
@@ -65,12 +68,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.parse_complete_callback([&] {
     if (threads > 0) {
-      samebits::set_num_threads(threads);  // overrides SAMEBITS_NUM_THREADS
+      samebits::set_num_threads(threads); // overrides SAMEBITS_NUM_THREADS
       return;
     }
     // A malformed SAMEBITS_NUM_THREADS is refused before any work, as a usage error, also by
     // commands that never start the CPU pool (diff, a run on CUDA alone); doctor reports it.
-    if (app.got_subcommand("doctor") || threads_option_given(app)) return;
+    if (app.got_subcommand("doctor") || threads_option_given(app))
+      return;
     try {
       samebits::detail::num_threads_from_environment();
     } catch (const samebits::InvalidArgument& e) {
@@ -91,7 +95,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::RequiredError& e) {
     // CLI11 reports an unknown subcommand as a missing one.
     const std::string unknown = unknown_subcommand(app);
-    if (unknown.empty()) return parse_exit_status(app, e);
+    if (unknown.empty())
+      return parse_exit_status(app, e);
     std::cerr << "samebits: error: " << unknown << '\n';
     return 2;
   } catch (const CLI::ParseError& e) {

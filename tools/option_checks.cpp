@@ -1,21 +1,20 @@
 // Checks of option values, and options, shared by the subcommands.
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include <algorithm>
-#include <charconv>
-#include <cmath>
-#include <exception>
-#include <map>
-#include <optional>
-#include <string>
-
 #include "commands.hpp"
 #include "core/excerpt.hpp"
 #include "samebits/determinism.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/variability.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <exception>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <map>
+#include <optional>
+#include <string>
 
 namespace samebits::cli {
 
@@ -26,11 +25,13 @@ CLI::Validator finite_at_least(double lo) {
         try {
           std::size_t used = 0;
           v = std::stod(text, &used);
-          if (used != text.size()) return "'" + text + "' is not a number";
+          if (used != text.size())
+            return "'" + text + "' is not a number";
         } catch (const std::exception&) {
           return "'" + text + "' is not a number";
         }
-        if (!std::isfinite(v) || v < lo) return fmt::format("{} is not a finite number >= {}", text, lo);
+        if (!std::isfinite(v) || v < lo)
+          return fmt::format("{} is not a finite number >= {}", text, lo);
         return "";
       },
       fmt::format("FINITE >= {}", lo));
@@ -42,21 +43,24 @@ namespace {
 template <class T> std::optional<T> whole_number(const std::string& text) {
   T v{};
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  if (ec != std::errc() || end != text.data() + text.size())
+    return std::nullopt;
   return v;
 }
 // CLI11 would read a leading 0 as octal (010 is 8): such numbers are refused with this message.
 std::string leading_zero_problem(const std::string& text) {
-  if (text.size() > 1 && text[0] == '0') return fmt::format("'{}': write the number without leading zeros", text);
+  if (text.size() > 1 && text[0] == '0')
+    return fmt::format("'{}': write the number without leading zeros", text);
   return "";
 }
-}  // namespace
+} // namespace
 
 CLI::Validator integer_at_least(std::int64_t lo) {
   return CLI::Validator(
       [lo](std::string& text) -> std::string {
         const auto v = whole_number<std::int64_t>(text);
-        if (!v || *v < lo) return fmt::format("'{}' is not a whole number >= {}", text, lo);
+        if (!v || *v < lo)
+          return fmt::format("'{}' is not a whole number >= {}", text, lo);
         return leading_zero_problem(text);
       },
       fmt::format("INT >= {}", lo));
@@ -79,9 +83,10 @@ std::vector<std::string> comma_items(const std::string& text, const char* what) 
     const auto e = text.find(',', b);
     out.push_back(text.substr(b, e == std::string::npos ? e : e - b));
     if (out.back().empty())
-      throw InvalidArgument(fmt::format("an empty {} in '{}': give {}s separated by single commas", what,
-                                        text, what));
-    if (e == std::string::npos) return out;
+      throw InvalidArgument(fmt::format("an empty {} in '{}': give {}s separated by single commas",
+                                        what, text, what));
+    if (e == std::string::npos)
+      return out;
     b = e + 1;
   }
 }
@@ -92,14 +97,16 @@ std::vector<Device> device_list(const std::string& text) {
   const bool has_auto = std::find(items.begin(), items.end(), "auto") != items.end();
   auto add = [&](Device d) {
     if (std::find(devices.begin(), devices.end(), d) != devices.end())
-      throw InvalidArgument(fmt::format("the device {} is listed twice{}: give each device once",
-                                        to_string(d), has_auto ? " (auto stands for cpu and, where present, cuda:0)" : ""));
+      throw InvalidArgument(
+          fmt::format("the device {} is listed twice{}: give each device once", to_string(d),
+                      has_auto ? " (auto stands for cpu and, where present, cuda:0)" : ""));
     devices.push_back(d);
   };
   for (const std::string& d : items) {
     if (d == "auto") {
       add(Device::cpu());
-      if (cuda_available()) add(Device::cuda());
+      if (cuda_available())
+        add(Device::cuda());
     } else {
       add(parse_device(d));
     }
@@ -111,8 +118,8 @@ void require_present(const std::vector<Device>& devices, const char* command) {
   for (Device d : devices)
     if (d.is_cuda() && !cuda_available())
 #if defined(SAMEBITS_HAS_CUDA)
-      throw BackendUnavailable(fmt::format("{}: --device {}, but no CUDA device is present", command,
-                                           to_string(d)));
+      throw BackendUnavailable(
+          fmt::format("{}: --device {}, but no CUDA device is present", command, to_string(d)));
 #else
       throw BackendUnavailable(fmt::format("{}: --device {}, but samebits was built without CUDA",
                                            command, to_string(d)));
@@ -123,7 +130,7 @@ std::vector<Determinism> parse_level_list(const std::string& text, bool all_allo
   if (all_allowed && text == "all")
     return {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable};
   std::vector<Determinism> levels;
-  std::map<Determinism, std::string> seen;  // level -> the name it was given as
+  std::map<Determinism, std::string> seen; // level -> the name it was given as
   for (const std::string& item : comma_items(text, "level")) {
     const Determinism level = parse_determinism(item);
     const auto [at, first] = seen.emplace(level, item);
@@ -150,7 +157,7 @@ template <class Parse> CLI::Validator refusing(Parse parse, std::string descript
       },
       std::move(description));
 }
-}  // namespace
+} // namespace
 
 CLI::Validator level_list(bool all_allowed) {
   return refusing([all_allowed](const std::string& t) { return parse_level_list(t, all_allowed); },
@@ -162,7 +169,8 @@ CLI::Validator one_level() {
 }
 
 CLI::Validator device_names(bool list_allowed) {
-  if (list_allowed) return refusing([](const std::string& t) { return device_list(t); }, "DEVICE,... or auto");
+  if (list_allowed)
+    return refusing([](const std::string& t) { return device_list(t); }, "DEVICE,... or auto");
   return refusing([](const std::string& t) { return parse_device(t); }, "DEVICE");
 }
 
@@ -174,7 +182,8 @@ CLI::Validator name_list(std::vector<std::string> known, const char* what) {
         for (const std::string& item : comma_items(text, what)) {
           if (std::find(known.begin(), known.end(), item) == known.end())
             throw InvalidArgument(fmt::format("unknown {} '{}' (known: {})", what,
-                                              detail::printable_excerpt(item), fmt::join(known, ", ")));
+                                              detail::printable_excerpt(item),
+                                              fmt::join(known, ", ")));
           if (std::find(seen.begin(), seen.end(), item) != seen.end())
             throw InvalidArgument(fmt::format("the {} {} is listed twice", what, item));
           seen.push_back(item);
@@ -207,7 +216,8 @@ std::vector<CLI::Option*> add_shape_options(CLI::App& cmd, OpShape& shape, const
                      "sum, mean, amax or amin (scatter_reduce, segment_reduce, aggregate)")
           ->check(refusing([](const std::string& t) { return parse_reduce(t); }, "REDUCTION"))};
   cmd.parse_complete_callback([&op, &shape] {
-    if (op.empty()) return;
+    if (op.empty())
+      return;
     try {
       check_shape(find_op(op), shape);
     } catch (const InvalidArgument& e) {
@@ -217,4 +227,4 @@ std::vector<CLI::Option*> add_shape_options(CLI::App& cmd, OpShape& shape, const
   return options;
 }
 
-}  // namespace samebits::cli
+} // namespace samebits::cli

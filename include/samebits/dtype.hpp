@@ -12,15 +12,27 @@ enum class DType : std::uint8_t { f32, f64, i32, i64 };
 constexpr std::size_t size_of(DType t) {
   return (t == DType::f64 || t == DType::i64) ? 8 : 4;
 }
-constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64; }
-constexpr bool is_integer(DType t) { return t == DType::i32 || t == DType::i64; }
+constexpr bool is_floating(DType t) {
+  return t == DType::f32 || t == DType::f64;
+}
+constexpr bool is_integer(DType t) {
+  return t == DType::i32 || t == DType::i64;
+}
 std::string_view to_string(DType t);
 
 template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <> constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <> constexpr DType dtype_of<std::int32_t>() {
+  return DType::i32;
+}
+template <> constexpr DType dtype_of<std::int64_t>() {
+  return DType::i64;
+}
 
 enum class DeviceType : std::uint8_t { cpu, cuda };
 std::string_view to_string(DeviceType t);
@@ -46,4 +58,4 @@ struct Stream {
   void* handle = nullptr;
 };
 
-}  // namespace samebits
+} // namespace samebits

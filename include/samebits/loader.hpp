@@ -15,6 +15,9 @@
 //     while (auto batch = loader.next()) train_step(batch->fields[0], batch->fields[1]);
 //   }
 #pragma once
+#include "samebits/random.hpp"
+#include "samebits/tensor.hpp"
+
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -27,9 +30,6 @@
 #include <thread>
 #include <vector>
 
-#include "samebits/random.hpp"
-#include "samebits/tensor.hpp"
-
 namespace samebits {
 
 // The random numbers of one sample in one epoch: Philox stream `index` under keys derived from the
@@ -38,11 +38,9 @@ namespace samebits {
 // their own key, and whole-tensor draws (seed(), stream()) from a fifth, so integer(0, 2) says
 // nothing about bernoulli(0, 0.5) or about fill_normal(t, seed(), stream(), 0).
 class SampleRandom {
- public:
+public:
   SampleRandom(std::uint64_t key, std::uint64_t index)
-      : key_(key),
-        index_(index),
-        uniform_key_(rng::derive_seed(key, 1, kKindTag)),
+      : key_(key), index_(index), uniform_key_(rng::derive_seed(key, 1, kKindTag)),
         normal_key_(rng::derive_seed(key, 2, kKindTag)),
         bernoulli_key_(rng::derive_seed(key, 3, kKindTag)),
         integer_key_(rng::derive_seed(key, 4, kKindTag)) {}
@@ -51,7 +49,9 @@ class SampleRandom {
   // Standard normal.
   float normal(std::uint64_t k) const { return rng::normal(normal_key_, index_, k); }
   // 1 with probability p rounded up to a multiple of 2^-24 (see rng::bernoulli).
-  bool bernoulli(std::uint64_t k, float p) const { return rng::bernoulli(bernoulli_key_, index_, k, p); }
+  bool bernoulli(std::uint64_t k, float p) const {
+    return rng::bernoulli(bernoulli_key_, index_, k, p);
+  }
   // Uniform in [0, range), range >= 1, without bias.
   std::uint64_t integer(std::uint64_t k, std::uint64_t range) const {
     return rng::uniform_int(integer_key_, index_, k, range);
@@ -60,8 +60,8 @@ class SampleRandom {
   std::uint64_t seed() const { return key_; }
   std::uint64_t stream() const { return index_; }
 
- private:
-  static constexpr std::uint64_t kKindTag = 0x6b696e64;  // "kind": the per-kind keys' derivation
+private:
+  static constexpr std::uint64_t kKindTag = 0x6b696e64; // "kind": the per-kind keys' derivation
   std::uint64_t key_, index_;
   std::uint64_t uniform_key_, normal_key_, bernoulli_key_, integer_key_;
 };
@@ -87,23 +87,23 @@ struct Dataset {
 struct LoaderOptions {
   std::int64_t batch_size = 32;
   bool shuffle = true;
-  bool drop_last = false;  // drop a last, smaller batch
+  bool drop_last = false; // drop a last, smaller batch
   std::uint64_t seed = kDefaultSeed;
-  int workers = 0;   // 0: next() prepares each batch on the calling thread
-  int prefetch = 2;  // batches prepared ahead, per worker
+  int workers = 0;  // 0: next() prepares each batch on the calling thread
+  int prefetch = 2; // batches prepared ahead, per worker
 };
 
 struct Batch {
   std::int64_t epoch = 0;
-  std::int64_t index = 0;             // position of the batch in its epoch
-  std::vector<std::int64_t> samples;  // dataset indices, in batch order
-  std::vector<Tensor> fields;         // per Dataset field: [samples.size(), ...field shape], CPU
+  std::int64_t index = 0;            // position of the batch in its epoch
+  std::vector<std::int64_t> samples; // dataset indices, in batch order
+  std::vector<Tensor> fields;        // per Dataset field: [samples.size(), ...field shape], CPU
 };
 
 class DataLoader {
- public:
+public:
   DataLoader(Dataset dataset, LoaderOptions options);
-  ~DataLoader();  // stops the workers (mid-epoch is fine)
+  ~DataLoader(); // stops the workers (mid-epoch is fine)
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
@@ -122,7 +122,7 @@ class DataLoader {
   std::vector<std::int64_t> epoch_order(std::int64_t epoch) const;
   const LoaderOptions& options() const { return options_; }
 
- private:
+private:
   struct Slot {
     Batch batch;
     std::exception_ptr error;
@@ -147,4 +147,4 @@ class DataLoader {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace samebits
+} // namespace samebits

@@ -10,13 +10,13 @@
 //   integers: one block (four words) per element, plus rare rejection retries
 // Normal float64 tensors hold the float32 normal draws converted exactly.
 #pragma once
-#include <cstdint>
-#include <mutex>
-#include <vector>
-
 #include "samebits/determinism.hpp"
 #include "samebits/rng.hpp"
 #include "samebits/tensor.hpp"
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
 
 namespace samebits {
 
@@ -26,11 +26,11 @@ constexpr std::uint64_t kDefaultSeed = 0x5a3eb175u;
 // A position in a Philox stream: (seed, stream) plus the next unused word offset. Draws reserve
 // words and advance the offset, so successive draws never overlap. Thread-safe.
 class Generator {
- public:
+public:
   struct State {
     std::uint64_t seed = kDefaultSeed;
     std::uint64_t stream = 0;
-    std::uint64_t offset = 0;  // in 32-bit words; always a multiple of 4 (a whole block)
+    std::uint64_t offset = 0; // in 32-bit words; always a multiple of 4 (a whole block)
     friend bool operator==(const State&, const State&) = default;
   };
 
@@ -51,7 +51,7 @@ class Generator {
   // manual_seed or set_state from another thread cannot fall between the two).
   State reserve_words(std::uint64_t words);
 
- private:
+private:
   mutable std::mutex m_;
   State state_;
 };
@@ -102,8 +102,9 @@ void shuffle(std::vector<T>& items, std::uint64_t seed, std::uint64_t stream = 0
   const auto perm = randperm(static_cast<std::int64_t>(items.size()), seed, stream);
   std::vector<T> out;
   out.reserve(items.size());
-  for (const auto k : perm) out.push_back(std::move(items[static_cast<std::size_t>(k)]));
+  for (const auto k : perm)
+    out.push_back(std::move(items[static_cast<std::size_t>(k)]));
   items = std::move(out);
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -1,21 +1,21 @@
 // What ops and variants exist, and what selection would pick: the public face of the registry,
 // used by `samebits ops` and by anyone who wants to know before calling.
 #pragma once
+#include "samebits/determinism.hpp"
+#include "samebits/dtype.hpp"
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "samebits/determinism.hpp"
-#include "samebits/dtype.hpp"
 
 namespace samebits {
 
 struct VariantInfo {
   std::string op;
-  std::string name;        // e.g. "cpu.sorted_segments"
+  std::string name; // e.g. "cpu.sorted_segments"
   DeviceType backend = DeviceType::cpu;
-  Determinism level = Determinism::not_guaranteed;  // the strongest level it guarantees
-  std::string technique;   // one line: how it works and why it is (or is not) deterministic
+  Determinism level = Determinism::not_guaranteed; // the strongest level it guarantees
+  std::string technique; // one line: how it works and why it is (or is not) deterministic
 };
 
 // All ops samebits knows, in a fixed order.
@@ -24,13 +24,13 @@ std::vector<std::string> op_names();
 std::vector<VariantInfo> list_variants(std::string_view op = {});
 
 struct SelectionPreview {
-  bool runs = false;      // false: the call would throw NondeterministicError
-  bool degraded = false;  // true: warn-only mode would run a weaker variant
-  std::string variant;    // the variant that would run
-  std::string explain;    // why
+  bool runs = false;     // false: the call would throw NondeterministicError
+  bool degraded = false; // true: warn-only mode would run a weaker variant
+  std::string variant;   // the variant that would run
+  std::string explain;   // why
 };
 // What a call of `op` on `backend` would run at `level`, for arguments every variant accepts.
 SelectionPreview preview_selection(std::string_view op, DeviceType backend, Determinism level,
                                    bool warn_only = false);
 
-}  // namespace samebits
+} // namespace samebits

@@ -124,7 +124,7 @@ SAMEBITS_HD float sqrt(float a) {
 #if defined(__CUDA_ARCH__)
   return __fsqrt_rn(a);
 #else
-  return __builtin_sqrtf(a);  // correctly rounded (IEEE 754) without fast-math
+  return __builtin_sqrtf(a); // correctly rounded (IEEE 754) without fast-math
 #endif
 }
 SAMEBITS_HD std::uint32_t bits(float x) {
@@ -145,7 +145,7 @@ SAMEBITS_HD float from_bits(std::uint32_t u) {
   return x;
 #endif
 }
-}  // namespace fp
+} // namespace fp
 
 // Natural logarithm of a positive normal float, from correctly rounded operations in a fixed
 // order (so it gives the same bits on the CPU and in CUDA; libm's logf and CUDA's logf do not).
@@ -155,22 +155,22 @@ SAMEBITS_HD float from_bits(std::uint32_t u) {
 SAMEBITS_HD float log_positive(float x) {
   const std::uint32_t u = fp::bits(x);
   int e = static_cast<int>((u >> 23) & 0xffu) - 127;
-  std::uint32_t mb = (u & 0x007fffffu) | 0x3f800000u;  // m in [1, 2)
-  if (mb > 0x3fb504f3u) {                              // m > sqrt(2): halve it (exact)
+  std::uint32_t mb = (u & 0x007fffffu) | 0x3f800000u; // m in [1, 2)
+  if (mb > 0x3fb504f3u) {                             // m > sqrt(2): halve it (exact)
     mb = (u & 0x007fffffu) | 0x3f000000u;
     e += 1;
   }
-  const float f = fp::sub(fp::from_bits(mb), 1.0f);  // exact (Sterbenz)
+  const float f = fp::sub(fp::from_bits(mb), 1.0f); // exact (Sterbenz)
   const float s = fp::div(f, fp::add(2.0f, f));
   const float z = fp::mul(s, s);
-  float p = 0.2222222222f;                    // 2/9
-  p = fp::add(0.2857142857f, fp::mul(z, p));  // 2/7
-  p = fp::add(0.4f, fp::mul(z, p));           // 2/5
-  p = fp::add(0.6666666667f, fp::mul(z, p));  // 2/3
+  float p = 0.2222222222f;                   // 2/9
+  p = fp::add(0.2857142857f, fp::mul(z, p)); // 2/7
+  p = fp::add(0.4f, fp::mul(z, p));          // 2/5
+  p = fp::add(0.6666666667f, fp::mul(z, p)); // 2/3
   const float log_m = fp::add(fp::add(s, s), fp::mul(fp::mul(s, z), p));
   const float ef = static_cast<float>(e);
-  const float hi = fp::mul(ef, 0.693145751953125f);   // 0x3f317200: exact for |e| < 2^8
-  const float lo = fp::mul(ef, 1.428606765330187e-06f);  // log(2) - hi
+  const float hi = fp::mul(ef, 0.693145751953125f);     // 0x3f317200: exact for |e| < 2^8
+  const float lo = fp::mul(ef, 1.428606765330187e-06f); // log(2) - hi
   return fp::add(hi, fp::add(log_m, lo));
 }
 
@@ -179,18 +179,18 @@ SAMEBITS_HD float log_positive(float x) {
 // cosine come from their Taylor series (to a^11 and a^12: truncation below 1e-11), evaluated by
 // Horner's rule with the portable operations above.
 SAMEBITS_HD void sincos_turn24(std::uint32_t k, float& sin_out, float& cos_out) {
-  const std::uint32_t n = (k + (1u << 21)) >> 22;  // nearest quarter turn, 0..4
+  const std::uint32_t n = (k + (1u << 21)) >> 22; // nearest quarter turn, 0..4
   const std::int32_t r = static_cast<std::int32_t>(k) - static_cast<std::int32_t>(n << 22);
   // 2 pi / 2^24, rounded to float; |r| <= 2^21 is exact in float, so this is one rounding.
   const float a = fp::mul(static_cast<float>(r), 3.7450702829e-07f);
   const float a2 = fp::mul(a, a);
-  float ps = -2.5052108e-08f;                 // -1/11!
+  float ps = -2.5052108e-08f;                     // -1/11!
   ps = fp::add(2.7557319e-06f, fp::mul(a2, ps));  // 1/9!
   ps = fp::add(-1.9841270e-04f, fp::mul(a2, ps)); // -1/7!
   ps = fp::add(8.3333333e-03f, fp::mul(a2, ps));  // 1/5!
   ps = fp::add(-1.6666667e-01f, fp::mul(a2, ps)); // -1/3!
   const float s = fp::add(a, fp::mul(fp::mul(a, a2), ps));
-  float pc = 2.0876757e-09f;                  // 1/12!
+  float pc = 2.0876757e-09f;                      // 1/12!
   pc = fp::add(-2.7557319e-07f, fp::mul(a2, pc)); // -1/10!
   pc = fp::add(2.4801587e-05f, fp::mul(a2, pc));  // 1/8!
   pc = fp::add(-1.3888889e-03f, fp::mul(a2, pc)); // -1/6!
@@ -198,10 +198,22 @@ SAMEBITS_HD void sincos_turn24(std::uint32_t k, float& sin_out, float& cos_out) 
   pc = fp::add(-0.5f, fp::mul(a2, pc));
   const float c = fp::add(1.0f, fp::mul(a2, pc));
   switch (n & 3u) {
-    case 0: sin_out = s; cos_out = c; break;
-    case 1: sin_out = c; cos_out = -s; break;
-    case 2: sin_out = -s; cos_out = -c; break;
-    default: sin_out = -c; cos_out = s; break;
+  case 0:
+    sin_out = s;
+    cos_out = c;
+    break;
+  case 1:
+    sin_out = c;
+    cos_out = -s;
+    break;
+  case 2:
+    sin_out = -s;
+    cos_out = -c;
+    break;
+  default:
+    sin_out = -c;
+    cos_out = s;
+    break;
   }
 }
 
@@ -213,7 +225,7 @@ SAMEBITS_HD void sincos_turn24(std::uint32_t k, float& sin_out, float& cos_out) 
 SAMEBITS_HD float normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
   const Block b = block(seed, stream, i >> 2);
   const unsigned w = static_cast<unsigned>((i >> 1) & 1) * 2;
-  const float u1 = static_cast<float>((b[w] >> 8) + 1u) * 5.9604644775390625e-08f;  // exact
+  const float u1 = static_cast<float>((b[w] >> 8) + 1u) * 5.9604644775390625e-08f; // exact
   const float r = fp::sqrt(fp::mul(-2.0f, log_positive(u1)));
   float s, c;
   sincos_turn24(b[w + 1] >> 8, s, c);
@@ -237,16 +249,17 @@ SAMEBITS_HD std::uint64_t mulhi64(std::uint64_t a, std::uint64_t b) {
 // which ordinary draws (offsets below 2^63) never use and which never repeat.
 SAMEBITS_HD std::uint64_t uniform_int(std::uint64_t seed, std::uint64_t stream, std::uint64_t i,
                                       std::uint64_t range) {
-  const std::uint64_t threshold = (0 - range) % range;  // 2^64 mod range
+  const std::uint64_t threshold = (0 - range) % range; // 2^64 mod range
   for (std::uint64_t a = 0;; ++a) {
     const std::uint64_t r = a >> 1;
-    const Block b = r == 0 ? block(seed, stream, i)
-                           : block(seed + r * 0x9E3779B97F4A7C15ull, stream,
-                                   i | (std::uint64_t{1} << 63));
+    const Block b =
+        r == 0 ? block(seed, stream, i)
+               : block(seed + r * 0x9E3779B97F4A7C15ull, stream, i | (std::uint64_t{1} << 63));
     const unsigned w = static_cast<unsigned>(a & 1) * 2;
     const std::uint64_t x = (static_cast<std::uint64_t>(b[w]) << 32) | b[w + 1];
     const std::uint64_t low = x * range;
-    if (low >= threshold) return mulhi64(x, range);
+    if (low >= threshold)
+      return mulhi64(x, range);
   }
 }
 
@@ -264,4 +277,4 @@ SAMEBITS_HD std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::
   return (static_cast<std::uint64_t>(r[0]) << 32) | r[1];
 }
 
-}  // namespace samebits::rng
+} // namespace samebits::rng

@@ -35,4 +35,4 @@ bool cuda_available();
 // later calls on it start afresh.
 void release_stream(Stream stream, Device device = Device::cuda());
 
-}  // namespace samebits
+} // namespace samebits

@@ -1,6 +1,9 @@
 // Tensors: a non-owning strided view (what every op takes) and a small owning Tensor for tools,
 // tests and the experiments. Strides are in elements. At most kMaxDims dimensions.
 #pragma once
+#include "samebits/dtype.hpp"
+#include "samebits/errors.hpp"
+
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -8,9 +11,6 @@
 #include <span>
 #include <string>
 #include <vector>
-
-#include "samebits/dtype.hpp"
-#include "samebits/errors.hpp"
 
 namespace samebits {
 
@@ -45,7 +45,8 @@ struct TensorView {
 
   // Typed pointer; throws InvalidArgument if T does not match dtype.
   template <class T> T* ptr() const {
-    if (dtype_of<T>() != dtype) throw_dtype_mismatch(dtype_of<T>());
+    if (dtype_of<T>() != dtype)
+      throw_dtype_mismatch(dtype_of<T>());
     return static_cast<T*>(data);
   }
   // Offset (in elements) of a multi-index.
@@ -53,19 +54,19 @@ struct TensorView {
 
   // Views that share data.
   TensorView transpose(int d0, int d1) const;
-  TensorView select(int dim, std::int64_t i) const;           // drops `dim`
+  TensorView select(int dim, std::int64_t i) const; // drops `dim`
   TensorView slice(int dim, std::int64_t begin, std::int64_t end, std::int64_t step = 1) const;
-  TensorView reshape(const Shape& shape) const;                // contiguous views only
+  TensorView reshape(const Shape& shape) const; // contiguous views only
 
-  std::string describe() const;  // "f32[3, 4] cpu (strides 4, 1)"
+  std::string describe() const; // "f32[3, 4] cpu (strides 4, 1)"
 
- private:
+private:
   [[noreturn]] void throw_dtype_mismatch(DType wanted) const;
 };
 
 // An owning tensor: contiguous, on the CPU or a CUDA device. Copying shares the storage.
 class Tensor {
- public:
+public:
   Tensor() = default;
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
   // The same, for a CUDA tensor that work on `stream` uses. Device memory is cached per stream:
@@ -95,8 +96,9 @@ class Tensor {
   static Tensor copy_of(const TensorView& v, Device device, Stream stream);
 
   const TensorView& view() const { return view_; }
-  operator TensorView() const { return view_; }  // NOLINT: tensors pass wherever views do
-  // A default-constructed Tensor holds nothing: zero elements (its view would say one, as a 0-d view).
+  operator TensorView() const { return view_; } // NOLINT: tensors pass wherever views do
+  // A default-constructed Tensor holds nothing: zero elements (its view would say one, as a 0-d
+  // view).
   std::int64_t numel() const { return storage_ ? view_.numel() : 0; }
   DType dtype() const { return view_.dtype; }
   Device device() const { return view_.device; }
@@ -108,14 +110,14 @@ class Tensor {
   void* raw() const { return view_.data; }
   bool defined() const { return storage_ != nullptr || view_.numel() == 0; }
 
-  Tensor to(Device device) const;  // copy to another device (a cheap share if already there)
+  Tensor to(Device device) const; // copy to another device (a cheap share if already there)
   Tensor clone() const { return copy_of(view_, device()); }
   template <class T> std::vector<T> to_vector() const {
     Tensor h = to(Device::cpu());
     return std::vector<T>(h.data<T>(), h.data<T>() + h.numel());
   }
 
- private:
+private:
   std::shared_ptr<void> storage_;
   TensorView view_;
 };
@@ -135,4 +137,4 @@ std::string hash_hex(std::uint64_t h);
 // True if two tensors have the same dtype, shape and bit pattern.
 bool bitwise_equal(const TensorView& a, const TensorView& b);
 
-}  // namespace samebits
+} // namespace samebits

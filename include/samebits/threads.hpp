@@ -15,4 +15,4 @@ int num_threads();
 // SAMEBITS_NUM_THREADS. Takes effect for the next op; not to be called while ops run.
 void set_num_threads(int n);
 
-}  // namespace samebits
+} // namespace samebits

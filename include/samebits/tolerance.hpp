@@ -16,17 +16,17 @@
 //   "environment": {...}, "tensors": {"name": {"shape": [...], "max_abs_diff": ..,
 //   "max_rel_diff": .., "abs": .., "rel": ..}}}
 #pragma once
+#include "samebits/tensor.hpp"
+
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "samebits/tensor.hpp"
-
 namespace samebits {
 
 struct Tolerance {
-  double abs = 0, rel = 0;  // what the check allows
+  double abs = 0, rel = 0; // what the check allows
   // What was measured (before the safety factor); informational.
   double max_abs_diff = 0, max_rel_diff = 0;
   Shape shape;
@@ -35,8 +35,8 @@ struct Tolerance {
 struct Tolerances {
   double safety_factor = 4.0;
   int runs = 0;
-  std::string source;            // what was measured (op and shape, or experiment)
-  std::string environment_json;  // where it was measured
+  std::string source;           // what was measured (op and shape, or experiment)
+  std::string environment_json; // where it was measured
   std::map<std::string, Tolerance> tensors;
 
   // The tolerance of a tensor; throws InvalidArgument naming the tensors it has.
@@ -45,14 +45,14 @@ struct Tolerances {
 
 // Collects observations of named tensors over runs and turns their spread into tolerances.
 class Calibrator {
- public:
+public:
   explicit Calibrator(double safety_factor = 4.0, double rel_floor = 1e-3);
   // One run's value of tensor `name` (same shape every time; InvalidArgument otherwise).
   void add(const std::string& name, const TensorView& value);
   // Tolerances from the runs seen so far (runs = the most observations of any tensor).
   Tolerances tolerances(const std::string& source = "") const;
 
- private:
+private:
   struct Spread {
     Shape shape;
     std::vector<double> first, lo, hi;
@@ -63,19 +63,19 @@ class Calibrator {
 };
 
 std::string to_json(const Tolerances& t);
-Tolerances tolerances_from_json(const std::string& json);  // throws DataError
+Tolerances tolerances_from_json(const std::string& json); // throws DataError
 void save_tolerances(const Tolerances& t, const std::string& path);
-Tolerances load_tolerances(const std::string& path);  // throws DataError naming the file
+Tolerances load_tolerances(const std::string& path); // throws DataError naming the file
 
 struct CloseResult {
   bool ok = true;
   std::int64_t elements = 0, failures = 0;
-  std::int64_t first_failure = -1;  // row-major element index
-  std::int64_t worst = -1;          // element with the largest |a - e| / allowed
+  std::int64_t first_failure = -1; // row-major element index
+  std::int64_t worst = -1;         // element with the largest |a - e| / allowed
   double worst_actual = 0, worst_expected = 0, worst_allowed = 0;
-  std::string message;              // empty when ok
+  std::string message; // empty when ok
 };
 // Compares two tensors (any devices and strides; same shape; float or integer dtypes).
 CloseResult check_close(const TensorView& actual, const TensorView& expected, const Tolerance& tol);
 
-}  // namespace samebits
+} // namespace samebits

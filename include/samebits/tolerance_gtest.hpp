@@ -7,9 +7,9 @@
 // On failure the message names the tensor expressions, the number of failing elements, the
 // worst element (its index, both values, the difference and what was allowed) and the tolerance.
 #pragma once
-#include <gtest/gtest.h>
-
 #include "samebits/tolerance.hpp"
+
+#include <gtest/gtest.h>
 
 namespace samebits {
 
@@ -17,7 +17,8 @@ inline ::testing::AssertionResult assert_close(const char* actual_expr, const ch
                                                const char* tol_expr, const TensorView& actual,
                                                const TensorView& expected, const Tolerance& tol) {
   const CloseResult r = check_close(actual, expected, tol);
-  if (r.ok) return ::testing::AssertionSuccess();
+  if (r.ok)
+    return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << actual_expr << " is not close to " << expected_expr
                                        << " within " << tol_expr << ": " << r.message;
 }
@@ -29,9 +30,9 @@ inline void expect_close(const TensorView& actual, const TensorView& expected,
   EXPECT_PRED_FORMAT3(assert_close, actual, expected, tol) << "(tensor '" << name << "')";
 }
 
-}  // namespace samebits
+} // namespace samebits
 
-#define SAMEBITS_EXPECT_CLOSE(actual, expected, tol) \
+#define SAMEBITS_EXPECT_CLOSE(actual, expected, tol)                                               \
   EXPECT_PRED_FORMAT3(::samebits::assert_close, actual, expected, tol)
-#define SAMEBITS_ASSERT_CLOSE(actual, expected, tol) \
+#define SAMEBITS_ASSERT_CLOSE(actual, expected, tol)                                               \
   ASSERT_PRED_FORMAT3(::samebits::assert_close, actual, expected, tol)

@@ -16,6 +16,8 @@
 // Non-finite statistics are written as the strings "nan", "inf", "-inf". Statistics are computed
 // in float64 in row-major order, so they are themselves reproducible.
 #pragma once
+#include "samebits/tensor.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -23,16 +25,16 @@
 #include <string_view>
 #include <vector>
 
-#include "samebits/tensor.hpp"
-
 namespace samebits::trace {
 
 namespace detail {
 inline std::atomic<bool> g_enabled{false};
-}  // namespace detail
+} // namespace detail
 
 // True while a trace is being recorded.
-inline bool enabled() noexcept { return detail::g_enabled.load(std::memory_order_relaxed); }
+inline bool enabled() noexcept {
+  return detail::g_enabled.load(std::memory_order_relaxed);
+}
 
 // Starts recording to `path`. The entries go to `path`.partial, which replaces `path` when the
 // recording stops, so a run that fails never leaves a cut-short trace under `path` (nor
@@ -49,16 +51,18 @@ void record(std::int64_t step, std::string_view layer, std::string_view op, cons
 
 // Records for its lifetime; left by an exception, it abandons the recording (see abandon()).
 class Session {
- public:
+public:
   explicit Session(const std::string& path) : pending_(std::uncaught_exceptions()) { start(path); }
   ~Session() noexcept(false) {
-    if (std::uncaught_exceptions() > pending_) abandon();
-    else stop();
+    if (std::uncaught_exceptions() > pending_)
+      abandon();
+    else
+      stop();
   }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
- private:
+private:
   int pending_;
 };
 
@@ -71,13 +75,13 @@ class Session {
 //     train(...);
 //   }
 class Context {
- public:
+public:
   explicit Context(std::string label);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
- private:
+private:
   std::string previous_;
 };
 // The label of the innermost live Context on this thread; empty when there is none.
@@ -96,11 +100,11 @@ struct Entry {
   double min = 0, max = 0, mean = 0, l2 = 0;
   std::int64_t nan_count = 0;
   std::vector<double> samples;
-  std::string context;  // empty when recorded outside any Context
+  std::string context; // empty when recorded outside any Context
 };
 
 struct TraceFile {
-  std::string header;  // the first line, as written (JSON)
+  std::string header; // the first line, as written (JSON)
   std::vector<Entry> entries;
 };
 // Reads a trace; throws DataError naming the file and line on malformed input.
@@ -114,10 +118,10 @@ TraceFile read(const std::string& path);
 double distance(const Entry& a, const Entry& b);
 
 struct EntryDiff {
-  std::int64_t index = 0;  // position in both traces
+  std::int64_t index = 0; // position in both traces
   std::int64_t step = 0;
   std::string layer, op;
-  std::string context;  // trace A's context label
+  std::string context; // trace A's context label
   bool same_hash = true;
   double distance = 0;
 };
@@ -127,22 +131,22 @@ struct EntryDiff {
 struct StepDiff {
   std::string context;
   std::int64_t step = 0;
-  std::int64_t entries = 0;    // entries of this step present in both traces
-  std::int64_t differing = 0;  // of which the hashes differ
+  std::int64_t entries = 0;   // entries of this step present in both traces
+  std::int64_t differing = 0; // of which the hashes differ
   double max_distance = 0;
 };
 
 struct DiffReport {
   std::int64_t entries_a = 0, entries_b = 0;
-  std::int64_t compared = 0;      // entries compared (the common prefix of matching structure)
-  std::int64_t first_diff = -1;   // index of the first entry whose hash differs; -1: none
+  std::int64_t compared = 0;    // entries compared (the common prefix of matching structure)
+  std::int64_t first_diff = -1; // index of the first entry whose hash differs; -1: none
   // First index where step/layer/op/dtype/shape differ; -1: none. Context labels are shown but
   // not compared, so a CPU trace and a CUDA trace of the same portable runs can agree.
   std::int64_t structure_mismatch = -1;
   std::string structure_message;
   Entry first_a, first_b;         // the entries at first_diff (when there is one)
-  std::vector<EntryDiff> entries;  // every compared entry, in order
-  std::vector<StepDiff> steps;     // per step, in order of first appearance
+  std::vector<EntryDiff> entries; // every compared entry, in order
+  std::vector<StepDiff> steps;    // per step, in order of first appearance
 
   // The two traces are the same: equal lengths and structure, and every output hash equal.
   bool agree() const { return first_diff < 0 && structure_mismatch < 0 && entries_a == entries_b; }
@@ -154,11 +158,11 @@ std::string format_diff(const DiffReport& r);
 // An SVG chart of log10(distance) per entry (differing entries only; equal ones on the floor).
 std::string diff_svg(const DiffReport& r);
 
-}  // namespace samebits::trace
+} // namespace samebits::trace
 
 // Records only when tracing is on; the arguments are not evaluated otherwise.
-#define SAMEBITS_TRACE(step, layer, op, out)                                 \
-  do {                                                                       \
-    if (::samebits::trace::enabled())                                        \
-      ::samebits::trace::record((step), (layer), (op), (out));               \
+#define SAMEBITS_TRACE(step, layer, op, out)                                                       \
+  do {                                                                                             \
+    if (::samebits::trace::enabled())                                                              \
+      ::samebits::trace::record((step), (layer), (op), (out));                                     \
   } while (0)

@@ -13,29 +13,29 @@
 // The ops are a table (variability_ops()): each entry makes fixed random inputs from a seed and
 // a shape and runs the op into a fixed output. Calibration (tolerance.hpp) uses the same table.
 #pragma once
+#include "samebits/determinism.hpp"
+#include "samebits/tensor.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "samebits/determinism.hpp"
-#include "samebits/tensor.hpp"
-
 namespace samebits {
 
 // Shape options; 0 (or empty) means the op's default.
 struct OpShape {
-  std::int64_t n = 0;         // elements, sources or edges
-  std::int64_t rows = 0;      // output rows / targets / segments / nodes
-  std::int64_t features = 0;  // per-row features (-1: none, 1-d tensors)
-  int dim = 0;                // sum_dim: the reduced dimension
-  std::string reduce{};       // scatter_reduce / segment_reduce / aggregate: sum, mean, amax, amin
+  std::int64_t n = 0;        // elements, sources or edges
+  std::int64_t rows = 0;     // output rows / targets / segments / nodes
+  std::int64_t features = 0; // per-row features (-1: none, 1-d tensors)
+  int dim = 0;               // sum_dim: the reduced dimension
+  std::string reduce{};      // scatter_reduce / segment_reduce / aggregate: sum, mean, amax, amin
 };
 
 // An op on fixed inputs; run() overwrites `output` completely (resetting what it accumulates into).
 struct PreparedOp {
   std::string op;
-  std::string description;  // inputs and output, e.g. "src float32[1000000] -> out float32[1000]"
+  std::string description; // inputs and output, e.g. "src float32[1000000] -> out float32[1000]"
   Tensor output;
   std::function<void(const Options&)> run;
 };
@@ -62,10 +62,10 @@ inline constexpr ShapeFlag kShapeFlags[] = {{kReadsN, "--n"},
 
 struct OpEntry {
   std::string name;
-  std::string help;      // what it computes and which shape options it reads
+  std::string help; // what it computes and which shape options it reads
   OpShape defaults;
   std::function<PreparedOp(const OpShape& shape, Device device, std::uint64_t seed)> prepare;
-  unsigned reads = 0;    // ShapeOption bits
+  unsigned reads = 0; // ShapeOption bits
 };
 
 // Every op `samebits variability` and `samebits calibrate` know, in a fixed order.
@@ -89,21 +89,21 @@ struct VariabilityOptions {
   Determinism level = Determinism::not_guaranteed;
   Device device = Device::cpu();
   std::uint64_t seed = 1;
-  bool reference_deterministic = false;  // compare with a portable run instead of run 1
-  double guard = 0;  // denominator floor; 0: the smallest normal number of the output dtype
+  bool reference_deterministic = false; // compare with a portable run instead of run 1
+  double guard = 0; // denominator floor; 0: the smallest normal number of the output dtype
 };
 
 struct VariabilityReport {
   std::string op, description, device, level, variant;
   int runs = 0;
-  std::string reference;     // "first run" or "portable run"
-  int distinct = 0;          // distinct outputs among the N runs
+  std::string reference; // "first run" or "portable run"
+  int distinct = 0;      // distinct outputs among the N runs
   std::int64_t elements = 0;
-  std::int64_t varying = 0;  // elements that differ from the reference in at least one run
+  std::int64_t varying = 0; // elements that differ from the reference in at least one run
   double mean_rel = 0, max_rel = 0, max_abs = 0;
   double scalar_mean_rel = 0, scalar_max_rel = 0;
   double guard = 0;
-  double median_ms = 0;      // one run, including a device synchronization
+  double median_ms = 0; // one run, including a device synchronization
 };
 
 VariabilityReport measure_variability(const std::string& op, const OpShape& shape,
@@ -112,4 +112,4 @@ std::string format_report(const VariabilityReport& r);
 // One JSON object with the report and the environment (environment_json()).
 std::string to_json(const VariabilityReport& r);
 
-}  // namespace samebits
+} // namespace samebits

@@ -10,4 +10,4 @@ void register_cuda_ops(Registry& r);
 // Number of CUDA devices present (0 without CUDA or without a device; never throws).
 int cuda_device_count();
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -1,9 +1,10 @@
 // The process-wide determinism mode and the per-thread guard stack.
+#include "samebits/determinism.hpp"
+
+#include "samebits/errors.hpp"
+
 #include <atomic>
 #include <string>
-
-#include "samebits/determinism.hpp"
-#include "samebits/errors.hpp"
 
 namespace samebits {
 
@@ -12,30 +13,39 @@ namespace {
 // of one set_mode with the warn-only flag of another.
 constexpr std::uint8_t kWarnOnlyBit = 0x80;
 std::uint8_t packed(Mode m) {
-  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(m.level) | (m.warn_only ? kWarnOnlyBit : 0));
+  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(m.level) |
+                                   (m.warn_only ? kWarnOnlyBit : 0));
 }
 std::atomic<std::uint8_t> g_mode{packed({Determinism::run_to_run, false})};
 thread_local std::optional<Mode> t_guard;
-}  // namespace
+} // namespace
 
 std::string_view to_string(Determinism d) {
   switch (d) {
-    case Determinism::not_guaranteed: return "not_guaranteed";
-    case Determinism::run_to_run: return "run_to_run";
-    case Determinism::portable: return "portable";
+  case Determinism::not_guaranteed:
+    return "not_guaranteed";
+  case Determinism::run_to_run:
+    return "run_to_run";
+  case Determinism::portable:
+    return "portable";
   }
   return "?";
 }
 
 Determinism parse_determinism(std::string_view s) {
-  if (s == "not_guaranteed" || s == "none") return Determinism::not_guaranteed;
-  if (s == "run_to_run") return Determinism::run_to_run;
-  if (s == "portable") return Determinism::portable;
+  if (s == "not_guaranteed" || s == "none")
+    return Determinism::not_guaranteed;
+  if (s == "run_to_run")
+    return Determinism::run_to_run;
+  if (s == "portable")
+    return Determinism::portable;
   throw InvalidArgument("unknown determinism level '" + std::string(s) +
                         "': use not_guaranteed, run_to_run or portable");
 }
 
-void set_mode(Mode m) { g_mode.store(packed(m)); }
+void set_mode(Mode m) {
+  g_mode.store(packed(m));
+}
 
 Mode mode() {
   const std::uint8_t v = g_mode.load();
@@ -48,12 +58,15 @@ DeterminismGuard::DeterminismGuard(Determinism level, std::optional<bool> warn_o
   t_guard = Mode{level, warn_only.value_or(outer.warn_only)};
 }
 
-DeterminismGuard::~DeterminismGuard() { t_guard = previous_; }
+DeterminismGuard::~DeterminismGuard() {
+  t_guard = previous_;
+}
 
 Mode effective_mode(const Options& opts) {
   Mode m = t_guard ? *t_guard : mode();
-  if (opts.level) m.level = *opts.level;
+  if (opts.level)
+    m.level = *opts.level;
   return m;
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -2,21 +2,20 @@
 // versions, result-affecting environment variables, the determinism mode and what it promises.
 #include "samebits/environment.hpp"
 
-#include <fmt/format.h>
-#include <sys/utsname.h>
-
-#include <charconv>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <thread>
-
 #include "core/environment_cuda.hpp"
 #include "core/excerpt.hpp"
 #include "core/json_text.hpp"
 #include "core/num_threads_env.hpp"
 #include "samebits/samebits.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/utsname.h>
+#include <thread>
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #include <xmmintrin.h>
@@ -53,7 +52,8 @@ std::string cpu_model() {
     for (const char* key : {"model name", "Model", "Hardware"}) {
       if (line.rfind(key, 0) == 0) {
         const auto colon = line.find(':');
-        if (colon != std::string::npos) return trim(line.substr(colon + 1));
+        if (colon != std::string::npos)
+          return trim(line.substr(colon + 1));
       }
     }
   }
@@ -62,7 +62,8 @@ std::string cpu_model() {
 
 std::string os_name() {
   utsname u{};
-  if (uname(&u) != 0) return "unknown";
+  if (uname(&u) != 0)
+    return "unknown";
   return fmt::format("{} {} {}", u.sysname, u.release, u.machine);
 }
 
@@ -72,13 +73,13 @@ void read_fp_flags(Environment& e) {
 #if defined(SAMEBITS_X86)
   const unsigned csr = _mm_getcsr();
   e.fp_flags_known = true;
-  e.ftz = (csr & 0x8000u) != 0;  // MXCSR bit 15
-  e.daz = (csr & 0x0040u) != 0;  // MXCSR bit 6
+  e.ftz = (csr & 0x8000u) != 0; // MXCSR bit 15
+  e.daz = (csr & 0x0040u) != 0; // MXCSR bit 6
 #elif defined(__aarch64__)
   std::uint64_t fpcr = 0;
   asm volatile("mrs %0, fpcr" : "=r"(fpcr));
   e.fp_flags_known = true;
-  e.ftz = e.daz = (fpcr & (1ull << 24)) != 0;  // FZ flushes inputs and outputs alike
+  e.ftz = e.daz = (fpcr & (1ull << 24)) != 0; // FZ flushes inputs and outputs alike
 #else
   e.fp_flags_known = false;
 #endif
@@ -87,19 +88,19 @@ void read_fp_flags(Environment& e) {
 std::string promise_for(const Environment& e) {
   std::string s;
   switch (e.level) {
-    case Determinism::portable:
-      s = "samebits ops give the same bits for the same inputs and the same samebits build on "
-          "every run, thread count, block size, GPU model and GPU count, and on the CPU";
-      break;
-    case Determinism::run_to_run:
-      s = "samebits ops give the same bits for the same inputs on every run of this build on the "
-          "same device model and configuration, but may differ on another GPU model or between "
-          "CPU and GPU";
-      break;
-    case Determinism::not_guaranteed:
-      s = "samebits ops are correct to rounding but may change in the last bits from run to run "
-          "(atomic variants are allowed)";
-      break;
+  case Determinism::portable:
+    s = "samebits ops give the same bits for the same inputs and the same samebits build on "
+        "every run, thread count, block size, GPU model and GPU count, and on the CPU";
+    break;
+  case Determinism::run_to_run:
+    s = "samebits ops give the same bits for the same inputs on every run of this build on the "
+        "same device model and configuration, but may differ on another GPU model or between "
+        "CPU and GPU";
+    break;
+  case Determinism::not_guaranteed:
+    s = "samebits ops are correct to rounding but may change in the last bits from run to run "
+        "(atomic variants are allowed)";
+    break;
   }
   if (e.warn_only && e.level != Determinism::not_guaranteed)
     s += ", except for ops that print a warning (warn-only mode runs a weaker variant where none "
@@ -109,18 +110,20 @@ std::string promise_for(const Environment& e) {
   return s + ".";
 }
 
-std::string version_text(int v) {  // CUDA encodes 13.0 as 13000
-  if (v <= 0) return "unknown";
+std::string version_text(int v) { // CUDA encodes 13.0 as 13000
+  if (v <= 0)
+    return "unknown";
   return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
 }
 
-}  // namespace
+} // namespace
 
 namespace detail {
 
 std::optional<int> num_threads_from_environment() {
   const char* e = std::getenv("SAMEBITS_NUM_THREADS");
-  if (e == nullptr || *e == '\0') return std::nullopt;
+  if (e == nullptr || *e == '\0')
+    return std::nullopt;
   const std::string_view text(e);
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
@@ -132,23 +135,19 @@ std::optional<int> num_threads_from_environment() {
   return n;
 }
 
-}  // namespace detail
+} // namespace detail
 
 const std::vector<std::string>& result_affecting_variables() {
   static const std::vector<std::string> names = {
-      "SAMEBITS_NUM_THREADS",     // CPU thread count (deterministic variants do not care)
-      "OMP_NUM_THREADS",          // thread count of OpenMP code linked next to samebits
-      "MKL_NUM_THREADS",
-      "OPENBLAS_NUM_THREADS",
-      "CUBLAS_WORKSPACE_CONFIG",  // cuBLAS is run-to-run deterministic only with ":4096:8"/":16:8"
-      "NVIDIA_TF32_OVERRIDE",     // 0 forbids TF32 in cuBLAS/cuDNN; unset lets libraries choose
-      "CUDA_LAUNCH_BLOCKING",     // serializes launches: hides races, changes timing
-      "CUDA_VISIBLE_DEVICES",     // which GPU (and model) device 0 is
-      "CUDA_DEVICE_ORDER",
-      "CUBLASLT_WORKSPACE_SIZE",
-      "CUDNN_DETERMINISTIC",
-      "TF_DETERMINISTIC_OPS",
-      "PYTHONHASHSEED",
+      "SAMEBITS_NUM_THREADS", // CPU thread count (deterministic variants do not care)
+      "OMP_NUM_THREADS",      // thread count of OpenMP code linked next to samebits
+      "MKL_NUM_THREADS",         "OPENBLAS_NUM_THREADS",
+      "CUBLAS_WORKSPACE_CONFIG", // cuBLAS is run-to-run deterministic only with ":4096:8"/":16:8"
+      "NVIDIA_TF32_OVERRIDE",    // 0 forbids TF32 in cuBLAS/cuDNN; unset lets libraries choose
+      "CUDA_LAUNCH_BLOCKING",    // serializes launches: hides races, changes timing
+      "CUDA_VISIBLE_DEVICES",    // which GPU (and model) device 0 is
+      "CUDA_DEVICE_ORDER",       "CUBLASLT_WORKSPACE_SIZE", "CUDNN_DETERMINISTIC",
+      "TF_DETERMINISTIC_OPS",    "PYTHONHASHSEED",
   };
   return names;
 }
@@ -171,7 +170,7 @@ Environment environment() {
   e.cpu_model = cpu_model();
   e.os = os_name();
   e.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
-  std::string threads_refused;  // a malformed SAMEBITS_NUM_THREADS: reported, not thrown
+  std::string threads_refused; // a malformed SAMEBITS_NUM_THREADS: reported, not thrown
   try {
     e.samebits_threads = num_threads();
   } catch (const InvalidArgument& err) {
@@ -187,9 +186,11 @@ Environment environment() {
   for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
     const std::string kv = *p;
     const auto eq = kv.find('=');
-    if (kv.rfind("SAMEBITS_", 0) != 0 || eq == std::string::npos) continue;
+    if (kv.rfind("SAMEBITS_", 0) != 0 || eq == std::string::npos)
+      continue;
     const std::string name = kv.substr(0, eq);
-    if (name == "SAMEBITS_NUM_THREADS") continue;
+    if (name == "SAMEBITS_NUM_THREADS")
+      continue;
     e.env_vars.emplace_back(name, kv.substr(eq + 1));
   }
 
@@ -233,7 +234,8 @@ std::string to_json(const Environment& e) {
                     {"memory_bytes", g.memory_bytes},
                     {"pci_bus_id", g.pci_bus_id}});
   json vars = json::object();
-  for (const auto& [k, v] : e.env_vars) vars[k] = v.empty() ? json(nullptr) : json(v);
+  for (const auto& [k, v] : e.env_vars)
+    vars[k] = v.empty() ? json(nullptr) : json(v);
   json j = {
       {"samebits_version", e.version},
       {"git_revision", e.git_revision},
@@ -251,8 +253,10 @@ std::string to_json(const Environment& e) {
       {"ftz", e.fp_flags_known ? json(e.ftz) : json(nullptr)},
       {"daz", e.fp_flags_known ? json(e.daz) : json(nullptr)},
       {"cuda_compiled", e.cuda_compiled},
-      {"cuda_driver", e.cuda_driver_version ? json(version_text(e.cuda_driver_version)) : json(nullptr)},
-      {"cuda_runtime", e.cuda_runtime_version ? json(version_text(e.cuda_runtime_version)) : json(nullptr)},
+      {"cuda_driver",
+       e.cuda_driver_version ? json(version_text(e.cuda_driver_version)) : json(nullptr)},
+      {"cuda_runtime",
+       e.cuda_runtime_version ? json(version_text(e.cuda_runtime_version)) : json(nullptr)},
       {"cublas", e.cublas_version.empty() ? json(nullptr) : json(e.cublas_version)},
       {"cuda_error", e.cuda_error.empty() ? json(nullptr) : json(e.cuda_error)},
       {"gpus", gpus},
@@ -267,7 +271,9 @@ std::string to_json(const Environment& e) {
 
 std::string to_text(const Environment& e) {
   std::string s;
-  auto row = [&](std::string_view k, const std::string& v) { s += fmt::format("  {:<26}{}\n", k, v); };
+  auto row = [&](std::string_view k, const std::string& v) {
+    s += fmt::format("  {:<26}{}\n", k, v);
+  };
   s += fmt::format("samebits {} (git {}), {} build\n", e.version, e.git_revision, e.build_type);
   row("C++ compiler", e.cxx_compiler);
   row("C++ flags", e.cxx_flags);
@@ -279,14 +285,14 @@ std::string to_text(const Environment& e) {
   row("FP contraction (CPU)", e.fp_contract_off ? "off" : "not disabled");
   s += "CPU\n";
   row("model", e.cpu_model);
-  row("threads", e.samebits_threads > 0
-                    ? fmt::format("{} hardware, {} used by samebits", e.hardware_threads,
-                                  e.samebits_threads)
-                    : fmt::format("{} hardware; CPU ops refuse to start (see the warning below)",
-                                  e.hardware_threads));
-  row("FTZ / DAZ", e.fp_flags_known ? fmt::format("{} / {}", e.ftz ? "ON" : "off",
-                                                  e.daz ? "ON" : "off")
-                                    : "unknown on this architecture");
+  row("threads",
+      e.samebits_threads > 0
+          ? fmt::format("{} hardware, {} used by samebits", e.hardware_threads, e.samebits_threads)
+          : fmt::format("{} hardware; CPU ops refuse to start (see the warning below)",
+                        e.hardware_threads));
+  row("FTZ / DAZ", e.fp_flags_known
+                       ? fmt::format("{} / {}", e.ftz ? "ON" : "off", e.daz ? "ON" : "off")
+                       : "unknown on this architecture");
   row("OS", e.os);
   s += "CUDA\n";
   if (!e.cuda_compiled) {
@@ -301,17 +307,20 @@ std::string to_text(const Environment& e) {
                       g.sm_count, g.cc_major, g.cc_minor,
                       static_cast<double>(g.memory_bytes) / (1024.0 * 1024.0 * 1024.0),
                       g.pci_bus_id));
-    if (!e.cuda_error.empty()) row("note", e.cuda_error);
+    if (!e.cuda_error.empty())
+      row("note", e.cuda_error);
   }
   s += "Environment variables that change results\n";
-  for (const auto& [k, v] : e.env_vars) row(k, v.empty() ? "(unset)" : v);
+  for (const auto& [k, v] : e.env_vars)
+    row(k, v.empty() ? "(unset)" : v);
   s += "Determinism\n";
   row("level", fmt::format("{}{}", to_string(e.level),
                            e.warn_only ? " (warn-only: weaker variants run with a warning)"
                                        : " (an op with no variant at this level throws)"));
   row("promise", e.promise);
-  for (const auto& w : e.warnings) row("WARNING", w);
+  for (const auto& w : e.warnings)
+    row("WARNING", w);
   return s;
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -8,4 +8,4 @@ namespace samebits::detail {
 // Fills the CUDA fields of `e` (cuda_compiled, versions, gpus, cuda_error). Never throws.
 void fill_cuda_environment(Environment& e);
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -7,7 +7,9 @@
 namespace samebits::detail {
 
 // Where a file is written until it is complete (also a trace being recorded, see trace.hpp).
-inline std::string partial_path(const std::string& path) { return path + ".partial"; }
+inline std::string partial_path(const std::string& path) {
+  return path + ".partial";
+}
 
 // Writes `text` to `path` through `path`.partial, which replaces `path` only once it is complete:
 // a failed write (a missing directory, a full disk) throws Error naming `what` and the path, and
@@ -17,4 +19,4 @@ void write_whole_file(const std::string& path, std::string_view text, std::strin
 // file); throws Error naming `what` and the path otherwise. Empty paths are not checked.
 void check_writable(const std::string& path, std::string_view what);
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

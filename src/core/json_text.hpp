@@ -10,4 +10,4 @@ inline std::string json_text(const nlohmann::json& j, int indent = -1) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -1,11 +1,11 @@
 // Raw memory on any device: allocation (CUDA through a caching cudaMalloc allocator), copies and
 // synchronization. The CUDA half lives in src/cuda/memory.cu (src/nocuda/ without CUDA).
 #pragma once
-#include <cstddef>
-
 #include "samebits/determinism.hpp"
 #include "samebits/dtype.hpp"
 #include "samebits/tensor.hpp"
+
+#include <cstddef>
 
 namespace samebits::detail {
 
@@ -26,8 +26,7 @@ void release_blas_handle(int device, Stream stream);
 // The bytes a CUDA allocation of `bytes` really holds (its size class in the caching allocator).
 std::size_t cuda_allocation_bytes(std::size_t bytes);
 void cuda_free(void* p, int device, Stream stream = {});
-void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
-               std::size_t bytes);
+void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
 // Copies `src` into `dst` (same sizes and dtype, non-negative strides, both on one CUDA device,
 // not overlapping, dst reaching each element once) with one kernel on the default stream, and
 // waits for it.
@@ -38,14 +37,14 @@ void cuda_synchronize(Stream stream);
 // op's kernels, CUB calls and library handles run on the device of its tensors whatever device
 // the calling thread had current. Does nothing for the CPU.
 class CurrentDevice {
- public:
+public:
   explicit CurrentDevice(Device device);
   ~CurrentDevice();
   CurrentDevice(const CurrentDevice&) = delete;
   CurrentDevice& operator=(const CurrentDevice&) = delete;
 
- private:
-  int saved_ = -1;  // the device to restore; -1: nothing was changed
+private:
+  int saved_ = -1; // the device to restore; -1: nothing was changed
 };
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

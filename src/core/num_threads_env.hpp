@@ -9,4 +9,4 @@ namespace samebits::detail {
 // [1, 1024], the range set_num_threads() takes.
 std::optional<int> num_threads_from_environment();
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

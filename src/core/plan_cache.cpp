@@ -1,13 +1,12 @@
 // Automatic index-plan reuse: the backend-free bookkeeping (keys, byte budget, volatile keys).
 #include "core/plan_cache.hpp"
 
-#include <fmt/format.h>
+#include "samebits/errors.hpp"
 
 #include <algorithm>
 #include <cstdlib>
+#include <fmt/format.h>
 #include <string>
-
-#include "samebits/errors.hpp"
 
 namespace samebits {
 namespace detail {
@@ -22,20 +21,23 @@ void PlanCache::take(std::list<Slot>::iterator it, std::list<Slot>& into) {
 }
 
 void PlanCache::shrink(std::size_t bytes, std::size_t entries, std::list<Slot>& into) {
-  while (!slots_.empty() && (bytes_ > bytes || slots_.size() > entries)) take(std::prev(slots_.end()), into);
+  while (!slots_.empty() && (bytes_ > bytes || slots_.size() > entries))
+    take(std::prev(slots_.end()), into);
 }
 
 std::shared_ptr<void> PlanCache::find(const PlanKey& key) {
   std::lock_guard lock(m_);
   auto it = slot_of(key);
-  if (it == slots_.end()) return nullptr;
+  if (it == slots_.end())
+    return nullptr;
   slots_.splice(slots_.begin(), slots_, it);
   return slots_.front().entry;
 }
 
 PlanCache::Streak* PlanCache::streak_of(const PlanKey& key) {
   for (auto& s : streaks_)
-    if (s.key == key) return &s;
+    if (s.key == key)
+      return &s;
   return nullptr;
 }
 
@@ -56,12 +58,14 @@ void PlanCache::record(const PlanKey& key, bool hit) {
     return;
   }
   ++misses_;
-  if (auto it = slot_of(key); it != slots_.end()) take(it, dropped);
+  if (auto it = slot_of(key); it != slots_.end())
+    take(it, dropped);
   if (Streak* s = streak_of(key)) {
     ++s->misses;
   } else {
     streaks_.push_front({key, 1});
-    if (streaks_.size() > kMaxVolatileKeys) streaks_.pop_back();
+    if (streaks_.size() > kMaxVolatileKeys)
+      streaks_.pop_back();
   }
 }
 
@@ -73,9 +77,11 @@ bool PlanCache::wants(const PlanKey& key, std::size_t bytes) const {
 void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes) {
   std::list<Slot> dropped;
   std::lock_guard lock(m_);
-  if (limit_ == 0 || bytes > limit_ || is_volatile(key)) return;
-  if (auto it = slot_of(key); it != slots_.end()) take(it, dropped);
-  shrink(limit_ - bytes, kMaxEntries - 1, dropped);  // room for this one
+  if (limit_ == 0 || bytes > limit_ || is_volatile(key))
+    return;
+  if (auto it = slot_of(key); it != slots_.end())
+    take(it, dropped);
+  shrink(limit_ - bytes, kMaxEntries - 1, dropped); // room for this one
   slots_.push_front({key, std::move(entry), bytes});
   bytes_ += bytes;
   ++stored_;
@@ -84,7 +90,8 @@ void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size
 void PlanCache::forget(const PlanKey& key) {
   std::list<Slot> dropped;
   std::lock_guard lock(m_);
-  if (auto it = slot_of(key); it != slots_.end()) take(it, dropped);
+  if (auto it = slot_of(key); it != slots_.end())
+    take(it, dropped);
 }
 
 void PlanCache::clear() {
@@ -98,7 +105,8 @@ void PlanCache::set_limit(std::size_t bytes) {
   std::lock_guard lock(m_);
   limit_ = bytes;
   shrink(limit_, kMaxEntries, dropped);
-  if (limit_ == 0) streaks_.clear();
+  if (limit_ == 0)
+    streaks_.clear();
 }
 
 PlanCacheStats PlanCache::stats() const {
@@ -113,18 +121,24 @@ PlanCache& plan_cache() {
       char* end = nullptr;
       const unsigned long long v = std::strtoull(e, &end, 10);
       if (end == e || *end != '\0' || *e == '-')
-        throw InvalidArgument(fmt::format("SAMEBITS_PLAN_CACHE_BYTES='{}': expected a byte count (0 turns "
-                                          "automatic plan reuse off)", e));
+        throw InvalidArgument(
+            fmt::format("SAMEBITS_PLAN_CACHE_BYTES='{}': expected a byte count (0 turns "
+                        "automatic plan reuse off)",
+                        e));
       limit = static_cast<std::size_t>(v);
     }
-    return new PlanCache(limit);  // never destroyed: entries hold device memory
+    return new PlanCache(limit); // never destroyed: entries hold device memory
   }();
   return *c;
 }
 
-}  // namespace detail
+} // namespace detail
 
-void set_plan_cache_limit(std::size_t bytes) { detail::plan_cache().set_limit(bytes); }
-PlanCacheStats plan_cache_stats() { return detail::plan_cache().stats(); }
+void set_plan_cache_limit(std::size_t bytes) {
+  detail::plan_cache().set_limit(bytes);
+}
+PlanCacheStats plan_cache_stats() {
+  return detail::plan_cache().stats();
+}
 
-}  // namespace samebits
+} // namespace samebits

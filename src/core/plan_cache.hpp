@@ -4,15 +4,15 @@
 // shared_ptr that the backend fills (src/cuda/plan_cache.cu holds the copy of the index and the
 // plan); a hit is decided by the backend comparing contents, never by the key alone.
 #pragma once
+#include "samebits/dtype.hpp"
+#include "samebits/ops/scatter.hpp"
+
 #include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
-
-#include "samebits/dtype.hpp"
-#include "samebits/ops/scatter.hpp"
 
 namespace samebits::detail {
 
@@ -27,7 +27,7 @@ struct PlanKey {
 };
 
 class PlanCache {
- public:
+public:
   // Consecutive content misses after which a key is no longer remembered.
   static constexpr int kVolatileAfter = 2;
   static constexpr std::size_t kMaxEntries = 16;
@@ -53,7 +53,7 @@ class PlanCache {
   void set_limit(std::size_t bytes);
   PlanCacheStats stats() const;
 
- private:
+private:
   struct Slot {
     PlanKey key;
     std::shared_ptr<void> entry;
@@ -73,8 +73,8 @@ class PlanCache {
 
   mutable std::mutex m_;
   std::size_t limit_;
-  std::list<Slot> slots_;      // most recently used first
-  std::list<Streak> streaks_;  // keys with misses, newest first (at most kMaxVolatileKeys)
+  std::list<Slot> slots_;     // most recently used first
+  std::list<Streak> streaks_; // keys with misses, newest first (at most kMaxVolatileKeys)
   std::size_t bytes_ = 0;
   std::int64_t hits_ = 0, misses_ = 0, stored_ = 0;
 };
@@ -82,4 +82,4 @@ class PlanCache {
 // The process-wide cache (limit from SAMEBITS_PLAN_CACHE_BYTES when set, else 1 GiB).
 PlanCache& plan_cache();
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -1,26 +1,27 @@
 // The registry, the selection function, and the public coverage queries built on them.
 #include "core/registry.hpp"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <iostream>
-#include <set>
-
 #include "core/backends.hpp"
 #include "core/memory.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <iostream>
+#include <set>
 
 namespace samebits::detail {
 
 void Registry::declare_op(const std::string& op) {
-  if (std::find(ops_.begin(), ops_.end(), op) == ops_.end()) ops_.push_back(op);
+  if (std::find(ops_.begin(), ops_.end(), op) == ops_.end())
+    ops_.push_back(op);
 }
 
 std::vector<VariantInfo> Registry::infos(std::string_view op) const {
   std::vector<VariantInfo> out;
   for (DeviceType b : {DeviceType::cpu, DeviceType::cuda})
     for (const auto& i : infos_)
-      if ((op.empty() || i.op == op) && i.backend == b) out.push_back(i);
+      if ((op.empty() || i.op == op) && i.backend == b)
+        out.push_back(i);
   return out;
 }
 
@@ -36,25 +37,28 @@ Registry& registry() {
 
 namespace {
 
-std::string levels_list(std::string_view op, DeviceType backend,
-                        const std::vector<Candidate>& cs) {
+std::string levels_list(std::string_view op, DeviceType backend, const std::vector<Candidate>& cs) {
   std::string s;
   for (const auto& c : cs) {
-    if (c.info->backend != backend) continue;
-    if (!s.empty()) s += ", ";
+    if (c.info->backend != backend)
+      continue;
+    if (!s.empty())
+      s += ", ";
     s += fmt::format("{} ({})", c.info->name, to_string(c.info->level));
   }
-  if (s.empty()) return fmt::format("op '{}' has no {} variant", op, to_string(backend));
+  if (s.empty())
+    return fmt::format("op '{}' has no {} variant", op, to_string(backend));
   return "variants: " + s;
 }
 
-}  // namespace
+} // namespace
 
 Choice choose_variant(std::string_view op, DeviceType backend, const std::vector<Candidate>& cs,
                       Mode mode, std::string_view forced) {
   Choice ch;
-  const std::string head = fmt::format("{} on {} at {}", op, to_string(backend), to_string(mode.level));
-  std::string skipped, cannot;  // every variant passed over; those that cannot take the arguments
+  const std::string head =
+      fmt::format("{} on {} at {}", op, to_string(backend), to_string(mode.level));
+  std::string skipped, cannot; // every variant passed over; those that cannot take the arguments
   auto note = [&](const Candidate& c, std::string_view why) {
     skipped += fmt::format("; skipped {} ({}): {}", c.info->name, to_string(c.info->level), why);
   };
@@ -62,16 +66,21 @@ Choice choose_variant(std::string_view op, DeviceType backend, const std::vector
   bool any_backend = false, any_implementable = false;
   for (std::size_t i = 0; i < cs.size(); ++i) {
     const auto& c = cs[i];
-    if (c.info->backend != backend) continue;
+    if (c.info->backend != backend)
+      continue;
     any_backend = true;
-    if (!forced.empty() && c.info->name != forced) continue;
+    if (!forced.empty() && c.info->name != forced)
+      continue;
     if (!c.why_not.empty()) {
       note(c, c.why_not);
       cannot += fmt::format("; {} cannot take them: {}", c.info->name, c.why_not);
       continue;
     }
     any_implementable = true;
-    if (!satisfies(c.info->level, mode.level)) { note(c, "below the requested level"); continue; }
+    if (!satisfies(c.info->level, mode.level)) {
+      note(c, "below the requested level");
+      continue;
+    }
     ch.index = static_cast<int>(i);
     ch.explain = fmt::format("{}: ran {} ({}): first variant in preference order that meets the "
                              "level and takes these arguments{}",
@@ -81,8 +90,8 @@ Choice choose_variant(std::string_view op, DeviceType backend, const std::vector
   if (!forced.empty() && std::none_of(cs.begin(), cs.end(), [&](const Candidate& c) {
         return c.info->backend == backend && c.info->name == forced;
       })) {
-    ch.explain = fmt::format("{}: no {} variant is named '{}'; {}", head, to_string(backend), forced,
-                             levels_list(op, backend, cs));
+    ch.explain = fmt::format("{}: no {} variant is named '{}'; {}", head, to_string(backend),
+                             forced, levels_list(op, backend, cs));
     return ch;
   }
   if (!any_backend) {
@@ -106,19 +115,23 @@ Choice choose_variant(std::string_view op, DeviceType backend, const std::vector
         "{}: the variant asked for, {}, guarantees only {}. Drop Options::variant to let samebits "
         "choose ({}), ask for a weaker level, or set warn-only mode to run it anyway",
         head, forced, to_string(f.info->level),
-        free.index >= 0 ? fmt::format("it would run {}", cs[static_cast<std::size_t>(free.index)].info->name)
-                        : "no variant meets the level either");
+        free.index >= 0
+            ? fmt::format("it would run {}", cs[static_cast<std::size_t>(free.index)].info->name)
+            : "no variant meets the level either");
   } else {
     ch.explain = fmt::format("{}: no variant guarantees {} for these arguments ({}{}). Ask for a "
                              "weaker level, or set warn-only mode to run the best variant there is",
                              head, to_string(mode.level), levels_list(op, backend, cs), cannot);
   }
-  if (!mode.warn_only) return ch;
+  if (!mode.warn_only)
+    return ch;
   int best = -1;
   for (std::size_t i = 0; i < cs.size(); ++i) {
     const auto& c = cs[i];
-    if (c.info->backend != backend || !c.why_not.empty()) continue;
-    if (!forced.empty() && c.info->name != forced) continue;
+    if (c.info->backend != backend || !c.why_not.empty())
+      continue;
+    if (!forced.empty() && c.info->name != forced)
+      continue;
     if (best < 0 || c.info->level > cs[static_cast<std::size_t>(best)].info->level)
       best = static_cast<int>(i);
   }
@@ -137,16 +150,21 @@ thread_local std::string t_last_explain;
 std::mutex g_warn_mutex;
 std::set<std::string, std::less<>> g_warned;
 std::function<void(const std::string&)> g_warning_handler;
-}  // namespace
+} // namespace
 
-void set_last_explain(std::string s) { t_last_explain = std::move(s); }
-void append_last_explain(std::string_view s) { t_last_explain.append(s); }
+void set_last_explain(std::string s) {
+  t_last_explain = std::move(s);
+}
+void append_last_explain(std::string_view s) {
+  t_last_explain.append(s);
+}
 
 void warn_once(const std::string& op, const std::string& message) {
   std::function<void(const std::string&)> handler;
   {
     std::lock_guard lock(g_warn_mutex);
-    if (!g_warned.insert(op).second) return;
+    if (!g_warned.insert(op).second)
+      return;
     handler = g_warning_handler;
   }
   if (handler)
@@ -157,17 +175,21 @@ void warn_once(const std::string& op, const std::string& message) {
 
 WorkspaceBuffer::WorkspaceBuffer(std::size_t bytes, Device device, Stream stream)
     : bytes_(bytes), device_(device), stream_(stream) {
-  if (bytes_ > 0) data_ = allocate_bytes(bytes_, device_, stream_);
+  if (bytes_ > 0)
+    data_ = allocate_bytes(bytes_, device_, stream_);
 }
 WorkspaceBuffer::~WorkspaceBuffer() {
-  if (data_ != nullptr) free_bytes(data_, device_, stream_);
+  if (data_ != nullptr)
+    free_bytes(data_, device_, stream_);
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail
 
 namespace samebits {
 
-const std::string& last_explain() { return detail::t_last_explain; }
+const std::string& last_explain() {
+  return detail::t_last_explain;
+}
 
 void set_warning_handler(std::function<void(const std::string&)> handler) {
   std::lock_guard lock(detail::g_warn_mutex);
@@ -179,7 +201,9 @@ void reset_warnings() {
   detail::g_warned.clear();
 }
 
-std::vector<std::string> op_names() { return detail::registry().ops(); }
+std::vector<std::string> op_names() {
+  return detail::registry().ops();
+}
 
 std::vector<VariantInfo> list_variants(std::string_view op) {
   return detail::registry().infos(op);
@@ -189,14 +213,16 @@ SelectionPreview preview_selection(std::string_view op, DeviceType backend, Dete
                                    bool warn_only) {
   auto infos = detail::registry().infos(op);
   std::vector<detail::Candidate> cs;
-  for (const auto& i : infos) cs.push_back({&i, {}});
+  for (const auto& i : infos)
+    cs.push_back({&i, {}});
   auto ch = detail::choose_variant(op, backend, cs, Mode{level, warn_only});
   SelectionPreview p;
   p.runs = ch.index >= 0;
   p.degraded = ch.degraded;
-  if (ch.index >= 0) p.variant = infos[static_cast<std::size_t>(ch.index)].name;
+  if (ch.index >= 0)
+    p.variant = infos[static_cast<std::size_t>(ch.index)].name;
   p.explain = ch.explain;
   return p;
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -1,30 +1,36 @@
 // Host helpers shared by CPU kernels and tools: dtype dispatch, strided element iteration, a
 // tensor's values on the host.
 #pragma once
+#include "samebits/errors.hpp"
+#include "samebits/tensor.hpp"
+
 #include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
-
-#include "samebits/errors.hpp"
-#include "samebits/tensor.hpp"
 
 namespace samebits::detail {
 
 // Calls f.template operator()<T>() with T the C++ type of `t`.
 template <class F> decltype(auto) visit_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::f32: return f.template operator()<float>();
-    case DType::f64: return f.template operator()<double>();
-    case DType::i32: return f.template operator()<std::int32_t>();
-    case DType::i64: return f.template operator()<std::int64_t>();
+  case DType::f32:
+    return f.template operator()<float>();
+  case DType::f64:
+    return f.template operator()<double>();
+  case DType::i32:
+    return f.template operator()<std::int32_t>();
+  case DType::i64:
+    return f.template operator()<std::int64_t>();
   }
   throw InvalidArgument("unknown dtype");
 }
 // Same, for float32 and float64 only; other dtypes throw naming `op`.
 template <class F> decltype(auto) visit_float(DType t, const char* op, F&& f) {
-  if (t == DType::f32) return f.template operator()<float>();
-  if (t == DType::f64) return f.template operator()<double>();
+  if (t == DType::f32)
+    return f.template operator()<float>();
+  if (t == DType::f64)
+    return f.template operator()<double>();
   throw InvalidArgument(std::string(op) + ": expected a float32 or float64 tensor, got " +
                         std::string(to_string(t)));
 }
@@ -33,8 +39,12 @@ template <class F> decltype(auto) visit_float(DType t, const char* op, F&& f) {
 // `b` must have the same shape (its strides may differ).
 template <class F> void for_each_element(const TensorView& a, const TensorView& b, F&& f) {
   const std::int64_t n = a.numel();
-  if (n == 0) return;
-  if (a.ndim == 0) { f(0, 0); return; }
+  if (n == 0)
+    return;
+  if (a.ndim == 0) {
+    f(0, 0);
+    return;
+  }
   std::array<std::int64_t, kMaxDims> idx{};
   std::int64_t oa = 0, ob = 0;
   const int last = a.ndim - 1;
@@ -63,9 +73,10 @@ template <class V> std::vector<V> host_values(const TensorView& t) {
   std::vector<V> v(static_cast<std::size_t>(h.numel()));
   visit_dtype(h.dtype, [&]<class T>() {
     const T* p = static_cast<const T*>(h.data);
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<V>(p[i]);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<V>(p[i]);
   });
   return v;
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

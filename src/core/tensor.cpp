@@ -1,19 +1,18 @@
 // Tensor views and the owning Tensor: layout queries, views, copies, fills and content hashes.
 #include "samebits/tensor.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <xxhash.h>
-
-#include <cmath>
-#include <cstring>
-#include <limits>
-#include <numeric>
-#include <type_traits>
-
 #include "core/memory.hpp"
 #include "core/overlap.hpp"
 #include "core/strided.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+#include <xxhash.h>
 
 namespace samebits {
 
@@ -25,10 +24,11 @@ void check_ndim(std::size_t n) {
 int norm_dim(int dim, int ndim, const char* what) {
   const int d = dim < 0 ? dim + ndim : dim;
   if (d < 0 || d >= ndim)
-    throw InvalidArgument(fmt::format("{}: dim {} is out of range for a {}-d tensor", what, dim, ndim));
+    throw InvalidArgument(
+        fmt::format("{}: dim {} is out of range for a {}-d tensor", what, dim, ndim));
   return d;
 }
-}  // namespace
+} // namespace
 
 TensorView TensorView::contiguous(void* data, DType dtype, Device device, const Shape& shape) {
   check_ndim(shape.size());
@@ -40,7 +40,8 @@ TensorView TensorView::contiguous(void* data, DType dtype, Device device, const 
   std::int64_t stride = 1;
   for (int d = v.ndim - 1; d >= 0; --d) {
     if (shape[static_cast<std::size_t>(d)] < 0)
-      throw InvalidArgument(fmt::format("negative size {} in a shape", shape[static_cast<std::size_t>(d)]));
+      throw InvalidArgument(
+          fmt::format("negative size {} in a shape", shape[static_cast<std::size_t>(d)]));
     v.shape[static_cast<std::size_t>(d)] = shape[static_cast<std::size_t>(d)];
     v.strides[static_cast<std::size_t>(d)] = stride;
     stride *= std::max<std::int64_t>(shape[static_cast<std::size_t>(d)], 1);
@@ -50,7 +51,8 @@ TensorView TensorView::contiguous(void* data, DType dtype, Device device, const 
 
 std::int64_t TensorView::numel() const {
   std::int64_t n = 1;
-  for (int d = 0; d < ndim; ++d) n *= shape[static_cast<std::size_t>(d)];
+  for (int d = 0; d < ndim; ++d)
+    n *= shape[static_cast<std::size_t>(d)];
   return n;
 }
 
@@ -58,7 +60,8 @@ bool TensorView::is_contiguous() const {
   std::int64_t expected = 1;
   for (int d = ndim - 1; d >= 0; --d) {
     const auto s = shape[static_cast<std::size_t>(d)];
-    if (s != 1 && strides[static_cast<std::size_t>(d)] != expected) return false;
+    if (s != 1 && strides[static_cast<std::size_t>(d)] != expected)
+      return false;
     expected *= s;
   }
   return true;
@@ -66,7 +69,8 @@ bool TensorView::is_contiguous() const {
 
 std::int64_t TensorView::offset(std::span<const std::int64_t> idx) const {
   std::int64_t o = 0;
-  for (int d = 0; d < ndim; ++d) o += idx[static_cast<std::size_t>(d)] * strides[static_cast<std::size_t>(d)];
+  for (int d = 0; d < ndim; ++d)
+    o += idx[static_cast<std::size_t>(d)] * strides[static_cast<std::size_t>(d)];
   return o;
 }
 
@@ -82,9 +86,11 @@ TensorView TensorView::transpose(int d0, int d1) const {
 TensorView TensorView::select(int dim, std::int64_t i) const {
   dim = norm_dim(dim, ndim, "select");
   if (i < 0 || i >= shape[static_cast<std::size_t>(dim)])
-    throw IndexOutOfRange(fmt::format("select: index {} out of range [0, {})", i, shape[static_cast<std::size_t>(dim)]));
+    throw IndexOutOfRange(fmt::format("select: index {} out of range [0, {})", i,
+                                      shape[static_cast<std::size_t>(dim)]));
   TensorView v = *this;
-  v.data = static_cast<char*>(data) + i * strides[static_cast<std::size_t>(dim)] * static_cast<std::int64_t>(size_of(dtype));
+  v.data = static_cast<char*>(data) +
+           i * strides[static_cast<std::size_t>(dim)] * static_cast<std::int64_t>(size_of(dtype));
   for (int d = dim; d + 1 < ndim; ++d) {
     v.shape[static_cast<std::size_t>(d)] = shape[static_cast<std::size_t>(d + 1)];
     v.strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d + 1)];
@@ -95,24 +101,29 @@ TensorView TensorView::select(int dim, std::int64_t i) const {
   return v;
 }
 
-TensorView TensorView::slice(int dim, std::int64_t begin, std::int64_t end, std::int64_t step) const {
+TensorView TensorView::slice(int dim, std::int64_t begin, std::int64_t end,
+                             std::int64_t step) const {
   dim = norm_dim(dim, ndim, "slice");
   const auto n = shape[static_cast<std::size_t>(dim)];
-  if (step <= 0) throw InvalidArgument("slice: step must be positive");
+  if (step <= 0)
+    throw InvalidArgument("slice: step must be positive");
   if (begin < 0 || end > n || begin > end)
     throw IndexOutOfRange(fmt::format("slice: [{}, {}) out of range [0, {})", begin, end, n));
   TensorView v = *this;
-  v.data = static_cast<char*>(data) + begin * strides[static_cast<std::size_t>(dim)] * static_cast<std::int64_t>(size_of(dtype));
+  v.data = static_cast<char*>(data) + begin * strides[static_cast<std::size_t>(dim)] *
+                                          static_cast<std::int64_t>(size_of(dtype));
   v.shape[static_cast<std::size_t>(dim)] = (end - begin + step - 1) / step;
   v.strides[static_cast<std::size_t>(dim)] *= step;
   return v;
 }
 
 TensorView TensorView::reshape(const Shape& s) const {
-  if (!is_contiguous()) throw InvalidArgument("reshape: only contiguous views can be reshaped; copy first");
+  if (!is_contiguous())
+    throw InvalidArgument("reshape: only contiguous views can be reshaped; copy first");
   const auto n = std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>());
   if (n != numel())
-    throw InvalidArgument(fmt::format("reshape: {} elements cannot take a shape of {}", numel(), n));
+    throw InvalidArgument(
+        fmt::format("reshape: {} elements cannot take a shape of {}", numel(), n));
   return contiguous(data, dtype, device, s);
 }
 
@@ -140,18 +151,22 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Stream stre
   bool has_zero = false, overflow = false;
   std::int64_t bytes_needed = static_cast<std::int64_t>(size_of(dtype));
   for (const std::int64_t d : shape) {
-    if (d < 0) throw InvalidArgument(fmt::format("Tensor: negative size in shape [{}]", fmt::join(shape, ", ")));
+    if (d < 0)
+      throw InvalidArgument(
+          fmt::format("Tensor: negative size in shape [{}]", fmt::join(shape, ", ")));
     has_zero = has_zero || d == 0;
     overflow = overflow || __builtin_mul_overflow(bytes_needed, d, &bytes_needed);
   }
-  if (overflow && !has_zero)  // an empty tensor allocates nothing, whatever its other sizes
-    throw InvalidArgument(fmt::format("Tensor: a {} tensor of shape [{}] would take more than 2^63 bytes",
-                                      to_string(dtype), fmt::join(shape, ", ")));
+  if (overflow && !has_zero) // an empty tensor allocates nothing, whatever its other sizes
+    throw InvalidArgument(
+        fmt::format("Tensor: a {} tensor of shape [{}] would take more than 2^63 bytes",
+                    to_string(dtype), fmt::join(shape, ", ")));
   Tensor t;
   t.view_ = TensorView::contiguous(nullptr, dtype, device, shape);
   const auto bytes = static_cast<std::size_t>(t.view_.numel()) * size_of(dtype);
   void* p = detail::allocate_bytes(bytes, device, stream);
-  t.storage_ = std::shared_ptr<void>(p, [device, stream](void* q) { detail::free_bytes(q, device, stream); });
+  t.storage_ = std::shared_ptr<void>(
+      p, [device, stream](void* q) { detail::free_bytes(q, device, stream); });
   t.view_.data = p;
   return t;
 }
@@ -166,7 +181,9 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
   return device.is_cpu() ? h : h.to(device);
 }
 
-Tensor Tensor::copy_of(const TensorView& v, Device device) { return copy_of(v, device, Stream{}); }
+Tensor Tensor::copy_of(const TensorView& v, Device device) {
+  return copy_of(v, device, Stream{});
+}
 
 Tensor Tensor::copy_of(const TensorView& v, Device device, Stream stream) {
   Tensor t = empty(v.sizes(), v.dtype, device, stream);
@@ -181,7 +198,8 @@ Tensor Tensor::copy_of(const TensorView& v, Device device, Stream stream) {
 }
 
 Tensor Tensor::to(Device device) const {
-  if (device == view_.device) return *this;
+  if (device == view_.device)
+    return *this;
   return copy_of(view_, device);
 }
 
@@ -205,14 +223,17 @@ TensorView host_view(const TensorView& v, Tensor& hold) {
   return h;
 }
 
-}  // namespace
+} // namespace
 
 void copy(const TensorView& src, const TensorView& dst) {
   if (src.sizes() != dst.sizes() || src.dtype != dst.dtype)
-    throw InvalidArgument(fmt::format("copy: {} into {}: shapes or dtypes differ", src.describe(), dst.describe()));
-  if (src.numel() == 0) return;
+    throw InvalidArgument(
+        fmt::format("copy: {} into {}: shapes or dtypes differ", src.describe(), dst.describe()));
+  if (src.numel() == 0)
+    return;
   if (detail::views_overlap(src, dst)) {
-    if (detail::same_elements(src, dst)) return;
+    if (detail::same_elements(src, dst))
+      return;
     // Reading src while writing dst would read what was just written: copy from a snapshot.
     const Tensor snapshot = Tensor::copy_of(src, src.device);
     copy(snapshot.view(), dst);
@@ -224,7 +245,7 @@ void copy(const TensorView& src, const TensorView& dst) {
     return;
   }
   if (src.device.is_cuda() && src.device == dst.device && !detail::reaches_an_element_twice(dst)) {
-    detail::cuda_copy_strided(src, dst);  // one kernel, not a host round trip
+    detail::cuda_copy_strided(src, dst); // one kernel, not a host round trip
     return;
   }
   // Through the host: src (a snapshot where it is on a GPU) written into dst in row-major order,
@@ -234,7 +255,8 @@ void copy(const TensorView& src, const TensorView& dst) {
   if (dst.device.is_cpu()) {
     detail::for_each_element(hs, dst, [&](std::int64_t os, std::int64_t od) {
       std::memcpy(static_cast<char*>(dst.data) + od * static_cast<std::int64_t>(size_of(dst.dtype)),
-                  static_cast<const char*>(hs.data) + os * static_cast<std::int64_t>(size_of(hs.dtype)),
+                  static_cast<const char*>(hs.data) +
+                      os * static_cast<std::int64_t>(size_of(hs.dtype)),
                   size_of(dst.dtype));
     });
     return;
@@ -253,12 +275,13 @@ void fill(const TensorView& dst, double value) {
     // is refused, where the conversion would be undefined.
     if constexpr (std::is_integral_v<T>) {
       const double lo = static_cast<double>(std::numeric_limits<T>::min());
-      const double end = -lo;  // 2^31 or 2^63, exactly
+      const double end = -lo; // 2^31 or 2^63, exactly
       if (!(std::trunc(value) >= lo && value < end))
         throw InvalidArgument(fmt::format("fill: {} does not fit {}", value, to_string(dst.dtype)));
     }
   });
-  if (dst.numel() == 0) return;
+  if (dst.numel() == 0)
+    return;
   Tensor hold;
   const TensorView h = host_view(dst, hold);
   detail::visit_dtype(h.dtype, [&]<class T>() {
@@ -268,7 +291,8 @@ void fill(const TensorView& dst, double value) {
   });
   if (!dst.device.is_cpu())
     detail::copy_bytes(dst.data, dst.device, h.data, Device::cpu(),
-                       static_cast<std::size_t>(detail::element_span_end(dst)) * size_of(dst.dtype));
+                       static_cast<std::size_t>(detail::element_span_end(dst)) *
+                           size_of(dst.dtype));
 }
 
 std::uint64_t content_hash(const TensorView& t) {
@@ -277,19 +301,23 @@ std::uint64_t content_hash(const TensorView& t) {
   XXH3_64bits_reset(st);
   const std::uint8_t dt = static_cast<std::uint8_t>(t.dtype);
   XXH3_64bits_update(st, &dt, 1);
-  for (int d = 0; d < t.ndim; ++d) XXH3_64bits_update(st, &t.shape[static_cast<std::size_t>(d)], 8);
+  for (int d = 0; d < t.ndim; ++d)
+    XXH3_64bits_update(st, &t.shape[static_cast<std::size_t>(d)], 8);
   XXH3_64bits_update(st, c.raw(), c.nbytes());
   const auto h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   return h;
 }
 
-std::string hash_hex(std::uint64_t h) { return fmt::format("{:016x}", h); }
+std::string hash_hex(std::uint64_t h) {
+  return fmt::format("{:016x}", h);
+}
 
 bool bitwise_equal(const TensorView& a, const TensorView& b) {
-  if (a.dtype != b.dtype || a.sizes() != b.sizes()) return false;
+  if (a.dtype != b.dtype || a.sizes() != b.sizes())
+    return false;
   Tensor ca = Tensor::copy_of(a, Device::cpu()), cb = Tensor::copy_of(b, Device::cpu());
   return std::memcmp(ca.raw(), cb.raw(), ca.nbytes()) == 0;
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -1,16 +1,6 @@
 // The trace recorder (one JSON line per recorded op output) and the trace reader.
 #include "samebits/trace.hpp"
 
-#include <fmt/format.h>
-
-#include <cmath>
-#include <cstdio>
-#include <fstream>
-#include <limits>
-#include <mutex>
-#include <utility>
-#include <nlohmann/json.hpp>
-
 #include "core/excerpt.hpp"
 #include "core/files.hpp"
 #include "core/json_text.hpp"
@@ -18,6 +8,15 @@
 #include "samebits/environment.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/samebits.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <utility>
 
 namespace samebits::trace {
 
@@ -41,18 +40,24 @@ thread_local std::string t_context;
 
 // Finite values as numbers; NaN and infinities as strings, which JSON has no numbers for.
 json number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v > 0 ? "inf" : "-inf";
   return v;
 }
 
 double read_number(const json& j) {
-  if (j.is_number()) return j.get<double>();
+  if (j.is_number())
+    return j.get<double>();
   if (j.is_string()) {
     const auto s = j.get<std::string>();
-    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-    if (s == "inf") return std::numeric_limits<double>::infinity();
-    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    if (s == "nan")
+      return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf")
+      return std::numeric_limits<double>::infinity();
+    if (s == "-inf")
+      return -std::numeric_limits<double>::infinity();
   }
   throw std::invalid_argument("expected a number or \"nan\"/\"inf\"/\"-inf\"");
 }
@@ -67,7 +72,8 @@ struct Stats {
 Stats compute_stats(const Tensor& host) {
   Stats s;
   const std::int64_t n = host.numel();
-  if (n == 0) return s;
+  if (n == 0)
+    return s;
   samebits::detail::visit_dtype(host.dtype(), [&]<class T>() {
     const T* p = host.data<T>();
     double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sq = 0;
@@ -89,16 +95,21 @@ Stats compute_stats(const Tensor& host) {
     s.mean = s.nan_count > 0 ? nan : sum / static_cast<double>(n);
     s.l2 = s.nan_count > 0 ? nan : std::sqrt(sq);
     const std::int64_t k = std::min<std::int64_t>(kSamples, n);
-    for (std::int64_t j = 0; j < k; ++j) s.samples.push_back(static_cast<double>(p[j * n / k]));
+    for (std::int64_t j = 0; j < k; ++j)
+      s.samples.push_back(static_cast<double>(p[j * n / k]));
   });
   return s;
 }
 
-}  // namespace
+} // namespace
 
 Context::Context(std::string label) : previous_(std::exchange(t_context, std::move(label))) {}
-Context::~Context() { t_context = std::move(previous_); }
-const std::string& current_context() noexcept { return t_context; }
+Context::~Context() {
+  t_context = std::move(previous_);
+}
+const std::string& current_context() noexcept {
+  return t_context;
+}
 
 void start(const std::string& path) {
   auto& r = recorder();
@@ -114,7 +125,8 @@ void start(const std::string& path) {
   // Recorded into PATH.partial, which replaces PATH when the recording stops (see stop/abandon).
   const std::string partial = samebits::detail::partial_path(path);
   std::FILE* f = std::fopen(partial.c_str(), "wb");
-  if (f == nullptr) throw Error(fmt::format("trace: cannot open '{}' for writing", partial));
+  if (f == nullptr)
+    throw Error(fmt::format("trace: cannot open '{}' for writing", partial));
   std::fwrite(line.data(), 1, line.size(), f);
   std::fflush(f);
   r.file = f;
@@ -129,22 +141,30 @@ void finish(bool keep) {
   auto& r = recorder();
   std::lock_guard lock(r.m);
   detail::g_enabled.store(false, std::memory_order_release);
-  if (r.file == nullptr) return;
+  if (r.file == nullptr)
+    return;
   const bool closed = std::fclose(r.file) == 0;
   r.file = nullptr;
   const std::string partial = samebits::detail::partial_path(r.path);
-  if (!keep) return;
-  if (!closed) throw Error(fmt::format("trace: writing '{}' failed; the trace is incomplete", partial));
+  if (!keep)
+    return;
+  if (!closed)
+    throw Error(fmt::format("trace: writing '{}' failed; the trace is incomplete", partial));
   if (std::rename(partial.c_str(), r.path.c_str()) != 0)
     throw Error(fmt::format("trace: cannot move '{}' to '{}'", partial, r.path));
 }
-}  // namespace
+} // namespace
 
-void stop() { finish(true); }
-void abandon() { finish(false); }
+void stop() {
+  finish(true);
+}
+void abandon() {
+  finish(false);
+}
 
 void record(std::int64_t step, std::string_view layer, std::string_view op, const TensorView& out) {
-  if (!enabled()) return;
+  if (!enabled())
+    return;
   // The copy and the statistics run outside the lock; only numbering and writing are serial.
   const Tensor host = Tensor::copy_of(out, Device::cpu());
   const Stats s = compute_stats(host);
@@ -161,12 +181,15 @@ void record(std::int64_t step, std::string_view layer, std::string_view op, cons
                {"l2", number(s.l2)},
                {"nan", s.nan_count}};
   json samples = json::array();
-  for (double v : s.samples) samples.push_back(number(v));
+  for (double v : s.samples)
+    samples.push_back(number(v));
   line["samples"] = std::move(samples);
-  if (!t_context.empty()) line["context"] = t_context;
+  if (!t_context.empty())
+    line["context"] = t_context;
   auto& r = recorder();
   std::lock_guard lock(r.m);
-  if (r.file == nullptr) return;  // stopped meanwhile
+  if (r.file == nullptr)
+    return; // stopped meanwhile
   line["i"] = r.next_index++;
   const std::string text = samebits::detail::json_text(line) + "\n";
   std::fwrite(text.data(), 1, text.size(), r.file);
@@ -176,13 +199,15 @@ void record(std::int64_t step, std::string_view layer, std::string_view op, cons
 
 TraceFile read(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw DataError(fmt::format("trace: cannot open '{}'", path));
+  if (!in)
+    throw DataError(fmt::format("trace: cannot open '{}'", path));
   TraceFile t;
   std::string text;
   std::int64_t line_no = 0;
   while (std::getline(in, text)) {
     ++line_no;
-    if (text.empty()) continue;
+    if (text.empty())
+      continue;
     try {
       const json j = json::parse(text);
       if (line_no == 1) {
@@ -191,7 +216,8 @@ TraceFile read(const std::string& path) {
         if (j.at("samebits_trace") != 1)
           throw std::invalid_argument(
               fmt::format("trace format {} is not one this samebits reads (1)",
-                          samebits::detail::printable_excerpt(samebits::detail::json_text(j.at("samebits_trace")))));
+                          samebits::detail::printable_excerpt(
+                              samebits::detail::json_text(j.at("samebits_trace")))));
         t.header = text;
         continue;
       }
@@ -208,8 +234,10 @@ TraceFile read(const std::string& path) {
       e.mean = read_number(j.at("mean"));
       e.l2 = read_number(j.at("l2"));
       e.nan_count = j.at("nan").get<std::int64_t>();
-      for (const auto& v : j.at("samples")) e.samples.push_back(read_number(v));
-      if (j.contains("context")) e.context = j.at("context").get<std::string>();
+      for (const auto& v : j.at("samples"))
+        e.samples.push_back(read_number(v));
+      if (j.contains("context"))
+        e.context = j.at("context").get<std::string>();
       t.entries.push_back(std::move(e));
     } catch (const json::parse_error& ex) {
       // The parser's own message quotes the bytes it read, which may be binary.
@@ -219,8 +247,9 @@ TraceFile read(const std::string& path) {
       throw DataError(fmt::format("trace: {}:{}: {}", path, line_no, ex.what()));
     }
   }
-  if (line_no == 0) throw DataError(fmt::format("trace: '{}' is empty", path));
+  if (line_no == 0)
+    throw DataError(fmt::format("trace: '{}' is empty", path));
   return t;
 }
 
-}  // namespace samebits::trace
+} // namespace samebits::trace

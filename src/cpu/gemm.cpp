@@ -12,27 +12,28 @@
 // ascending, one rounded product and one rounded add each (vector lanes are independent elements,
 // so vectorizing across j changes nothing), across k blocks in ascending order. Tiling and thread
 // count only decide who computes an element, never how.
-#include <algorithm>
-#include <atomic>
-#include <cstring>
-#include <vector>
+#include "ops/gemm.hpp"
 
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "cpu/register.hpp"
 #include "cpu/thread_pool.hpp"
-#include "ops/gemm.hpp"
 #include "samebits/threads.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
 
 namespace samebits::detail {
 
 namespace {
 
-constexpr std::int64_t kMR = 6;    // rows of a micro-tile
-constexpr std::int64_t kKC = 256;  // k block: a packed panel of b stays in L1/L2
+constexpr std::int64_t kMR = 6;   // rows of a micro-tile
+constexpr std::int64_t kKC = 256; // k block: a packed panel of b stays in L1/L2
 constexpr std::int64_t kMaxMC = 96;
 constexpr std::int64_t kMaxNC = 256;
-template <class T> constexpr std::int64_t kNR = 64 / sizeof(T);  // one 64-byte row of a micro-tile
+template <class T> constexpr std::int64_t kNR = 64 / sizeof(T); // one 64-byte row of a micro-tile
 
 typedef float VecF __attribute__((vector_size(32)));
 typedef double VecD __attribute__((vector_size(32)));
@@ -40,7 +41,9 @@ template <class T> struct VecOf;
 template <> struct VecOf<float> { using type = VecF; };
 template <> struct VecOf<double> { using type = VecD; };
 
-std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
+std::int64_t round_up(std::int64_t x, std::int64_t to) {
+  return (x + to - 1) / to * to;
+}
 
 // How the micro-kernel reads A: element (row i of panel `it`, k step p) is
 // base[it * panel + i * row + p * step]. Packed panels: (kc * kMR, 1, kMR); A read in place:
@@ -57,7 +60,7 @@ template <class T>
                                               std::int64_t kc, T* acc) {
   using V = typename VecOf<T>::type;
   constexpr std::int64_t NR = kNR<T>;
-  constexpr std::int64_t H = NR / 2;  // elements per 32-byte half
+  constexpr std::int64_t H = NR / 2; // elements per 32-byte half
   const std::int64_t mt = mc_pad / kMR, nt = nc_pad / NR;
   for (std::int64_t jt = 0; jt < nt; ++jt) {
     const T* bpan = bp + jt * kc * NR;
@@ -94,14 +97,14 @@ template <class T>
 
 // One clone per instruction set, picked at load time: the lanes compute the same IEEE operations
 // whatever the vector width, so every clone gives the same bits.
-[[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void macro_f32(
-    const float* ap, AWalk w, const float* bp, std::int64_t mc_pad, std::int64_t nc_pad,
-    std::int64_t kc, float* acc) {
+[[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void
+macro_f32(const float* ap, AWalk w, const float* bp, std::int64_t mc_pad, std::int64_t nc_pad,
+          std::int64_t kc, float* acc) {
   macro_body<float>(ap, w, bp, mc_pad, nc_pad, kc, acc);
 }
-[[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void macro_f64(
-    const double* ap, AWalk w, const double* bp, std::int64_t mc_pad, std::int64_t nc_pad,
-    std::int64_t kc, double* acc) {
+[[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void
+macro_f64(const double* ap, AWalk w, const double* bp, std::int64_t mc_pad, std::int64_t nc_pad,
+          std::int64_t kc, double* acc) {
   macro_body<double>(ap, w, bp, mc_pad, nc_pad, kc, acc);
 }
 void macro(const float* ap, AWalk w, const float* bp, std::int64_t mc, std::int64_t nc,
@@ -118,19 +121,20 @@ void macro(const double* ap, AWalk w, const double* bp, std::int64_t mc, std::in
 template <class T>
 void pack_a(const Mat<T>& A, std::int64_t m, std::int64_t i0, std::int64_t mc, std::int64_t p0,
             std::int64_t kc, T* ap) {
-  if (A.rs == 1 && A.cs != 1) {  // column-major A (op(a) of a row-major a): read rows of a
+  if (A.rs == 1 && A.cs != 1) { // column-major A (op(a) of a row-major a): read rows of a
     const std::int64_t mc_pad = round_up(mc, kMR), valid = std::min(mc_pad, m - i0);
     for (std::int64_t p = 0; p < kc; ++p) {
       const T* src = A.data + (p0 + p) * A.cs + i0;
       // Short reads far apart defeat the hardware prefetcher: fetch a few rows ahead.
       for (std::int64_t i = 0; i < valid; i += 64 / static_cast<std::int64_t>(sizeof(T)))
         __builtin_prefetch(src + 2 * A.cs + i);
-      const std::int64_t full = valid / kMR;  // panels with kMR valid rows
+      const std::int64_t full = valid / kMR; // panels with kMR valid rows
       for (std::int64_t it = 0; it < full; ++it) {
         T* dst = ap + it * kc * kMR + p * kMR;
         const T* from = src + it * kMR;
 #pragma GCC unroll 6
-        for (std::int64_t i = 0; i < kMR; ++i) dst[i] = from[i];
+        for (std::int64_t i = 0; i < kMR; ++i)
+          dst[i] = from[i];
       }
       for (std::int64_t it = full; it < mc_pad / kMR; ++it) {
         T* dst = ap + it * kc * kMR + p * kMR;
@@ -147,14 +151,17 @@ void pack_a(const Mat<T>& A, std::int64_t m, std::int64_t i0, std::int64_t mc, s
     for (std::int64_t i = 0; i < kMR; ++i) {
       const std::int64_t r = i0 + ir + i;
       if (r >= m) {
-        for (std::int64_t p = 0; p < kc; ++p) pan[p * kMR + i] = T(0);
+        for (std::int64_t p = 0; p < kc; ++p)
+          pan[p * kMR + i] = T(0);
         continue;
       }
       const T* src = A.data + r * A.rs + p0 * A.cs;
       if (A.cs == 1)
-        for (std::int64_t p = 0; p < kc; ++p) pan[p * kMR + i] = src[p];
+        for (std::int64_t p = 0; p < kc; ++p)
+          pan[p * kMR + i] = src[p];
       else
-        for (std::int64_t p = 0; p < kc; ++p) pan[p * kMR + i] = src[p * A.cs];
+        for (std::int64_t p = 0; p < kc; ++p)
+          pan[p * kMR + i] = src[p * A.cs];
     }
   }
 }
@@ -167,37 +174,43 @@ void pack_b(const Mat<T>& B, std::int64_t n, std::int64_t p0, std::int64_t kc, s
   for (std::int64_t jr = 0; jr < nc; jr += NR) {
     T* pan = bp + (jr / NR) * kc * NR;
     const std::int64_t jn = std::min(NR, n - (j0 + jr));
-    if (B.cs == 1 || B.rs != 1) {  // walk along rows of B
+    if (B.cs == 1 || B.rs != 1) { // walk along rows of B
       for (std::int64_t p = 0; p < kc; ++p) {
         const T* src = B.data + (p0 + p) * B.rs + (j0 + jr) * B.cs;
         T* dst = pan + p * NR;
-        if (B.cs == 1) for (std::int64_t j = 0; j < jn; ++j) dst[j] = src[j];
-        else for (std::int64_t j = 0; j < jn; ++j) dst[j] = src[j * B.cs];
-        for (std::int64_t j = std::max<std::int64_t>(jn, 0); j < NR; ++j) dst[j] = T(0);
+        if (B.cs == 1)
+          for (std::int64_t j = 0; j < jn; ++j)
+            dst[j] = src[j];
+        else
+          for (std::int64_t j = 0; j < jn; ++j)
+            dst[j] = src[j * B.cs];
+        for (std::int64_t j = std::max<std::int64_t>(jn, 0); j < NR; ++j)
+          dst[j] = T(0);
       }
-    } else {  // B is column-major (op(b) of a row-major b): walk down columns
+    } else { // B is column-major (op(b) of a row-major b): walk down columns
       for (std::int64_t j = 0; j < NR; ++j) {
         if (j >= jn) {
-          for (std::int64_t p = 0; p < kc; ++p) pan[p * NR + j] = T(0);
+          for (std::int64_t p = 0; p < kc; ++p)
+            pan[p * NR + j] = T(0);
           continue;
         }
         const T* src = B.data + p0 + (j0 + jr + j) * B.cs;
-        for (std::int64_t p = 0; p < kc; ++p) pan[p * NR + j] = src[p];
+        for (std::int64_t p = 0; p < kc; ++p)
+          pan[p * NR + j] = src[p];
       }
     }
   }
 }
 
 // Per-thread scratch: packed panels and the tile accumulators.
-template <class T> struct Scratch {
-  std::vector<T> ap, bp, acc;
-};
+template <class T> struct Scratch { std::vector<T> ap, bp, acc; };
 template <class T> Scratch<T>& scratch() {
   thread_local Scratch<T> s;
   return s;
 }
 template <class T> void grow(std::vector<T>& v, std::int64_t n) {
-  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  if (static_cast<std::int64_t>(v.size()) < n)
+    v.resize(static_cast<std::size_t>(n));
 }
 
 // How the output is cut into tasks. Any cut gives the same bits; this one aims at a few tasks
@@ -223,10 +236,9 @@ Tiling choose_tiling(const GemmArgs& g, std::int64_t m, std::int64_t n, std::int
 // Accumulates rows [i0, i0+mc) x columns [j0, j0+nc) over k in [pb, pe) into s.acc (micro-tile
 // layout), starting from +0. Returns the padded tile sizes.
 template <class T>
-std::pair<std::int64_t, std::int64_t> accumulate_tile(const GemmArgs& g, std::int64_t i0,
-                                                      std::int64_t mc, std::int64_t j0,
-                                                      std::int64_t nc, std::int64_t pb,
-                                                      std::int64_t pe, Scratch<T>& s) {
+std::pair<std::int64_t, std::int64_t>
+accumulate_tile(const GemmArgs& g, std::int64_t i0, std::int64_t mc, std::int64_t j0,
+                std::int64_t nc, std::int64_t pb, std::int64_t pe, Scratch<T>& s) {
   const std::int64_t mc_pad = round_up(mc, kMR), nc_pad = round_up(nc, kNR<T>);
   grow(s.ap, mc_pad * kKC);
   grow(s.bp, nc_pad * kKC);
@@ -238,7 +250,8 @@ std::pair<std::int64_t, std::int64_t> accumulate_tile(const GemmArgs& g, std::in
     pack_b(B, g.n(), p0, kc, j0, nc, s.bp.data());
     // With at most two b panels each A element is used for at most 32 columns: copying A
     // costs more than it saves, so full row panels of a k-contiguous A are read in place (a
-    // column-major A is not: its short runs far apart are read faster by pack_a); a partial last panel is packed (with +0 rows) so nothing past m is read.
+    // column-major A is not: its short runs far apart are read faster by pack_a); a partial last
+    // panel is packed (with +0 rows) so nothing past m is read.
     const bool in_place = nc_pad <= 2 * kNR<T> && A.cs == 1;
     const std::int64_t full = in_place ? mc / kMR : 0;
     if (full > 0) {
@@ -248,7 +261,7 @@ std::pair<std::int64_t, std::int64_t> accumulate_tile(const GemmArgs& g, std::in
     if (full * kMR < mc) {
       pack_a(A, g.m(), i0 + full * kMR, mc - full * kMR, p0, kc, s.ap.data());
       macro(s.ap.data(), AWalk{kc * kMR, 1, kMR}, s.bp.data(), mc_pad - full * kMR, nc_pad, kc,
-            s.acc.data() + full * (nc_pad / kNR<T>) * kMR * kNR<T>);
+            s.acc.data() + full * (nc_pad / kNR<T>)*kMR * kNR<T>);
     }
   }
   return {mc_pad, nc_pad};
@@ -300,18 +313,21 @@ template <class T, int RN>
   using V = typename VecOf<T>::type;
   constexpr std::int64_t L = sizeof(V) / sizeof(T);
   V acc[RN];
-  for (int r = 0; r < RN; ++r) acc[r] = V{};
+  for (int r = 0; r < RN; ++r)
+    acc[r] = V{};
   for (std::int64_t p = 0; p < k; ++p) {
     V xv;
     std::memcpy(&xv, x + p * w.xs, sizeof(V));
     const T* yp = y + p * w.ys;
 #pragma GCC unroll 8
-    for (int r = 0; r < RN; ++r) acc[r] = acc[r] + xv * yp[r * w.yr];
+    for (int r = 0; r < RN; ++r)
+      acc[r] = acc[r] + xv * yp[r * w.yr];
   }
-  for (int r = 0; r < RN; ++r) std::memcpy(out + r * L, &acc[r], sizeof(V));
+  for (int r = 0; r < RN; ++r)
+    std::memcpy(out + r * L, &acc[r], sizeof(V));
 }
 #define SAMEBITS_SMALL_CLONES(T, RN)                                                               \
-  [[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void small_##T##_##RN(              \
+  [[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void small_##T##_##RN(               \
       const T* x, const T* y, SmallWalk w, std::int64_t k, T* out) {                               \
     small_body<T, RN>(x, y, w, k, out);                                                            \
   }
@@ -382,10 +398,13 @@ template <class T> void gemm_small_output(const GemmArgs& g, const Epilogue<T>& 
 void gemm_packed(const GemmArgs& g, const Workspace&) {
   visit_float(g.c.dtype, "gemm", [&]<class T>() {
     const std::int64_t m = g.m(), n = g.n(), k = g.k();
-    if (m == 0 || n == 0) return;
+    if (m == 0 || n == 0)
+      return;
     const Epilogue<T> epi = epilogue_of<T>(g);
-    if (k == 0 || epi.alpha == T(0)) return scale_only<T>(g, epi);
-    if (small_output(m, n, k)) return gemm_small_output<T>(g, epi);
+    if (k == 0 || epi.alpha == T(0))
+      return scale_only<T>(g, epi);
+    if (small_output(m, n, k))
+      return gemm_small_output<T>(g, epi);
     const Tiling t = choose_tiling<T>(g, m, n, 1);
     T* c = static_cast<T*>(g.c.data);
     const std::int64_t crs = g.c.strides[0], ccs = g.c.strides[1];
@@ -405,14 +424,18 @@ void gemm_packed(const GemmArgs& g, const Workspace&) {
 }
 
 // Number of k pieces of the split-K variant: enough that the order of the atomic adds matters.
-std::int64_t split_k_pieces(std::int64_t k) { return std::clamp<std::int64_t>((k + 383) / 384, 1, 8); }
+std::int64_t split_k_pieces(std::int64_t k) {
+  return std::clamp<std::int64_t>((k + 383) / 384, 1, 8);
+}
 
 void gemm_split_k(const GemmArgs& g, const Workspace&) {
   visit_float(g.c.dtype, "gemm", [&]<class T>() {
     const std::int64_t m = g.m(), n = g.n(), k = g.k();
-    if (m == 0 || n == 0) return;
+    if (m == 0 || n == 0)
+      return;
     const Epilogue<T> epi = epilogue_of<T>(g);
-    if (k == 0 || epi.alpha == T(0)) return scale_only<T>(g, epi);
+    if (k == 0 || epi.alpha == T(0))
+      return scale_only<T>(g, epi);
     T* c = static_cast<T*>(g.c.data);
     const std::int64_t crs = g.c.strides[0], ccs = g.c.strides[1];
     // result = beta * c (the epilogue with alpha == 0), then every piece adds alpha * partial.
@@ -439,7 +462,8 @@ void gemm_split_k(const GemmArgs& g, const Workspace&) {
         }
     });
     for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) c[i * crs + j * ccs] = result[static_cast<std::size_t>(i * n + j)];
+      for (std::int64_t j = 0; j < n; ++j)
+        c[i * crs + j * ccs] = result[static_cast<std::size_t>(i * n + j)];
   });
 }
 
@@ -448,7 +472,7 @@ Variant<GemmArgs> cpu_variant(const char* name, Determinism level, const char* h
   return Variant<GemmArgs>{{"gemm", name, DeviceType::cpu, level, how}, nullptr, nullptr, run};
 }
 
-}  // namespace
+} // namespace
 
 void register_cpu_gemm(Registry& r) {
   r.add(cpu_variant("cpu.split_k_atomic", Determinism::not_guaranteed,
@@ -461,4 +485,4 @@ void register_cpu_gemm(Registry& r) {
                     gemm_packed));
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

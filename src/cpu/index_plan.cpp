@@ -6,11 +6,6 @@
 // exactly one result, so the plan is the same integers for any P and any thread schedule.
 #include "cpu/index_plan.hpp"
 
-#include <algorithm>
-#include <limits>
-#include <memory>
-#include <vector>
-
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "cpu/register.hpp"
@@ -18,11 +13,16 @@
 #include "ops/scatter.hpp"
 #include "samebits/threads.hpp"
 
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <vector>
+
 namespace samebits::detail {
 
 namespace {
 
-constexpr std::int64_t kMinChunk = 1 << 16;  // sources per chunk, at least
+constexpr std::int64_t kMinChunk = 1 << 16; // sources per chunk, at least
 
 template <class I>
 void counting_sort(const I* idx, std::int64_t stride, std::int64_t n, std::int64_t m,
@@ -47,7 +47,8 @@ void counting_sort(const I* idx, std::int64_t stride, std::int64_t n, std::int64
   });
   for (std::int64_t c = 0; c < chunks; ++c)
     if (const std::int64_t i = first_bad[static_cast<std::size_t>(c)]; i >= 0)
-      throw IndexOutOfRange(index_error_message(op, i, static_cast<std::int64_t>(idx[i * stride]), m));
+      throw IndexOutOfRange(
+          index_error_message(op, i, static_cast<std::int64_t>(idx[i * stride]), m));
 
   // Per target: exclusive prefix over chunks (each chunk's slot within the segment) and the
   // segment length into offsets[t + 1]; then an exclusive scan over targets in ranges.
@@ -97,7 +98,7 @@ void plan_variant(const PlanArgs& a, const Workspace&) {
   *a.result = make_index_plan_cpu(a.index, a.num_targets, "make_index_plan");
 }
 
-}  // namespace
+} // namespace
 
 void build_index_plan_cpu(const TensorView& index, std::int64_t num_targets, std::int64_t* order,
                           std::int64_t* offsets, const char* op) {
@@ -132,7 +133,9 @@ void register_cpu_index_plan(Registry& r) {
   r.add(Variant<PlanArgs>{{"make_index_plan", "cpu.counting_sort", DeviceType::cpu,
                            Determinism::portable,
                            "parallel stable counting sort: integers only, one possible result"},
-                          nullptr, nullptr, plan_variant});
+                          nullptr,
+                          nullptr,
+                          plan_variant});
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -1,10 +1,10 @@
 // The CPU index plan builder (stable counting sort, parallel and deterministic), shared by
 // make_index_plan and the CPU scatter variants that sort on every call.
 #pragma once
-#include <cstdint>
-
 #include "samebits/ops/scatter.hpp"
 #include "samebits/tensor.hpp"
+
+#include <cstdint>
 
 namespace samebits::detail {
 
@@ -19,4 +19,4 @@ void register_cpu_index_plan(Registry& r);
 
 IndexPlan make_index_plan_cpu(const TensorView& index, std::int64_t num_targets, const char* op);
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

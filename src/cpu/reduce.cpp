@@ -1,17 +1,19 @@
 // CPU variants of sum, sum_dim and dot.
 //
 //   cpu.atomic_chunks   not_guaranteed  threads claim chunks and add their partial sums into the
-//                                       result with atomic float adds, in whatever order they finish
+//                                       result with atomic float adds, in whatever order they
+//                                       finish
 //   cpu.canonical_tree  portable        the canonical order of ops/reduce.hpp; chunks in parallel,
 //                                       each chunk's sum independent of the thread that runs it
-#include <atomic>
+#include "ops/reduce.hpp"
 
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "cpu/canonical_sum.hpp"
 #include "cpu/register.hpp"
 #include "cpu/thread_pool.hpp"
-#include "ops/reduce.hpp"
+
+#include <atomic>
 
 namespace samebits::detail {
 
@@ -21,14 +23,15 @@ constexpr std::int64_t kAtomicChunk = 4096;
 
 // A contiguous view of x (x itself, or a copy kept in `hold`).
 TensorView contiguous_input(const TensorView& x, Tensor& hold) {
-  if (x.is_contiguous()) return x;
+  if (x.is_contiguous())
+    return x;
   hold = Tensor::copy_of(x, Device::cpu());
   return hold.view();
 }
 
 // The base offset of every output element of sum_dim, in x's strides, row-major over out.
 std::vector<std::int64_t> outer_offsets(const TensorView& x, int dim) {
-  TensorView rest = x.select(dim, 0);  // x's shape and strides without `dim`
+  TensorView rest = x.select(dim, 0); // x's shape and strides without `dim`
   rest.data = nullptr;
   std::vector<std::int64_t> offs;
   offs.reserve(static_cast<std::size_t>(rest.numel()));
@@ -58,7 +61,8 @@ void sum_canonical(const SumArgs& a, const Workspace&) {
     Tensor hold;
     const TensorView x = contiguous_input(a.x, hold);
     const T* p = static_cast<const T*>(x.data);
-    const T r = canonical_sum<T>(x.numel(), [p](std::int64_t i) { return p[i]; }, true);
+    const T r = canonical_sum<T>(
+        x.numel(), [p](std::int64_t i) { return p[i]; }, true);
     store_out<T>(a.out, 0, r);
   });
 }
@@ -73,7 +77,8 @@ void sum_atomic(const SumArgs& a, const Workspace&) {
     parallel_for((n + kAtomicChunk - 1) / kAtomicChunk, [&](std::int64_t c) {
       const std::int64_t e = std::min(n, (c + 1) * kAtomicChunk);
       T s = T(0);
-      for (std::int64_t i = c * kAtomicChunk; i < e; ++i) s += p[i];
+      for (std::int64_t i = c * kAtomicChunk; i < e; ++i)
+        s += p[i];
       atomic_add(total, s);
     });
     store_out<T>(a.out, 0, total);
@@ -96,7 +101,8 @@ void sum_dim_canonical(const SumArgs& a, const Workspace&) {
             canonical_sum<T>(len, [base, stride](std::int64_t i) { return base[i * stride]; });
       }
     });
-    for (std::int64_t o = 0; o < m; ++o) store_out<T>(a.out, o, result[static_cast<std::size_t>(o)]);
+    for (std::int64_t o = 0; o < m; ++o)
+      store_out<T>(a.out, o, result[static_cast<std::size_t>(o)]);
   });
 }
 
@@ -114,10 +120,12 @@ void sum_dim_atomic(const SumArgs& a, const Workspace&) {
       const std::int64_t b = piece * kAtomicChunk, e = std::min(len, b + kAtomicChunk);
       const T* base = p + offs[static_cast<std::size_t>(o)];
       T s = T(0);
-      for (std::int64_t i = b; i < e; ++i) s += base[i * stride];
+      for (std::int64_t i = b; i < e; ++i)
+        s += base[i * stride];
       atomic_add(result[static_cast<std::size_t>(o)], s);
     });
-    for (std::int64_t o = 0; o < m; ++o) store_out<T>(a.out, o, result[static_cast<std::size_t>(o)]);
+    for (std::int64_t o = 0; o < m; ++o)
+      store_out<T>(a.out, o, result[static_cast<std::size_t>(o)]);
   });
 }
 
@@ -144,12 +152,14 @@ void dot_canonical(const DotArgs& a, const Workspace&) {
       const std::int64_t end = std::min(chunks, (t + 1) * kChunksPerTask);
       for (std::int64_t c = t * kChunksPerTask; c < end; ++c) {
         const std::int64_t base = c * kSumChunk, len = std::min(kSumChunk, n - base);
-        for (std::int64_t i = 0; i < len; ++i) prod[i] = pa[base + i] * pb[base + i];
+        for (std::int64_t i = 0; i < len; ++i)
+          prod[i] = pa[base + i] * pb[base + i];
         partial[static_cast<std::size_t>(c)] =
             canonical_chunk<T>(len, [&prod](std::int64_t i) { return prod[i]; });
       }
     });
-    store_out<T>(a.out, 0, chunks == 1 ? partial[0] : canonical_sum_partials<T>(std::move(partial)));
+    store_out<T>(a.out, 0,
+                 chunks == 1 ? partial[0] : canonical_sum_partials<T>(std::move(partial)));
   });
 }
 
@@ -163,7 +173,8 @@ void dot_atomic(const DotArgs& a, const Workspace&) {
     parallel_for((n + kAtomicChunk - 1) / kAtomicChunk, [&](std::int64_t c) {
       const std::int64_t e = std::min(n, (c + 1) * kAtomicChunk);
       T s = T(0);
-      for (std::int64_t i = c * kAtomicChunk; i < e; ++i) s += pa[i] * pb[i];
+      for (std::int64_t i = c * kAtomicChunk; i < e; ++i)
+        s += pa[i] * pb[i];
       atomic_add(total, s);
     });
     store_out<T>(a.out, 0, total);
@@ -176,24 +187,28 @@ Variant<Args> cpu_variant(const char* op, const char* name, Determinism level, c
   return Variant<Args>{{op, name, DeviceType::cpu, level, how}, nullptr, nullptr, run};
 }
 
-}  // namespace
+} // namespace
 
 void register_cpu_reduce(Registry& r) {
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
   // Preference order: the atomic variant first (what not_guaranteed callers get today), then the
   // canonical tree, which every deterministic request selects.
   r.add(cpu_variant<SumArgs>("sum", "cpu.atomic_chunks", ng,
-                             "chunk sums added with atomic float adds in completion order", sum_atomic));
+                             "chunk sums added with atomic float adds in completion order",
+                             sum_atomic));
   r.add(cpu_variant<SumArgs>("sum", "cpu.canonical_tree", po,
-                             "canonical 256-lane, 4096-element chunk tree; chunks in parallel", sum_canonical));
+                             "canonical 256-lane, 4096-element chunk tree; chunks in parallel",
+                             sum_canonical));
   r.add(cpu_variant<SumArgs>("sum_dim", "cpu.atomic_chunks", ng,
-                             "pieces of the reduced dim added with atomic float adds", sum_dim_atomic));
+                             "pieces of the reduced dim added with atomic float adds",
+                             sum_dim_atomic));
   r.add(cpu_variant<SumArgs>("sum_dim", "cpu.canonical_tree", po,
-                             "canonical tree along dim, output elements in parallel", sum_dim_canonical));
+                             "canonical tree along dim, output elements in parallel",
+                             sum_dim_canonical));
   r.add(cpu_variant<DotArgs>("dot", "cpu.atomic_chunks", ng,
                              "chunk dot products added with atomic float adds", dot_atomic));
   r.add(cpu_variant<DotArgs>("dot", "cpu.canonical_tree", po,
                              "rounded products summed in the canonical tree", dot_canonical));
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

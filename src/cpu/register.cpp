@@ -16,4 +16,4 @@ void register_cpu_ops(Registry& r) {
   register_cpu_gemm(r);
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -12,4 +12,4 @@ void register_cpu_histogram(Registry& r); // cpu/histogram.cpp
 void register_cpu_scatter(Registry& r);   // cpu/scatter.cpp (+ cpu/index_plan.cpp)
 void register_cpu_gemm(Registry& r);      // cpu/gemm.cpp
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

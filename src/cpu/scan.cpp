@@ -7,16 +7,17 @@
 //                                       parallel, the tile carry chain per line, then each tile
 //                                       rescanned from its carry (or a whole line per task when
 //                                       there are many lines); the bits depend on the data alone
-#include <algorithm>
-#include <atomic>
-#include <vector>
+#include "ops/scan.hpp"
 
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "cpu/register.hpp"
 #include "cpu/thread_pool.hpp"
-#include "ops/scan.hpp"
 #include "samebits/threads.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
 
 namespace samebits::detail {
 
@@ -71,7 +72,8 @@ T walk_tiles(const T* x, std::int64_t sx, T* out, std::int64_t so, std::int64_t 
             out[i * so] = P + r;
           }
         } else {
-          for (std::int64_t i = i0; i < i1; ++i) r = r + x[i * sx];
+          for (std::int64_t i = i0; i < i1; ++i)
+            r = r + x[i * sx];
         }
         e = e + r;
       }
@@ -94,13 +96,16 @@ void walk_lines_batch(const T* xp, const std::int64_t* xoff, T* op, const std::i
                       int nb, std::int64_t sx, std::int64_t so, std::int64_t len) {
   const T z = T(-0.0);
   T C[kBatch], f[kBatch], e[kBatch], r[kBatch], P[kBatch];
-  for (int w = 0; w < nb; ++w) C[w] = z;
+  for (int w = 0; w < nb; ++w)
+    C[w] = z;
   for (std::int64_t t0 = 0; t0 < len; t0 += kScanTile) {
     const std::int64_t tile_end = std::min(len, t0 + kScanTile);
-    for (int w = 0; w < nb; ++w) f[w] = z;
+    for (int w = 0; w < nb; ++w)
+      f[w] = z;
     for (std::int64_t g0 = t0; g0 < tile_end; g0 += kScanGroupElems) {
       const std::int64_t group_end = std::min(tile_end, g0 + kScanGroupElems);
-      for (int w = 0; w < nb; ++w) e[w] = z;
+      for (int w = 0; w < nb; ++w)
+        e[w] = z;
       for (std::int64_t i0 = g0; i0 < group_end; i0 += kScanSegment) {
         const std::int64_t i1 = std::min(group_end, i0 + kScanSegment);
         for (int w = 0; w < nb; ++w) {
@@ -112,20 +117,25 @@ void walk_lines_batch(const T* xp, const std::int64_t* xoff, T* op, const std::i
             r[w] = r[w] + xp[xoff[w] + i * sx];
             op[ooff[w] + i * so] = P[w] + r[w];
           }
-        for (int w = 0; w < nb; ++w) e[w] = e[w] + r[w];
+        for (int w = 0; w < nb; ++w)
+          e[w] = e[w] + r[w];
       }
-      for (int w = 0; w < nb; ++w) f[w] = f[w] + e[w];
+      for (int w = 0; w < nb; ++w)
+        f[w] = f[w] + e[w];
     }
-    for (int w = 0; w < nb; ++w) C[w] = C[w] + f[w];
+    for (int w = 0; w < nb; ++w)
+      C[w] = C[w] + f[w];
   }
 }
 
 void cumsum_canonical(const CumsumArgs& a, const Workspace&) {
-  if (a.x.numel() == 0) return;
+  if (a.x.numel() == 0)
+    return;
   visit_float(a.x.dtype, "cumsum", [&]<class T>() {
     const Lines L = lines_of(a);
     const std::int64_t nl = L.count();
-    if (nl == 0 || L.len == 0) return;
+    if (nl == 0 || L.len == 0)
+      return;
     const T* xp = static_cast<const T*>(a.x.data);
     T* op = static_cast<T*>(a.out.data);
     const std::int64_t tiles = (L.len + kScanTile - 1) / kScanTile;
@@ -144,7 +154,8 @@ void cumsum_canonical(const CumsumArgs& a, const Workspace&) {
       const std::int64_t per_task = std::max<std::int64_t>(1, 16384 / L.len);
       parallel_for((nl + per_task - 1) / per_task, [&](std::int64_t t) {
         for (std::int64_t l = t * per_task; l < std::min(nl, (t + 1) * per_task); ++l)
-          walk_tiles<T, true>(xp + L.x_off[l], L.sx, op + L.out_off[l], L.so, L.len, 0, tiles, T(-0.0));
+          walk_tiles<T, true>(xp + L.x_off[l], L.sx, op + L.out_off[l], L.so, L.len, 0, tiles,
+                              T(-0.0));
       });
       return;
     }
@@ -158,7 +169,7 @@ void cumsum_canonical(const CumsumArgs& a, const Workspace&) {
         carry[l * tiles + k] =
             walk_tiles<T, false>(xp + L.x_off[l], L.sx, nullptr, 0, L.len, k, k + 1, T(-0.0));
     });
-    for (std::int64_t l = 0; l < nl; ++l) {  // totals -> exclusive carries: C_k = C_{k-1} + T_{k-1}
+    for (std::int64_t l = 0; l < nl; ++l) { // totals -> exclusive carries: C_k = C_{k-1} + T_{k-1}
       T C = T(-0.0);
       for (std::int64_t k = 0; k < tiles; ++k) {
         const T total = carry[l * tiles + k];
@@ -176,22 +187,26 @@ void cumsum_canonical(const CumsumArgs& a, const Workspace&) {
 }
 
 void cumsum_atomic(const CumsumArgs& a, const Workspace&) {
-  if (a.x.numel() == 0) return;
+  if (a.x.numel() == 0)
+    return;
   visit_float(a.x.dtype, "cumsum", [&]<class T>() {
     const Lines L = lines_of(a);
     const std::int64_t nl = L.count();
-    if (nl == 0 || L.len == 0) return;
+    if (nl == 0 || L.len == 0)
+      return;
     const T* xp = static_cast<const T*>(a.x.data);
     T* op = static_cast<T*>(a.out.data);
     const std::int64_t chunk = std::max<std::int64_t>(4096, (L.len + 63) / 64);
     const std::int64_t chunks = (L.len + chunk - 1) / chunk;
-    if (chunks == 1 && L.sx != 1) {  // one chunk per line: plain running sums, adjacent lines together
+    if (chunks == 1 &&
+        L.sx != 1) { // one chunk per line: plain running sums, adjacent lines together
       const std::int64_t bs = batch_size(nl);
       parallel_for((nl + bs - 1) / bs, [&](std::int64_t t) {
         const std::int64_t l0 = t * bs;
         const int nb = static_cast<int>(std::min(bs, nl - l0));
         T s[kBatch];
-        for (int w = 0; w < nb; ++w) s[w] = T(-0.0);
+        for (int w = 0; w < nb; ++w)
+          s[w] = T(-0.0);
         for (std::int64_t i = 0; i < L.len; ++i)
           for (int w = 0; w < nb; ++w) {
             s[w] = s[w] + xp[L.x_off[l0 + w] + i * L.sx];
@@ -207,7 +222,8 @@ void cumsum_atomic(const CumsumArgs& a, const Workspace&) {
       const std::int64_t l = t / chunks, c = t % chunks;
       const T* x = xp + L.x_off[l];
       T s = T(0);
-      for (std::int64_t i = c * chunk; i < std::min(L.len, (c + 1) * chunk); ++i) s += x[i * L.sx];
+      for (std::int64_t i = c * chunk; i < std::min(L.len, (c + 1) * chunk); ++i)
+        s += x[i * L.sx];
       for (std::int64_t c2 = c + 1; c2 < chunks; ++c2)
         std::atomic_ref<T>(carry[l * chunks + c2]).fetch_add(s, std::memory_order_relaxed);
     });
@@ -216,7 +232,8 @@ void cumsum_atomic(const CumsumArgs& a, const Workspace&) {
       const T* x = xp + L.x_off[l];
       T* out = op + L.out_off[l];
       T s = carry[l * chunks + c];
-      if (c == 0) s = T(-0.0);
+      if (c == 0)
+        s = T(-0.0);
       for (std::int64_t i = c * chunk; i < std::min(L.len, (c + 1) * chunk); ++i) {
         s = s + x[i * L.sx];
         out[i * L.so] = s;
@@ -231,7 +248,7 @@ Variant<Args> cpu_variant(const char* op, const char* name, Determinism level, c
   return Variant<Args>{{op, name, DeviceType::cpu, level, how}, nullptr, nullptr, run};
 }
 
-}  // namespace
+} // namespace
 
 void register_cpu_scan(Registry& r) {
   r.add(cpu_variant<CumsumArgs>("cumsum", "cpu.atomic_carries", Determinism::not_guaranteed,
@@ -244,4 +261,4 @@ void register_cpu_scan(Registry& r) {
                                 cumsum_canonical));
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

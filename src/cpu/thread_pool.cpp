@@ -30,7 +30,7 @@ namespace {
 // every thread of a job (a chunk's result must not depend on which thread ran it).
 #if defined(__x86_64__) || defined(__i386__)
 struct FpState {
-  unsigned csr = 0;  // MXCSR: FTZ, DAZ, rounding mode
+  unsigned csr = 0; // MXCSR: FTZ, DAZ, rounding mode
   static FpState current() { return {_mm_getcsr()}; }
   void apply() const { _mm_setcsr(csr); }
 };
@@ -49,12 +49,13 @@ struct FpState {
 // SAMEBITS_NUM_THREADS when set (a malformed value throws InvalidArgument from the first op that
 // needs the pool), else every core.
 int default_threads() {
-  if (const auto n = detail::num_threads_from_environment()) return *n;
+  if (const auto n = detail::num_threads_from_environment())
+    return *n;
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 1024u));
 }
 
 class Pool {
- public:
+public:
   explicit Pool(int n) { resize(n); }
   ~Pool() { stop(); }
 
@@ -64,13 +65,17 @@ class Pool {
     stop();
     size_ = n;
     quit_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
+    for (int i = 1; i < n; ++i)
+      workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
   }
 
   // Runs body(thread) on every thread (the caller is thread 0) and waits for all.
   void run(const std::function<void(int)>& body) {
     std::lock_guard serial(run_mutex_);
-    if (size_ == 1) { body(0); return; }
+    if (size_ == 1) {
+      body(0);
+      return;
+    }
     {
       std::lock_guard lock(m_);
       body_ = &body;
@@ -81,15 +86,21 @@ class Pool {
     }
     cv_.notify_all();
     std::exception_ptr mine;
-    try { body(0); } catch (...) { mine = std::current_exception(); }
+    try {
+      body(0);
+    } catch (...) {
+      mine = std::current_exception();
+    }
     std::unique_lock lock(m_);
     done_cv_.wait(lock, [this] { return pending_ == 0; });
     body_ = nullptr;
-    if (mine) std::rethrow_exception(mine);
-    if (error_) std::rethrow_exception(error_);
+    if (mine)
+      std::rethrow_exception(mine);
+    if (error_)
+      std::rethrow_exception(error_);
   }
 
- private:
+private:
   void loop(int index, std::uint64_t seen) {
     for (;;) {
       const std::function<void(int)>* body;
@@ -97,17 +108,24 @@ class Pool {
       {
         std::unique_lock lock(m_);
         cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
-        if (quit_) return;
+        if (quit_)
+          return;
         seen = generation_;
         body = body_;
         fp = fp_state_;
       }
       fp.apply();
       std::exception_ptr err;
-      try { (*body)(index); } catch (...) { err = std::current_exception(); }
+      try {
+        (*body)(index);
+      } catch (...) {
+        err = std::current_exception();
+      }
       std::lock_guard lock(m_);
-      if (err && !error_) error_ = err;
-      if (--pending_ == 0) done_cv_.notify_one();
+      if (err && !error_)
+        error_ = err;
+      if (--pending_ == 0)
+        done_cv_.notify_one();
     }
   }
 
@@ -117,7 +135,8 @@ class Pool {
       quit_ = true;
     }
     cv_.notify_all();
-    for (auto& t : workers_) t.join();
+    for (auto& t : workers_)
+      t.join();
     workers_.clear();
   }
 
@@ -140,23 +159,32 @@ Pool& pool(std::optional<int> first = std::nullopt) {
   return p;
 }
 
-}  // namespace
+} // namespace
 
 void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t)>& f) {
-  if (ntasks <= 0) return;
+  if (ntasks <= 0)
+    return;
   Pool& p = pool();
   if (p.size() == 1 || ntasks == 1) {
-    for (std::int64_t t = 0; t < ntasks; ++t) f(t);
+    for (std::int64_t t = 0; t < ntasks; ++t)
+      f(t);
     return;
   }
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> failed{false};
   p.run([&](int) {
     for (;;) {
-      if (failed.load(std::memory_order_relaxed)) return;
+      if (failed.load(std::memory_order_relaxed))
+        return;
       const std::int64_t t = next.fetch_add(1, std::memory_order_relaxed);
-      if (t >= ntasks) return;
-      try { f(t); } catch (...) { failed = true; throw; }
+      if (t >= ntasks)
+        return;
+      try {
+        f(t);
+      } catch (...) {
+        failed = true;
+        throw;
+      }
     }
   });
 }
@@ -167,17 +195,21 @@ void parallel_threads(const std::function<void(int, int)>& f) {
   p.run([&](int i) { f(i, n); });
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail
 
 namespace samebits {
 
-int num_threads() { return detail::pool().size(); }
+int num_threads() {
+  return detail::pool().size();
+}
 
 void set_num_threads(int n) {
   if (n < 1 || n > 1024)
-    throw InvalidArgument("set_num_threads: thread count must be in [1, 1024], got " + std::to_string(n));
+    throw InvalidArgument("set_num_threads: thread count must be in [1, 1024], got " +
+                          std::to_string(n));
   detail::Pool& p = detail::pool(n);
-  if (n != p.size()) p.resize(n);
+  if (n != p.size())
+    p.resize(n);
 }
 
-}  // namespace samebits
+} // namespace samebits

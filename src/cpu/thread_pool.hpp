@@ -22,4 +22,4 @@ inline std::pair<std::int64_t, std::int64_t> split_range(std::int64_t n, std::in
   return {b, b + q + (i < r ? 1 : 0)};
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

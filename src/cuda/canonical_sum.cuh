@@ -12,17 +12,16 @@
 // element loads. A mapping decides only where lanes live, never the order of any addition, so
 // the bits are those of the CPU.
 #pragma once
-#include <cuda_runtime.h>
+#include "cuda/vec16.cuh"
 
 #include <cstdint>
-
-#include "cuda/vec16.cuh"
+#include <cuda_runtime.h>
 
 namespace samebits::detail::canonical {
 
 inline constexpr int kLanes = 256;
 inline constexpr int kSteps = 16;
-inline constexpr std::int64_t kChunk = kLanes * kSteps;  // 4096 elements
+inline constexpr std::int64_t kChunk = kLanes * kSteps; // 4096 elements
 
 template <class T> inline constexpr int kVec = kPerVec16<T>;
 template <class T> inline constexpr int kSlots = kLanes / (32 * kVec<T>);
@@ -35,7 +34,8 @@ template <class T> struct Lanes {
 #pragma unroll
     for (int r = 0; r < kSlots<T>; ++r)
 #pragma unroll
-      for (int k = 0; k < kVec<T>; ++k) acc[r][k] = T(-0.0);
+      for (int k = 0; k < kVec<T>; ++k)
+        acc[r][k] = T(-0.0);
   }
   // Adds one 16-byte group (kVec consecutive elements) into slot r.
   __device__ void add(int r, float4 v) {
@@ -64,20 +64,22 @@ template <class T> struct Lanes {
   // thread of the warp must call it (shuffles). Each step is lane[l] = lane[l] + lane[l + s].
   __device__ T tree() {
 #pragma unroll
-    for (int sr = kSlots<T> / 2; sr >= 1; sr /= 2)  // s = 32 kVec sr: lanes in another slot
+    for (int sr = kSlots<T> / 2; sr >= 1; sr /= 2) // s = 32 kVec sr: lanes in another slot
 #pragma unroll
       for (int r = 0; r < sr; ++r)
 #pragma unroll
-        for (int k = 0; k < kVec<T>; ++k) acc[r][k] = acc[r][k] + acc[r + sr][k];
+        for (int k = 0; k < kVec<T>; ++k)
+          acc[r][k] = acc[r][k] + acc[r + sr][k];
 #pragma unroll
-    for (int off = 16; off >= 1; off /= 2)  // s = kVec off: lanes in another thread
+    for (int off = 16; off >= 1; off /= 2) // s = kVec off: lanes in another thread
 #pragma unroll
       for (int k = 0; k < kVec<T>; ++k)
         acc[0][k] = acc[0][k] + __shfl_down_sync(0xffffffffu, acc[0][k], off);
 #pragma unroll
-    for (int s = kVec<T> / 2; s >= 1; s /= 2)  // s < kVec: lanes of the same 16-byte group
+    for (int s = kVec<T> / 2; s >= 1; s /= 2) // s < kVec: lanes of the same 16-byte group
 #pragma unroll
-      for (int k = 0; k < s; ++k) acc[0][k] = acc[0][k] + acc[0][k + s];
+      for (int k = 0; k < s; ++k)
+        acc[0][k] = acc[0][k] + acc[0][k + s];
     return acc[0][0];
   }
 };
@@ -90,19 +92,21 @@ template <class T> struct StridedLanes {
 
   __device__ void init() {
 #pragma unroll
-    for (int q = 0; q < kPerThread; ++q) acc[q] = T(-0.0);
+    for (int q = 0; q < kPerThread; ++q)
+      acc[q] = T(-0.0);
   }
   // The same halving tree as Lanes::tree; the sum ends in lane 0 of the warp.
   __device__ T tree() {
 #pragma unroll
-    for (int sq = kPerThread / 2; sq >= 1; sq /= 2)  // s = 32 sq: lanes of this thread
+    for (int sq = kPerThread / 2; sq >= 1; sq /= 2) // s = 32 sq: lanes of this thread
 #pragma unroll
-      for (int q = 0; q < sq; ++q) acc[q] = acc[q] + acc[q + sq];
+      for (int q = 0; q < sq; ++q)
+        acc[q] = acc[q] + acc[q + sq];
 #pragma unroll
-    for (int off = 16; off >= 1; off /= 2)  // s = off: lanes of other threads
+    for (int off = 16; off >= 1; off /= 2) // s = off: lanes of other threads
       acc[0] = acc[0] + __shfl_down_sync(0xffffffffu, acc[0], off);
     return acc[0];
   }
 };
 
-}  // namespace samebits::detail::canonical
+} // namespace samebits::detail::canonical

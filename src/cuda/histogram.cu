@@ -13,17 +13,16 @@
 // smallest bad position is kept); results are accumulated in the workspace and written to `out`
 // once, by a last pass that writes nothing when an index was bad. The host waits once, at the end.
 // Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 uses 64-thread blocks on a small grid.
-#include <cuda_runtime.h>
-
-#include <climits>
-#include <cstdlib>
-#include <string>
-
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/fixed_point.cuh"
 #include "cuda/register.hpp"
 #include "ops/histogram.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <cuda_runtime.h>
+#include <string>
 
 namespace samebits::detail {
 
@@ -66,10 +65,12 @@ __device__ __forceinline__ void for_each_unrolled(i64 n, Load&& load, Use&& use)
     decltype(load(i0)) v[U];
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (i0 + u * step < n) v[u] = load(i0 + u * step);
+      if (i0 + u * step < n)
+        v[u] = load(i0 + u * step);
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (i0 + u * step < n) use(i0 + u * step, v[u]);
+      if (i0 + u * step < n)
+        use(i0 + u * step, v[u]);
   }
 }
 
@@ -86,8 +87,10 @@ template <class T> __global__ void max_weight_kernel(const T* w, i64 sw, i64 n, 
   for_each_unrolled<kUnroll>(
       n, [&](i64 i) { return static_cast<double>(w[i * sw]); },
       [&](i64, double v) {
-        if (isfinite(v)) m = fmax(m, fabs(v));
-        else sp = 1;
+        if (isfinite(v))
+          m = fmax(m, fabs(v));
+        else
+          sp = 1;
       });
   publish_check(ULLONG_MAX, m, sp, res);
 }
@@ -95,7 +98,8 @@ template <class T> __global__ void max_weight_kernel(const T* w, i64 sw, i64 n, 
 // An index outside [0, bins) adds nothing and lowers res->first_bad to its position; every
 // position is visited, so the smallest is found.
 __device__ __forceinline__ bool valid_bin(i64 b, i64 bins, i64 i, CheckResult* res) {
-  if (b >= 0 && b < bins) return true;
+  if (b >= 0 && b < bins)
+    return true;
   atomicMin(&res->first_bad, static_cast<u64>(i));
   return false;
 }
@@ -103,12 +107,15 @@ __device__ __forceinline__ bool valid_bin(i64 b, i64 bins, i64 i, CheckResult* r
 // Exact integer sums per bin: 1 per element (counts) or the fixed-point weight. Shared-memory
 // bins per block when they fit, flushed with global integer atomics (order-independent).
 template <class I, class T, bool Weighted>
-__global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, CheckResult* res,
-                                u64* acc, unsigned* mask, bool smem) {
+__global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins,
+                                CheckResult* res, u64* acc, unsigned* mask, bool smem) {
   extern __shared__ u64 sh[];
-  const int s = Weighted ? fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits))) : 0;
+  const int s =
+      Weighted ? fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits)))
+               : 0;
   if (smem) {
-    for (i64 b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0;
+    for (i64 b = threadIdx.x; b < bins; b += blockDim.x)
+      sh[b] = 0;
     __syncthreads();
   }
   for_each_unrolled<kUnroll>(
@@ -117,7 +124,8 @@ __global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n,
         return IdxVal<T>{static_cast<i64>(idx[i * si]), Weighted ? w[i * sw] : T(0)};
       },
       [&](i64 i, const IdxVal<T>& e) {
-        if (!valid_bin(e.b, bins, i, res)) return;
+        if (!valid_bin(e.b, bins, i, res))
+          return;
         i64 q = 1;
         if constexpr (Weighted) {
           const double d = static_cast<double>(e.w);
@@ -129,47 +137,61 @@ __global__ void int_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n,
           }
         }
         if (q != 0) {
-          if (smem) atomicAdd(&sh[e.b], static_cast<u64>(q));
-          else atomicAdd(&acc[e.b], static_cast<u64>(q));
+          if (smem)
+            atomicAdd(&sh[e.b], static_cast<u64>(q));
+          else
+            atomicAdd(&acc[e.b], static_cast<u64>(q));
         }
       });
   if (smem) {
     __syncthreads();
     for (i64 b = threadIdx.x; b < bins; b += blockDim.x)
-      if (sh[b] != 0) atomicAdd(&acc[b], sh[b]);
+      if (sh[b] != 0)
+        atomicAdd(&acc[b], sh[b]);
   }
 }
 
 // Float atomics (the not_guaranteed variant): the sums' last bits follow the arrival order.
 template <class I, class T>
-__global__ void float_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins, CheckResult* res,
-                                  T* acc, bool smem) {
+__global__ void float_hist_kernel(const I* idx, i64 si, const T* w, i64 sw, i64 n, i64 bins,
+                                  CheckResult* res, T* acc, bool smem) {
   extern __shared__ unsigned char raw[];
   T* sh = reinterpret_cast<T*>(raw);
   if (smem) {
-    for (i64 b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = T(0);
+    for (i64 b = threadIdx.x; b < bins; b += blockDim.x)
+      sh[b] = T(0);
     __syncthreads();
   }
   for_each_unrolled<kUnroll>(
-      n, [&](i64 i) { return IdxVal<T>{static_cast<i64>(idx[i * si]), w[i * sw]}; },
+      n,
+      [&](i64 i) {
+        return IdxVal<T>{static_cast<i64>(idx[i * si]), w[i * sw]};
+      },
       [&](i64 i, const IdxVal<T>& e) {
-        if (!valid_bin(e.b, bins, i, res)) return;
-        if (smem) atomicAdd(&sh[e.b], e.w);
-        else atomicAdd(&acc[e.b], e.w);
+        if (!valid_bin(e.b, bins, i, res))
+          return;
+        if (smem)
+          atomicAdd(&sh[e.b], e.w);
+        else
+          atomicAdd(&acc[e.b], e.w);
       });
   if (smem) {
     __syncthreads();
-    for (i64 b = threadIdx.x; b < bins; b += blockDim.x) atomicAdd(&acc[b], sh[b]);
+    for (i64 b = threadIdx.x; b < bins; b += blockDim.x)
+      atomicAdd(&acc[b], sh[b]);
   }
 }
 
 // Writes the bins to out: int64 counts, fixed point -> T (the same steps as the CPU), or copies;
 // nothing when an index was bad.
-template <class T, int Kind>  // 0: counts, 1: fixed point, 2: float sums
-__global__ void finalize_kernel(const void* acc, const unsigned* mask, const CheckResult* res, i64 n, void* out,
-                                i64 so, i64 bins) {
-  if (res->first_bad != ULLONG_MAX) return;
-  const int s = Kind == 1 ? fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits))) : 0;
+template <class T, int Kind> // 0: counts, 1: fixed point, 2: float sums
+__global__ void finalize_kernel(const void* acc, const unsigned* mask, const CheckResult* res,
+                                i64 n, void* out, i64 so, i64 bins) {
+  if (res->first_bad != ULLONG_MAX)
+    return;
+  const int s =
+      Kind == 1 ? fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits)))
+                : 0;
   const unsigned* special = Kind == 1 && res->special != 0 ? mask : nullptr;
   for (i64 b = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; b < bins;
        b += static_cast<i64>(gridDim.x) * blockDim.x) {
@@ -178,7 +200,8 @@ __global__ void finalize_kernel(const void* acc, const unsigned* mask, const Che
     } else if constexpr (Kind == 1) {
       const auto q = static_cast<i64>(static_cast<const u64*>(acc)[b]);
       T r = static_cast<T>(scale_pow2(static_cast<double>(q), -s));
-      if (special != nullptr && special[b] != 0) r = special_value<T>(special[b]);
+      if (special != nullptr && special[b] != 0)
+        r = special_value<T>(special[b]);
       static_cast<T*>(out)[b * so] = r;
     } else {
       static_cast<T*>(out)[b * so] = static_cast<const T*>(acc)[b];
@@ -186,33 +209,39 @@ __global__ void finalize_kernel(const void* acc, const unsigned* mask, const Che
   }
 }
 
-constexpr std::size_t align_up(std::size_t b) { return (b + 255) / 256 * 256; }
+constexpr std::size_t align_up(std::size_t b) {
+  return (b + 255) / 256 * 256;
+}
 
 std::size_t bincount_workspace(const BincountArgs& a) {
   const auto bins = static_cast<std::size_t>(a.out.numel());
   return align_up(sizeof(CheckResult)) + align_up(bins * 8) + align_up(bins * sizeof(unsigned));
 }
 
-template <bool Canonical>
-void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
+template <bool Canonical> void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
   cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
   const i64 n = a.index.numel(), bins = a.out.numel();
   char* wsp = static_cast<char*>(ws.data);
   auto* res = reinterpret_cast<CheckResult*>(wsp);
   void* acc = wsp + align_up(sizeof(CheckResult));
-  auto* mask = reinterpret_cast<unsigned*>(wsp + align_up(sizeof(CheckResult)) + align_up(static_cast<std::size_t>(bins) * 8));
+  auto* mask = reinterpret_cast<unsigned*>(wsp + align_up(sizeof(CheckResult)) +
+                                           align_up(static_cast<std::size_t>(bins) * 8));
   const bool weighted = a.weighted();
   const Launch l = launch_for(n);
   const bool is64 = a.index.dtype == DType::i64;
   const bool f32 = !weighted || a.weights.dtype == DType::f32;
   const i64 si = n > 0 ? a.index.stride(0) : 1, sw = weighted && n > 0 ? a.weights.stride(0) : 1;
-  auto with_types = [&](auto&& f) {  // f(I*, T*) with the index and weight types
+  auto with_types = [&](auto&& f) { // f(I*, T*) with the index and weight types
     if (is64) {
-      if (f32) f(static_cast<const i64*>(a.index.data), static_cast<const float*>(a.weights.data));
-      else f(static_cast<const i64*>(a.index.data), static_cast<const double*>(a.weights.data));
+      if (f32)
+        f(static_cast<const i64*>(a.index.data), static_cast<const float*>(a.weights.data));
+      else
+        f(static_cast<const i64*>(a.index.data), static_cast<const double*>(a.weights.data));
     } else {
-      if (f32) f(static_cast<const int*>(a.index.data), static_cast<const float*>(a.weights.data));
-      else f(static_cast<const int*>(a.index.data), static_cast<const double*>(a.weights.data));
+      if (f32)
+        f(static_cast<const int*>(a.index.data), static_cast<const float*>(a.weights.data));
+      else
+        f(static_cast<const int*>(a.index.data), static_cast<const double*>(a.weights.data));
     }
   };
   // 1. max |w| for the fixed point. The accumulation checks each index on the way (a bad one adds
@@ -222,13 +251,18 @@ void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(u64), stream));
   const bool fixed = weighted && Canonical;
   if (fixed && n > 0) {
-    with_types([&](auto*, auto* wp) { max_weight_kernel<<<l.grid, l.block, 0, stream>>>(wp, sw, n, res); });
+    with_types([&](auto*, auto* wp) {
+      max_weight_kernel<<<l.grid, l.block, 0, stream>>>(wp, sw, n, res);
+    });
     SAMEBITS_CUDA_CHECK_LAUNCH("max_weight_kernel");
   }
   // 2. Accumulate into the workspace.
   const std::size_t elem = !weighted || Canonical ? 8 : (f32 ? 4 : 8);
-  if (bins > 0) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * elem, stream));
-  if (fixed && bins > 0) SAMEBITS_CUDA_CHECK(cudaMemsetAsync(mask, 0, static_cast<std::size_t>(bins) * sizeof(unsigned), stream));
+  if (bins > 0)
+    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * elem, stream));
+  if (fixed && bins > 0)
+    SAMEBITS_CUDA_CHECK(
+        cudaMemsetAsync(mask, 0, static_cast<std::size_t>(bins) * sizeof(unsigned), stream));
   const bool smem = static_cast<std::size_t>(bins) * elem <= kSmemBytes;
   const std::size_t smem_bytes = smem ? static_cast<std::size_t>(bins) * elem : 0;
   if (n > 0) {
@@ -236,14 +270,14 @@ void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(wp)>>;
       using I = std::remove_const_t<std::remove_pointer_t<decltype(ip)>>;
       if (!weighted)
-        int_hist_kernel<I, T, false><<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, res,
-                                                                             static_cast<u64*>(acc), mask, smem);
+        int_hist_kernel<I, T, false><<<l.grid, l.block, smem_bytes, stream>>>(
+            ip, si, wp, sw, n, bins, res, static_cast<u64*>(acc), mask, smem);
       else if (Canonical)
-        int_hist_kernel<I, T, true><<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, res,
-                                                                            static_cast<u64*>(acc), mask, smem);
+        int_hist_kernel<I, T, true><<<l.grid, l.block, smem_bytes, stream>>>(
+            ip, si, wp, sw, n, bins, res, static_cast<u64*>(acc), mask, smem);
       else
-        float_hist_kernel<<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, res, static_cast<T*>(acc),
-                                                                   smem);
+        float_hist_kernel<<<l.grid, l.block, smem_bytes, stream>>>(ip, si, wp, sw, n, bins, res,
+                                                                   static_cast<T*>(acc), smem);
     });
     SAMEBITS_CUDA_CHECK_LAUNCH("bincount accumulate");
   }
@@ -251,11 +285,21 @@ void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
   const Launch lf = launch_for(bins);
   const i64 so = bins > 0 ? a.out.stride(0) : 1;
   const unsigned* m = fixed ? mask : nullptr;
-  if (!weighted) finalize_kernel<float, 0><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
-  else if (f32 && Canonical) finalize_kernel<float, 1><<<lf.grid, lf.block, 0, stream>>>(acc, m, res, n, a.out.data, so, bins);
-  else if (Canonical) finalize_kernel<double, 1><<<lf.grid, lf.block, 0, stream>>>(acc, m, res, n, a.out.data, so, bins);
-  else if (f32) finalize_kernel<float, 2><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
-  else finalize_kernel<double, 2><<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
+  if (!weighted)
+    finalize_kernel<float, 0>
+        <<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
+  else if (f32 && Canonical)
+    finalize_kernel<float, 1>
+        <<<lf.grid, lf.block, 0, stream>>>(acc, m, res, n, a.out.data, so, bins);
+  else if (Canonical)
+    finalize_kernel<double, 1>
+        <<<lf.grid, lf.block, 0, stream>>>(acc, m, res, n, a.out.data, so, bins);
+  else if (f32)
+    finalize_kernel<float, 2>
+        <<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
+  else
+    finalize_kernel<double, 2>
+        <<<lf.grid, lf.block, 0, stream>>>(acc, nullptr, res, n, a.out.data, so, bins);
   SAMEBITS_CUDA_CHECK_LAUNCH("bincount finalize");
   CheckResult h{};
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
@@ -264,18 +308,21 @@ void bincount_cuda(const BincountArgs& a, const Workspace& ws) {
     const auto pos = static_cast<i64>(h.first_bad);
     const i64 value = read_index_value(a.index, pos * si);
     // (no fmt in CUDA sources: its consteval format strings do not compile under nvcc)
-    throw IndexOutOfRange("bincount: index[" + std::to_string(pos) + "] = " + std::to_string(value) +
-                          " is outside [0, " + std::to_string(bins) + ") (out has " + std::to_string(bins) + " bins)");
+    throw IndexOutOfRange("bincount: index[" + std::to_string(pos) +
+                          "] = " + std::to_string(value) + " is outside [0, " +
+                          std::to_string(bins) + ") (out has " + std::to_string(bins) + " bins)");
   }
 }
 
 // histc: R replicas of the shared 32-bit counters (warp w uses replica w % R) spread the
 // contention of few bins; flushed with 64-bit global atomics.
 template <class T>
-__global__ void histc_kernel(const T* x, i64 n, T lo, T hi, i64 bins, int replicas, u64* acc, bool smem) {
+__global__ void histc_kernel(const T* x, i64 n, T lo, T hi, i64 bins, int replicas, u64* acc,
+                             bool smem) {
   extern __shared__ unsigned shc[];
   if (smem) {
-    for (i64 b = threadIdx.x; b < bins * replicas; b += blockDim.x) shc[b] = 0;
+    for (i64 b = threadIdx.x; b < bins * replicas; b += blockDim.x)
+      shc[b] = 0;
     __syncthreads();
   }
   unsigned* mine = shc + static_cast<i64>((threadIdx.x >> 5) % replicas) * bins;
@@ -284,28 +331,33 @@ __global__ void histc_kernel(const T* x, i64 n, T lo, T hi, i64 bins, int replic
       [&](i64, T v) {
         const i64 b = histc_bin<T>(v, lo, hi, bins);
         if (b >= 0) {
-          if (smem) atomicAdd(&mine[b], 1u);
-          else atomicAdd(&acc[b], 1ull);
+          if (smem)
+            atomicAdd(&mine[b], 1u);
+          else
+            atomicAdd(&acc[b], 1ull);
         }
       });
   if (smem) {
     __syncthreads();
     for (i64 b = threadIdx.x; b < bins; b += blockDim.x) {
       u64 c = 0;
-      for (int r = 0; r < replicas; ++r) c += shc[r * bins + b];
-      if (c != 0) atomicAdd(&acc[b], c);
+      for (int r = 0; r < replicas; ++r)
+        c += shc[r * bins + b];
+      if (c != 0)
+        atomicAdd(&acc[b], c);
     }
   }
 }
 
-template <class T>
-__global__ void histc_finalize(const u64* acc, T* out, i64 so, i64 bins) {
+template <class T> __global__ void histc_finalize(const u64* acc, T* out, i64 so, i64 bins) {
   for (i64 b = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; b < bins;
        b += static_cast<i64>(gridDim.x) * blockDim.x)
     out[b * so] = static_cast<T>(acc[b]);
 }
 
-std::size_t histc_workspace(const HistcArgs& a) { return align_up(static_cast<std::size_t>(a.out.numel()) * 8); }
+std::size_t histc_workspace(const HistcArgs& a) {
+  return align_up(static_cast<std::size_t>(a.out.numel()) * 8);
+}
 
 void histc_cuda(const HistcArgs& a, const Workspace& ws) {
   cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
@@ -324,7 +376,7 @@ void histc_cuda(const HistcArgs& a, const Workspace& ws) {
     const i64 cap = std::max<i64>({i64{2} * sms, n / (8 * bins), (n >> 31) + 1});
     l.grid = static_cast<unsigned>(std::min<i64>(l.grid, cap));
   }
-  const i64 fit = kSmemBytes / 4 / bins;  // replicas that fit in shared memory
+  const i64 fit = kSmemBytes / 4 / bins; // replicas that fit in shared memory
   const bool smem = fit >= 1;
   const int replicas = static_cast<int>(std::max<i64>(1, std::min<i64>({fit, 8, l.block / 32})));
   const std::size_t smem_bytes = smem ? static_cast<std::size_t>(bins * replicas) * 4 : 0;
@@ -333,32 +385,45 @@ void histc_cuda(const HistcArgs& a, const Workspace& ws) {
   if (x.dtype == DType::f32) {
     if (n > 0)
       histc_kernel<float><<<l.grid, l.block, smem_bytes, stream>>>(
-          static_cast<const float*>(x.data), n, static_cast<float>(a.lo), static_cast<float>(a.hi), bins, replicas, acc, smem);
+          static_cast<const float*>(x.data), n, static_cast<float>(a.lo), static_cast<float>(a.hi),
+          bins, replicas, acc, smem);
     SAMEBITS_CUDA_CHECK_LAUNCH("histc_kernel");
-    histc_finalize<float><<<lf.grid, lf.block, 0, stream>>>(acc, static_cast<float*>(a.out.data), so, bins);
+    histc_finalize<float>
+        <<<lf.grid, lf.block, 0, stream>>>(acc, static_cast<float*>(a.out.data), so, bins);
   } else {
     if (n > 0)
       histc_kernel<double><<<l.grid, l.block, smem_bytes, stream>>>(
           static_cast<const double*>(x.data), n, a.lo, a.hi, bins, replicas, acc, smem);
     SAMEBITS_CUDA_CHECK_LAUNCH("histc_kernel");
-    histc_finalize<double><<<lf.grid, lf.block, 0, stream>>>(acc, static_cast<double*>(a.out.data), so, bins);
+    histc_finalize<double>
+        <<<lf.grid, lf.block, 0, stream>>>(acc, static_cast<double*>(a.out.data), so, bins);
   }
   SAMEBITS_CUDA_CHECK_LAUNCH("histc_finalize");
-  if (xc.defined() && xc.numel() > 0) SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // xc is freed next
+  if (xc.defined() && xc.numel() > 0)
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream)); // xc is freed next
 }
 
-}  // namespace
+} // namespace
 
 void register_cuda_histogram(Registry& r) {
-  r.add(Variant<BincountArgs>{{"bincount", "cuda.float_atomics", DeviceType::cuda, Determinism::not_guaranteed,
-                               "float atomics in arrival order (shared-memory bins when they fit); counts exact"},
-                              nullptr, bincount_workspace, bincount_cuda<false>});
-  r.add(Variant<BincountArgs>{{"bincount", "cuda.fixed_point", DeviceType::cuda, Determinism::portable,
-                               "exact int64 fixed point with integer atomics, scale from max |w|; counts exact"},
-                              nullptr, bincount_workspace, bincount_cuda<true>});
-  r.add(Variant<HistcArgs>{{"histc", "cuda.int_counts", DeviceType::cuda, Determinism::portable,
-                            "integer counts in replicated shared-memory counters, PyTorch's bin formula"},
-                           nullptr, histc_workspace, histc_cuda});
+  r.add(Variant<BincountArgs>{
+      {"bincount", "cuda.float_atomics", DeviceType::cuda, Determinism::not_guaranteed,
+       "float atomics in arrival order (shared-memory bins when they fit); counts exact"},
+      nullptr,
+      bincount_workspace,
+      bincount_cuda<false>});
+  r.add(Variant<BincountArgs>{
+      {"bincount", "cuda.fixed_point", DeviceType::cuda, Determinism::portable,
+       "exact int64 fixed point with integer atomics, scale from max |w|; counts exact"},
+      nullptr,
+      bincount_workspace,
+      bincount_cuda<true>});
+  r.add(Variant<HistcArgs>{
+      {"histc", "cuda.int_counts", DeviceType::cuda, Determinism::portable,
+       "integer counts in replicated shared-memory counters, PyTorch's bin formula"},
+      nullptr,
+      histc_workspace,
+      histc_cuda});
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

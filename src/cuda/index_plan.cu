@@ -3,19 +3,18 @@
 // counting sort of our own (tile histograms, one scan, stable placement); beyond, CUB's radix
 // sort and offsets from the sorted keys. A stable sort has one result, so either way the plan
 // holds the same integers as the CPU's counting sort.
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
-
-#include <bit>
-#include <cstdlib>
-#include <limits>
-
 #include "core/memory.hpp"
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/register.hpp"
 #include "ops/scatter.hpp"
+
+#include <bit>
+#include <cstdlib>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <limits>
 
 namespace samebits::detail {
 
@@ -31,18 +30,20 @@ int grid_for(std::int64_t n, int block = kBlock) {
 // The key of position i: index[i * stride] when it is in [0, m); otherwise 0, and i lowers *bad
 // (when bad is set).
 template <class I>
-__device__ __forceinline__ int key_at(const I* idx, std::int64_t stride, std::int64_t i, std::int64_t m,
-                                      unsigned long long* bad) {
+__device__ __forceinline__ int key_at(const I* idx, std::int64_t stride, std::int64_t i,
+                                      std::int64_t m, unsigned long long* bad) {
   const auto v = static_cast<std::int64_t>(idx[i * stride]);
-  if (v >= 0 && v < m) return static_cast<int>(v);
-  if (bad != nullptr) atomicMin(bad, static_cast<unsigned long long>(i));
+  if (v >= 0 && v < m)
+    return static_cast<int>(v);
+  if (bad != nullptr)
+    atomicMin(bad, static_cast<unsigned long long>(i));
   return 0;
 }
 
 template <class I>
-__global__ void vector_keys_kernel(const I* idx, std::int64_t stride, std::int64_t n, std::int64_t m,
-                                   const int* values32, std::int64_t vstride, int* keys, int* vals,
-                                   unsigned long long* bad) {
+__global__ void vector_keys_kernel(const I* idx, std::int64_t stride, std::int64_t n,
+                                   std::int64_t m, const int* values32, std::int64_t vstride,
+                                   int* keys, int* vals, unsigned long long* bad) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     keys[i] = key_at(idx, stride, i, m, bad);
@@ -55,10 +56,11 @@ __global__ void vector_keys_kernel(const I* idx, std::int64_t stride, std::int64
 // A thread takes kOffsetsPerThread consecutive positions, so that a few waves of threads with
 // several loads each in flight cover the keys instead of one load per thread.
 constexpr int kOffsetsPerThread = 8;
-__global__ void offsets_kernel(const int* keys, std::int64_t n, std::int64_t num_keys, int* offsets) {
+__global__ void offsets_kernel(const int* keys, std::int64_t n, std::int64_t num_keys,
+                               int* offsets) {
   const std::int64_t chunks = n / kOffsetsPerThread + 1;
-  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < chunks;
-       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       c < chunks; c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t s0 = c * kOffsetsPerThread;
     int k[kOffsetsPerThread + 1];
 #pragma unroll
@@ -69,8 +71,10 @@ __global__ void offsets_kernel(const int* keys, std::int64_t n, std::int64_t num
 #pragma unroll
     for (int u = 1; u <= kOffsetsPerThread; ++u) {
       const std::int64_t s = s0 + u - 1;
-      if (s > n) break;
-      for (std::int64_t key = std::int64_t{k[u - 1]} + 1; key <= k[u]; ++key) offsets[key] = static_cast<int>(s);
+      if (s > n)
+        break;
+      for (std::int64_t key = std::int64_t{k[u - 1]} + 1; key <= k[u]; ++key)
+        offsets[key] = static_cast<int>(s);
     }
   }
 }
@@ -95,15 +99,17 @@ constexpr int kCountTile = 4096;
 constexpr int kCountWarps = 8;
 constexpr int kCountThreads = kCountWarps * 32;
 constexpr int kCountSlice = kCountTile / kCountWarps;
-constexpr int kCountMaxKeys = 1536;  // kCountWarps x 1536 ints: 48 KiB of shared memory
+constexpr int kCountMaxKeys = 1536; // kCountWarps x 1536 ints: 48 KiB of shared memory
 // Keys of a tile per thread, and keys of [0, m) per thread, each loaded all at once.
 constexpr int kCountPerThread = kCountTile / kCountThreads;
 constexpr int kCountKeysPerThread = (kCountMaxKeys + kCountThreads - 1) / kCountThreads;
 
-std::int64_t count_tiles(std::int64_t n) { return (n + kCountTile - 1) / kCountTile; }
+std::int64_t count_tiles(std::int64_t n) {
+  return (n + kCountTile - 1) / kCountTile;
+}
 bool counting_sort_applies(std::int64_t n, std::int64_t num_keys) {
-  return n > 0 && num_keys > 0 && num_keys <= kCountMaxKeys && n < std::numeric_limits<int>::max() &&
-         !alternative_scatter_config();
+  return n > 0 && num_keys > 0 && num_keys <= kCountMaxKeys &&
+         n < std::numeric_limits<int>::max() && !alternative_scatter_config();
 }
 std::int64_t count_cells(std::int64_t n, std::int64_t num_keys) {
   return num_keys <= kCountMaxKeys ? num_keys * count_tiles(n) : 0;
@@ -111,8 +117,9 @@ std::int64_t count_cells(std::int64_t n, std::int64_t num_keys) {
 
 template <class I>
 __global__ void __launch_bounds__(kCountThreads)
-    tile_count_kernel(const I* idx, std::int64_t stride, std::int64_t n, int m, int* counts, unsigned long long* bad) {
-  extern __shared__ int hist[];  // [m]
+    tile_count_kernel(const I* idx, std::int64_t stride, std::int64_t n, int m, int* counts,
+                      unsigned long long* bad) {
+  extern __shared__ int hist[]; // [m]
   const std::int64_t t0 = std::int64_t{blockIdx.x} * kCountTile;
   const int len = static_cast<int>(n - t0 < kCountTile ? n - t0 : kCountTile);
   int keys[kCountPerThread];
@@ -121,28 +128,35 @@ __global__ void __launch_bounds__(kCountThreads)
     const int j = u * kCountThreads + static_cast<int>(threadIdx.x);
     keys[u] = j < len ? key_at(idx, stride, t0 + j, m, bad) : -1;
   }
-  for (int k = threadIdx.x; k < m; k += kCountThreads) hist[k] = 0;
+  for (int k = threadIdx.x; k < m; k += kCountThreads)
+    hist[k] = 0;
   __syncthreads();
 #pragma unroll
   for (int u = 0; u < kCountPerThread; ++u)
-    if (keys[u] >= 0) atomicAdd(&hist[keys[u]], 1);
+    if (keys[u] >= 0)
+      atomicAdd(&hist[keys[u]], 1);
   __syncthreads();
-  for (int k = threadIdx.x; k < m; k += kCountThreads) counts[std::int64_t{k} * gridDim.x + blockIdx.x] = hist[k];
+  for (int k = threadIdx.x; k < m; k += kCountThreads)
+    counts[std::int64_t{k} * gridDim.x + blockIdx.x] = hist[k];
 }
 
-__global__ void count_offsets_kernel(const int* starts, int m, std::int64_t tiles, std::int64_t n, int* offsets) {
+__global__ void count_offsets_kernel(const int* starts, int m, std::int64_t tiles, std::int64_t n,
+                                     int* offsets) {
   const std::int64_t k = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (k < m) offsets[k] = starts[k * tiles];
-  else if (k == m) offsets[k] = static_cast<int>(n);
+  if (k < m)
+    offsets[k] = starts[k * tiles];
+  else if (k == m)
+    offsets[k] = static_cast<int>(n);
 }
 
 template <class I>
 __global__ void __launch_bounds__(kCountThreads)
     tile_place_kernel(const I* idx, std::int64_t stride, std::int64_t n, int m, const int* starts,
                       const int* values32, std::int64_t vstride, int* out) {
-  extern __shared__ int cnt[];  // [kCountWarps][m]
+  extern __shared__ int cnt[]; // [kCountWarps][m]
   const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
-  for (int k = threadIdx.x; k < kCountWarps * m; k += kCountThreads) cnt[k] = 0;
+  for (int k = threadIdx.x; k < kCountWarps * m; k += kCountThreads)
+    cnt[k] = 0;
   const std::int64_t t0 = std::int64_t{blockIdx.x} * kCountTile;
   const int len = static_cast<int>(n - t0 < kCountTile ? n - t0 : kCountTile);
   const int s0 = w * kCountSlice, s1 = s0 + kCountSlice < len ? s0 + kCountSlice : len;
@@ -154,7 +168,7 @@ __global__ void __launch_bounds__(kCountThreads)
     const int j = s0 + u * 32 + lane;
     keys[u] = j < s1 ? key_at(idx, stride, t0 + j, m, nullptr) : -1;
   }
-  int at[kCountKeysPerThread];  // the tile's start for keys threadIdx.x + q * kCountThreads
+  int at[kCountKeysPerThread]; // the tile's start for keys threadIdx.x + q * kCountThreads
 #pragma unroll
   for (int q = 0; q < kCountKeysPerThread; ++q) {
     const int k = static_cast<int>(threadIdx.x) + q * kCountThreads;
@@ -163,12 +177,14 @@ __global__ void __launch_bounds__(kCountThreads)
   __syncthreads();
 #pragma unroll
   for (int u = 0; u < U; ++u)
-    if (keys[u] >= 0) atomicAdd(&mine[keys[u]], 1);
+    if (keys[u] >= 0)
+      atomicAdd(&mine[keys[u]], 1);
   __syncthreads();
 #pragma unroll
-  for (int q = 0; q < kCountKeysPerThread; ++q) {  // per-warp counts -> per-warp starts
+  for (int q = 0; q < kCountKeysPerThread; ++q) { // per-warp counts -> per-warp starts
     const int k = static_cast<int>(threadIdx.x) + q * kCountThreads;
-    if (k >= m) break;
+    if (k >= m)
+      break;
     for (int v = 0; v < kCountWarps; ++v) {
       const int c = cnt[v * m + k];
       cnt[v * m + k] = at[q];
@@ -186,56 +202,64 @@ __global__ void __launch_bounds__(kCountThreads)
       out[place] = values32 != nullptr ? values32[i * vstride] : static_cast<int>(i);
     }
     __syncwarp();
-    if (k >= 0 && (peers >> lane) == 1u) mine[k] += __popc(peers);  // the group's last lane
+    if (k >= 0 && (peers >> lane) == 1u)
+      mine[k] += __popc(peers); // the group's last lane
     __syncwarp();
   }
 }
 
 std::size_t scan_temp_bytes(std::int64_t cells) {
   std::size_t bytes = 0;
-  SAMEBITS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const int*>(nullptr),
-                                                    static_cast<int*>(nullptr), static_cast<int>(cells)));
+  SAMEBITS_CUDA_CHECK(
+      cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const int*>(nullptr),
+                                    static_cast<int*>(nullptr), static_cast<int>(cells)));
   return bytes;
 }
 
 template <class I>
-void counting_sort(const I* idx, std::int64_t stride, const int* values32, std::int64_t vstride, const SortBuffers& b,
-                   unsigned long long* bad, cudaStream_t stream) {
+void counting_sort(const I* idx, std::int64_t stride, const int* values32, std::int64_t vstride,
+                   const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
   const int m = static_cast<int>(b.num_keys);
   const auto tiles = static_cast<unsigned>(count_tiles(b.n));
   const std::int64_t cells = b.num_keys * tiles;
-  tile_count_kernel<I><<<tiles, kCountThreads, static_cast<std::size_t>(m) * 4, stream>>>(idx, stride, b.n, m,
-                                                                                            b.counts, bad);
+  tile_count_kernel<I><<<tiles, kCountThreads, static_cast<std::size_t>(m) * 4, stream>>>(
+      idx, stride, b.n, m, b.counts, bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("tile_count_kernel");
   std::size_t temp = b.temp_bytes;
-  SAMEBITS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.temp, temp, static_cast<const int*>(b.counts), b.starts,
-                                                    static_cast<int>(cells), stream));
+  SAMEBITS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.temp, temp, static_cast<const int*>(b.counts),
+                                                    b.starts, static_cast<int>(cells), stream));
   count_offsets_kernel<<<grid_for(m + 1), kBlock, 0, stream>>>(b.starts, m, tiles, b.n, b.offsets);
   SAMEBITS_CUDA_CHECK_LAUNCH("count_offsets_kernel");
-  tile_place_kernel<I><<<tiles, kCountThreads, static_cast<std::size_t>(m) * 4 * kCountWarps, stream>>>(
-      idx, stride, b.n, m, b.starts, values32, vstride, b.vals_out);
+  tile_place_kernel<I>
+      <<<tiles, kCountThreads, static_cast<std::size_t>(m) * 4 * kCountWarps, stream>>>(
+          idx, stride, b.n, m, b.starts, values32, vstride, b.vals_out);
   SAMEBITS_CUDA_CHECK_LAUNCH("tile_place_kernel");
 }
 
 int key_bits(std::int64_t num_keys) {
-  return std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint64_t>(std::max<std::int64_t>(num_keys - 1, 1)))));
+  return std::max(1, static_cast<int>(std::bit_width(
+                         static_cast<std::uint64_t>(std::max<std::int64_t>(num_keys - 1, 1)))));
 }
 
 // Stable radix sort of n (key, value) pairs on the key's low `bits` bits; temp == nullptr asks
 // for the temporary size in `bytes`.
-cudaError_t radix_sort_pairs(void* temp, std::size_t& bytes, const int* keys_in, int* keys_out, const int* vals_in,
-                             int* vals_out, std::int64_t n, int bits, cudaStream_t stream) {
-  return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out, static_cast<int>(n), 0,
-                                         bits, stream);
+cudaError_t radix_sort_pairs(void* temp, std::size_t& bytes, const int* keys_in, int* keys_out,
+                             const int* vals_in, int* vals_out, std::int64_t n, int bits,
+                             cudaStream_t stream) {
+  return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out,
+                                         static_cast<int>(n), 0, bits, stream);
 }
 
 std::size_t cub_temp_bytes(std::int64_t n, std::int64_t num_keys) {
   std::size_t bytes = 0;
-  SAMEBITS_CUDA_CHECK(radix_sort_pairs(nullptr, bytes, nullptr, nullptr, nullptr, nullptr, n, key_bits(num_keys), nullptr));
+  SAMEBITS_CUDA_CHECK(radix_sort_pairs(nullptr, bytes, nullptr, nullptr, nullptr, nullptr, n,
+                                       key_bits(num_keys), nullptr));
   return bytes;
 }
 
-std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+std::size_t align256(std::size_t b) {
+  return (b + 255) / 256 * 256;
+}
 
 void plan_variant(const PlanArgs& a, const Workspace& ws) {
   const std::int64_t n = a.index.numel(), m = a.num_targets;
@@ -255,32 +279,38 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
   sort_index_vector(a.index, nullptr, 0, b, bad, stream);
   if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
-    throw IndexOutOfRange(index_error_message("make_index_plan", i, read_index_value(a.index, i * a.index.strides[0]), m));
+    throw IndexOutOfRange(index_error_message(
+        "make_index_plan", i, read_index_value(a.index, i * a.index.strides[0]), m));
   widen_kernel<<<grid_for(n), kBlock, 0, stream>>>(b.vals_out, n, p.order.data<std::int64_t>());
   SAMEBITS_CUDA_CHECK_LAUNCH("widen order");
-  widen_kernel<<<grid_for(m + 1), kBlock, 0, stream>>>(b.offsets, m + 1, p.offsets.data<std::int64_t>());
+  widen_kernel<<<grid_for(m + 1), kBlock, 0, stream>>>(b.offsets, m + 1,
+                                                       p.offsets.data<std::int64_t>());
   SAMEBITS_CUDA_CHECK_LAUNCH("widen offsets");
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 std::string plan_why_not(const PlanArgs& a) {
-  if (a.index.numel() >= std::numeric_limits<int>::max() || a.num_targets >= std::numeric_limits<int>::max())
+  if (a.index.numel() >= std::numeric_limits<int>::max() ||
+      a.num_targets >= std::numeric_limits<int>::max())
     return "more than 2^31 - 1 sources or targets";
   return "";
 }
 
-}  // namespace
+} // namespace
 
 DeviceScratch::DeviceScratch(std::size_t bytes, Device device, Stream stream)
     : bytes_(bytes), device_(device), stream_(stream) {
-  if (bytes_ > 0) data_ = allocate_bytes(bytes_, device_, stream_);
+  if (bytes_ > 0)
+    data_ = allocate_bytes(bytes_, device_, stream_);
 }
 DeviceScratch::~DeviceScratch() {
-  if (data_ != nullptr) free_bytes(data_, device_, stream_);
+  if (data_ != nullptr)
+    free_bytes(data_, device_, stream_);
 }
 void* DeviceScratch::take_bytes(std::size_t bytes) {
   const std::size_t b = align256(std::max<std::size_t>(bytes, 1));
-  if (used_ + b > bytes_) throw Error("scatter: internal error: scratch buffer too small");
+  if (used_ + b > bytes_)
+    throw Error("scatter: internal error: scratch buffer too small");
   void* p = static_cast<char*>(data_) + used_;
   used_ += b;
   return p;
@@ -326,36 +356,39 @@ SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
   return b;
 }
 
-void build_vector_keys(const TensorView& index, std::int64_t m, const void* values32, std::int64_t vstride,
-                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
+void build_vector_keys(const TensorView& index, std::int64_t m, const void* values32,
+                       std::int64_t vstride, const SortBuffers& b, unsigned long long* bad,
+                       cudaStream_t stream) {
   const std::int64_t n = index.numel();
-  if (n == 0) return;
+  if (n == 0)
+    return;
   const auto* v = static_cast<const int*>(values32);
   if (index.dtype == DType::i32)
-    vector_keys_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int32_t*>(index.data),
-                                                             index.strides[0], n, m, v, vstride, b.keys_in,
-                                                             b.vals_in, bad);
+    vector_keys_kernel<<<grid_for(n), kBlock, 0, stream>>>(
+        static_cast<const std::int32_t*>(index.data), index.strides[0], n, m, v, vstride, b.keys_in,
+        b.vals_in, bad);
   else
-    vector_keys_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int64_t*>(index.data),
-                                                             index.strides[0], n, m, v, vstride, b.keys_in,
-                                                             b.vals_in, bad);
+    vector_keys_kernel<<<grid_for(n), kBlock, 0, stream>>>(
+        static_cast<const std::int64_t*>(index.data), index.strides[0], n, m, v, vstride, b.keys_in,
+        b.vals_in, bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("vector_keys_kernel");
 }
 
 void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
-  if (b.counting) throw Error("scatter: internal error: a counting-sort layout given to the radix sort");
+  if (b.counting)
+    throw Error("scatter: internal error: a counting-sort layout given to the radix sort");
   if (b.n > 0) {
     std::size_t temp = b.temp_bytes;
-    SAMEBITS_CUDA_CHECK(radix_sort_pairs(b.temp, temp, b.keys_in, b.keys_out, b.vals_in, b.vals_out, b.n,
-                                         key_bits(b.num_keys), stream));
+    SAMEBITS_CUDA_CHECK(radix_sort_pairs(b.temp, temp, b.keys_in, b.keys_out, b.vals_in, b.vals_out,
+                                         b.n, key_bits(b.num_keys), stream));
   }
-  offsets_kernel<<<grid_for(b.n / kOffsetsPerThread + 1), kBlock, 0, stream>>>(b.keys_out, b.n, b.num_keys,
-                                                                                b.offsets);
+  offsets_kernel<<<grid_for(b.n / kOffsetsPerThread + 1), kBlock, 0, stream>>>(
+      b.keys_out, b.n, b.num_keys, b.offsets);
   SAMEBITS_CUDA_CHECK_LAUNCH("offsets_kernel");
 }
 
-void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride, const SortBuffers& b,
-                       unsigned long long* bad, cudaStream_t stream) {
+void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride,
+                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
   if (!b.counting) {
     build_vector_keys(index, b.num_keys, values32, vstride, b, bad, stream);
     sort_pairs_and_offsets(b, stream);
@@ -363,9 +396,11 @@ void sort_index_vector(const TensorView& index, const void* values32, std::int64
   }
   const auto* v = static_cast<const int*>(values32);
   if (index.dtype == DType::i32)
-    counting_sort(static_cast<const std::int32_t*>(index.data), index.strides[0], v, vstride, b, bad, stream);
+    counting_sort(static_cast<const std::int32_t*>(index.data), index.strides[0], v, vstride, b,
+                  bad, stream);
   else
-    counting_sort(static_cast<const std::int64_t*>(index.data), index.strides[0], v, vstride, b, bad, stream);
+    counting_sort(static_cast<const std::int64_t*>(index.data), index.strides[0], v, vstride, b,
+                  bad, stream);
 }
 
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream) {
@@ -381,10 +416,13 @@ bool alternative_scatter_config() {
 }
 
 void register_cuda_index_plan(Registry& r) {
-  r.add(Variant<PlanArgs>{{"make_index_plan", "cuda.stable_sort", DeviceType::cuda, Determinism::portable,
-                           "stable sort of (index, position) pairs + CSR offsets (a counting sort up to 1536 "
-                           "targets, CUB's radix sort beyond): one possible result"},
-                          plan_why_not, nullptr, plan_variant});
+  r.add(Variant<PlanArgs>{
+      {"make_index_plan", "cuda.stable_sort", DeviceType::cuda, Determinism::portable,
+       "stable sort of (index, position) pairs + CSR offsets (a counting sort up to 1536 "
+       "targets, CUB's radix sort beyond): one possible result"},
+      plan_why_not,
+      nullptr,
+      plan_variant});
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

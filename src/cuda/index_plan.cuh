@@ -2,20 +2,19 @@
 // building with index validation, a stable sort of (key, value) pairs (a counting sort for few
 // keys, CUB's radix sort otherwise), CSR offsets, and the device scratch buffer they work in.
 #pragma once
-#include <cuda_runtime.h>
+#include "samebits/tensor.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <cuda_runtime.h>
 #include <exception>
 #include <memory>
-
-#include "samebits/tensor.hpp"
 
 namespace samebits::detail {
 
 // Scratch device memory for one op call (caching allocator), freed at scope exit.
 class DeviceScratch {
- public:
+public:
   // Allocated and freed for `stream`, the stream of the kernels that use it: freed while they
   // are still queued, it is reused only behind them.
   DeviceScratch(std::size_t bytes, Device device, Stream stream);
@@ -28,7 +27,7 @@ class DeviceScratch {
   }
   void* take_bytes(std::size_t bytes);
 
- private:
+private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0, used_ = 0;
   Device device_;
@@ -39,15 +38,17 @@ class DeviceScratch {
 // runs first on the way out, so scratch is not handed back while kernels queued on the stream
 // (a sort, a pull) still use it.
 class WaitOnUnwind {
- public:
-  explicit WaitOnUnwind(cudaStream_t stream) : stream_(stream), pending_(std::uncaught_exceptions()) {}
+public:
+  explicit WaitOnUnwind(cudaStream_t stream)
+      : stream_(stream), pending_(std::uncaught_exceptions()) {}
   ~WaitOnUnwind() {
-    if (std::uncaught_exceptions() > pending_) (void)cudaStreamSynchronize(stream_);
+    if (std::uncaught_exceptions() > pending_)
+      (void)cudaStreamSynchronize(stream_);
   }
   WaitOnUnwind(const WaitOnUnwind&) = delete;
   WaitOnUnwind& operator=(const WaitOnUnwind&) = delete;
 
- private:
+private:
   cudaStream_t stream_;
   int pending_;
 };
@@ -58,8 +59,8 @@ class WaitOnUnwind {
 struct SortLayout {
   std::int64_t n = 0, num_keys = 0;
   bool counting = false;
-  std::size_t temp_bytes = 0;     // CUB's temporary storage (radix sort, or the counting sort's scan)
-  std::size_t scratch_bytes = 0;  // what sort_buffers carves
+  std::size_t temp_bytes = 0; // CUB's temporary storage (radix sort, or the counting sort's scan)
+  std::size_t scratch_bytes = 0; // what sort_buffers carves
 };
 SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_counting = true);
 
@@ -70,9 +71,9 @@ struct SortBuffers {
   int* vals_in = nullptr;
   int* keys_out = nullptr;
   int* vals_out = nullptr;
-  int* offsets = nullptr;  // [num_keys + 1]
-  int* counts = nullptr;   // counting sort: [num_keys][tiles] keys counted per tile
-  int* starts = nullptr;   // counting sort: the exclusive scan of counts (each tile's first place)
+  int* offsets = nullptr; // [num_keys + 1]
+  int* counts = nullptr;  // counting sort: [num_keys][tiles] keys counted per tile
+  int* starts = nullptr;  // counting sort: the exclusive scan of counts (each tile's first place)
   void* temp = nullptr;
   std::size_t temp_bytes = 0;
   std::int64_t n = 0, num_keys = 0;
@@ -95,8 +96,8 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 // vals_out holds values32[i * vstride] (or i) in stable key order and offsets the CSR offsets;
 // keys_* are not kept. The layout says which sort: the counting sort, or build_vector_keys and
 // the radix sort. A value outside the range lowers *bad to its position and sorts as key 0.
-void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride, const SortBuffers& b,
-                       unsigned long long* bad, cudaStream_t stream);
+void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride,
+                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream);
 
 // Reads *bad (waits for the stream); -1 when every index was in range.
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream);
@@ -124,4 +125,4 @@ bool alternative_scatter_config();
 class Registry;
 void register_cuda_index_plan(Registry& r);
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

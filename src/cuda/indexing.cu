@@ -7,17 +7,16 @@
 // Unchecked index values are checked first by a kernel that records the first bad position; the
 // copy kernel reads the record and exits if it is set, so a bad index writes nothing. The host
 // then reads the record and throws IndexOutOfRange.
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <string>
-
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/indexing.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cuda_runtime.h>
+#include <string>
 
 namespace samebits::detail {
 
@@ -65,7 +64,8 @@ __device__ __forceinline__ void unravel(std::int64_t t, const Geo& g, std::int64
 
 // Offset of index element number t (row-major over the index's logical shape).
 __device__ __forceinline__ std::int64_t index_offset(std::int64_t t, const Geo& g, bool gather) {
-  if (!gather) return t * g.is[g.dim];
+  if (!gather)
+    return t * g.is[g.dim];
   std::int64_t c[4];
   unravel(t, g, c);
   return c[0] * g.is[0] + c[1] * g.is[1] + c[2] * g.is[2] + c[3] * g.is[3];
@@ -77,7 +77,8 @@ __global__ void check_kernel(const I* __restrict__ idx, Geo g, bool gather, std:
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
     const auto v = static_cast<std::int64_t>(idx[index_offset(t, g, gather)]);
-    if (v < 0 || v >= hi) atomicMin(bad, static_cast<u64>(t));
+    if (v < 0 || v >= hi)
+      atomicMin(bad, static_cast<u64>(t));
   }
 }
 
@@ -85,7 +86,8 @@ __global__ void check_kernel(const I* __restrict__ idx, Geo g, bool gather, std:
 template <class W, class I>
 __global__ void copy_any(const W* __restrict__ x, W* __restrict__ out, const I* __restrict__ idx,
                          Geo g, bool gather, std::int64_t n, const u64* bad) {
-  if (bad != nullptr && *bad != kNone) return;
+  if (bad != nullptr && *bad != kNone)
+    return;
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
     std::int64_t c[4];
@@ -95,9 +97,11 @@ __global__ void copy_any(const W* __restrict__ x, W* __restrict__ out, const I* 
     for (int d = 0; d < 4; ++d) {
       io += c[d] * g.os[d];
       ii += c[d] * g.is[d];
-      if (d != g.dim) ix += c[d] * g.xs[d];
+      if (d != g.dim)
+        ix += c[d] * g.xs[d];
     }
-    if (!gather) ii = c[g.dim] * g.is[g.dim];
+    if (!gather)
+      ii = c[g.dim] * g.is[g.dim];
     out[io] = x[ix + static_cast<std::int64_t>(idx[ii]) * g.xs[g.dim]];
   }
 }
@@ -108,14 +112,16 @@ template <class W, class I>
 __global__ void copy_rows(const W* __restrict__ x, W* __restrict__ out, const I* __restrict__ idx,
                           std::int64_t idx_stride, std::int64_t n, std::int64_t dsize,
                           std::int64_t rows, std::int64_t words, const u64* bad) {
-  if (bad != nullptr && *bad != kNone) return;
+  if (bad != nullptr && *bad != kNone)
+    return;
   const std::int64_t step = std::int64_t{gridDim.x} * blockDim.y;
   for (std::int64_t r = std::int64_t{blockIdx.x} * blockDim.y + threadIdx.y; r < rows; r += step) {
     const std::int64_t o = r / n, i = r % n;
     const std::int64_t src = o * dsize + static_cast<std::int64_t>(idx[i * idx_stride]);
     const W* from = x + src * words;
     W* to = out + r * words;
-    for (std::int64_t w = threadIdx.x; w < words; w += blockDim.x) to[w] = from[w];
+    for (std::int64_t w = threadIdx.x; w < words; w += blockDim.x)
+      to[w] = from[w];
   }
 }
 
@@ -124,18 +130,22 @@ void launch_rows(const IndexArgs& a, const I* idx, std::int64_t bytes_per_row, c
                  cudaStream_t st) {
   const std::int64_t words = bytes_per_row / static_cast<std::int64_t>(sizeof(W));
   std::int64_t outer = 1;
-  for (int d = 0; d < a.dim; ++d) outer *= a.x.size(d);
+  for (int d = 0; d < a.dim; ++d)
+    outer *= a.x.size(d);
   const std::int64_t n = a.index.numel(), rows = outer * n;
   int bx = 1;
-  while (bx < 32 && bx < words) bx *= 2;
-  if (words > 64) bx = std::min<std::int64_t>(kBlock, words >= 256 ? 256 : 64);
+  while (bx < 32 && bx < words)
+    bx *= 2;
+  if (words > 64)
+    bx = std::min<std::int64_t>(kBlock, words >= 256 ? 256 : 64);
   const int by = kBlock / bx;
   const dim3 block(static_cast<unsigned>(bx), static_cast<unsigned>(by));
   const int grid = grid_for(rows, by);
-  if (grid == 0) return;
-  copy_rows<W, I><<<grid, block, 0, st>>>(static_cast<const W*>(a.x.data), static_cast<W*>(a.out.data),
-                                          idx, a.index.ndim == 0 ? 0 : a.index.strides[0], n,
-                                          a.x.size(a.dim), rows, words, bad);
+  if (grid == 0)
+    return;
+  copy_rows<W, I><<<grid, block, 0, st>>>(
+      static_cast<const W*>(a.x.data), static_cast<W*>(a.out.data), idx,
+      a.index.ndim == 0 ? 0 : a.index.strides[0], n, a.x.size(a.dim), rows, words, bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("copy_rows");
 }
 
@@ -155,7 +165,8 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
   if (n_out > 0) {
     const std::size_t es = size_of(a.x.dtype);
     std::int64_t inner = 1;
-    for (int d = a.dim + 1; d < a.x.ndim; ++d) inner *= a.x.size(d);
+    for (int d = a.dim + 1; d < a.x.ndim; ++d)
+      inner *= a.x.size(d);
     const std::int64_t row_bytes = inner * static_cast<std::int64_t>(es);
     if (!gather && a.x.is_contiguous() && a.out.is_contiguous()) {
       if (row_bytes % 16 == 0 && aligned16(a.x.data) && aligned16(a.out.data))
@@ -172,8 +183,8 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
                                                   n_out, bad);
       else
         copy_any<unsigned int, I><<<grid, kBlock, 0, st>>>(
-            static_cast<const unsigned int*>(a.x.data), static_cast<unsigned int*>(a.out.data),
-            idx, g, gather, n_out, bad);
+            static_cast<const unsigned int*>(a.x.data), static_cast<unsigned int*>(a.out.data), idx,
+            g, gather, n_out, bad);
       SAMEBITS_CUDA_CHECK_LAUNCH("copy_any");
     }
   }
@@ -188,23 +199,36 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
 }
 
 void run(const IndexArgs& a, const Workspace& ws, bool gather) {
-  if (a.index.dtype == DType::i32) run_typed<std::int32_t>(a, ws, gather);
-  else run_typed<std::int64_t>(a, ws, gather);
+  if (a.index.dtype == DType::i32)
+    run_typed<std::int32_t>(a, ws, gather);
+  else
+    run_typed<std::int64_t>(a, ws, gather);
 }
 
-void run_index_select(const IndexArgs& a, const Workspace& ws) { run(a, ws, false); }
-void run_gather(const IndexArgs& a, const Workspace& ws) { run(a, ws, true); }
-std::size_t workspace(const IndexArgs& a) { return a.checked ? 0 : 16; }
+void run_index_select(const IndexArgs& a, const Workspace& ws) {
+  run(a, ws, false);
+}
+void run_gather(const IndexArgs& a, const Workspace& ws) {
+  run(a, ws, true);
+}
+std::size_t workspace(const IndexArgs& a) {
+  return a.checked ? 0 : 16;
+}
 
-}  // namespace
+} // namespace
 
 void register_cuda_indexing(Registry& r) {
   const char* how = "copies elements as raw words, no arithmetic: the same bits at every level, "
                     "so this one variant serves not_guaranteed, run_to_run and portable";
-  r.add(Variant<IndexArgs>{{"index_select", "cuda.copy", DeviceType::cuda, Determinism::portable, how},
-                           nullptr, workspace, run_index_select});
+  r.add(Variant<IndexArgs>{
+      {"index_select", "cuda.copy", DeviceType::cuda, Determinism::portable, how},
+      nullptr,
+      workspace,
+      run_index_select});
   r.add(Variant<IndexArgs>{{"gather", "cuda.copy", DeviceType::cuda, Determinism::portable, how},
-                           nullptr, workspace, run_gather});
+                           nullptr,
+                           workspace,
+                           run_gather});
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -3,20 +3,19 @@
 // SAMEBITS_CUDA_GRID), a device guard, workspace carving, strided index decomposition and
 // strided copies.
 #pragma once
-#include <cuda_runtime.h>
+#include "cuda/check.cuh"
+#include "cuda/vec16.cuh"
+#include "samebits/tensor.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cuda_runtime.h>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
-
-#include "cuda/check.cuh"
-#include "cuda/vec16.cuh"
-#include "samebits/tensor.hpp"
 
 namespace samebits::detail {
 
@@ -25,7 +24,8 @@ namespace samebits::detail {
 // Throws CudaError naming `what` (the kernel) if the last launch failed to start.
 inline void check_launch(const char* what, const char* file, int line) {
   const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw_cuda_error(e, (std::string("launch of ") + what).c_str(), file, line);
+  if (e != cudaSuccess)
+    throw_cuda_error(e, (std::string("launch of ") + what).c_str(), file, line);
 }
 #define SAMEBITS_CUDA_LAUNCHED(what) ::samebits::detail::check_launch(what, __FILE__, __LINE__)
 
@@ -44,7 +44,8 @@ struct LaunchOverride {
 
 inline long long env_positive(const char* name) {
   const char* s = std::getenv(name);
-  if (s == nullptr || *s == '\0') return 0;
+  if (s == nullptr || *s == '\0')
+    return 0;
   char* end = nullptr;
   const long long v = std::strtoll(s, &end, 10);
   if (end == s || *end != '\0' || v <= 0)
@@ -59,9 +60,11 @@ inline LaunchOverride launch_override() {
   return o;
 }
 
-constexpr std::int64_t kMaxGridX = 2147483647;  // gridDim.x limit
+constexpr std::int64_t kMaxGridX = 2147483647; // gridDim.x limit
 
-inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Blocks for `work_blocks` blocks' worth of work, at most `cap` (and the hardware limit), at
 // least 1. Kernels launched with fewer blocks than work loop (grid-stride) over the rest.
@@ -79,7 +82,8 @@ inline int sm_count() {
 
 // Blocks of `kernel` that fit on the whole device at once: the grid of a persistent kernel.
 // Cached per (device, kernel, block, smem): the occupancy query costs microseconds per call.
-template <class Kernel> std::int64_t resident_blocks(Kernel kernel, int block, std::size_t smem = 0) {
+template <class Kernel>
+std::int64_t resident_blocks(Kernel kernel, int block, std::size_t smem = 0) {
   int dev = 0;
   SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev));
   using Key = std::tuple<int, const void*, int, std::size_t>;
@@ -87,7 +91,8 @@ template <class Kernel> std::int64_t resident_blocks(Kernel kernel, int block, s
   static std::map<Key, std::int64_t> cache;
   const Key key{dev, reinterpret_cast<const void*>(kernel), block, smem};
   std::lock_guard lock(mutex);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
   int per_sm = 0;
   SAMEBITS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, smem));
   const std::int64_t n = static_cast<std::int64_t>(std::max(per_sm, 1)) * sm_count();
@@ -97,9 +102,7 @@ template <class Kernel> std::int64_t resident_blocks(Kernel kernel, int block, s
 
 // V consecutive values of T loaded or stored as one access (16 bytes when V * sizeof(T) == 16);
 // the address must be aligned to the pack's size.
-template <class T, int V> struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
+template <class T, int V> struct alignas(sizeof(T) * V) Pack { T v[V]; };
 
 // About the threads an H200 holds at once (132 SMs x 2048): kernels that pick a path by "few" or
 // "many" threads compare against this constant, never against the device they run on, so a shape
@@ -109,7 +112,8 @@ constexpr std::int64_t kOneWave = std::int64_t{1} << 18;
 // Lanes per group: the smallest power of two >= n, at most `most` (a power of two).
 inline int pow2_lanes(std::int64_t n, int most) {
   int g = 1;
-  while (g < most && g < n) g *= 2;
+  while (g < most && g < n)
+    g *= 2;
   return g;
 }
 
@@ -123,7 +127,8 @@ inline int pow2_lanes(std::int64_t n, int most) {
 inline int pull_batch(std::int64_t sources, std::int64_t targets) {
   if (const char* e = std::getenv("SAMEBITS_CUDA_PULL_BATCH"); e != nullptr && *e != '\0') {
     const int b = std::atoi(e);
-    if (b == 4 || b == 8 || b == 16) return b;
+    if (b == 4 || b == 8 || b == 16)
+      return b;
   }
   return sources >= 64 * targets ? 8 : 4;
 }
@@ -133,7 +138,7 @@ inline int pull_batch(std::int64_t sources, std::int64_t targets) {
 // Sub-buffers of one workspace, each 256-byte aligned. workspace_bytes() and run() build the
 // same layout from the same arguments, so the offsets agree.
 class WorkspaceLayout {
- public:
+public:
   std::size_t add(std::size_t bytes) {
     const std::size_t at = total_;
     total_ += (bytes + 255) / 256 * 256;
@@ -141,7 +146,7 @@ class WorkspaceLayout {
   }
   std::size_t total() const { return total_; }
 
- private:
+private:
   std::size_t total_ = 0;
 };
 
@@ -166,7 +171,8 @@ struct StridedIndex {
   static StridedIndex without(const TensorView& v, int dim) {
     StridedIndex s;
     for (int d = 0; d < v.ndim; ++d) {
-      if (d == dim) continue;
+      if (d == dim)
+        continue;
       s.size[s.ndim] = v.shape[static_cast<std::size_t>(d)];
       s.stride[s.ndim] = v.strides[static_cast<std::size_t>(d)];
       ++s.ndim;
@@ -178,7 +184,8 @@ struct StridedIndex {
     std::int64_t off = 0;
 #pragma unroll
     for (int d = kMaxDims - 1; d >= 0; --d) {
-      if (d >= ndim) continue;
+      if (d >= ndim)
+        continue;
       const std::int64_t q = i / size[d];
       off += (i - q * size[d]) * stride[d];
       i = q;
@@ -187,13 +194,15 @@ struct StridedIndex {
   }
 };
 
-// --- strided copies --------------------------------------------------------------------------------
+// --- strided copies
+// --------------------------------------------------------------------------------
 
 // dst[i or dst_index.offset(i)] = src[src_index.offset(i)] for i < n, in row-major order. Word is
 // an unsigned integer of the element's size, so one kernel serves every dtype of that size.
 template <class Word, bool ContiguousDst>
-__global__ void copy_strided_kernel(const Word* __restrict__ src, StridedIndex src_index, Word* __restrict__ dst,
-                                    StridedIndex dst_index, std::int64_t n) {
+__global__ void copy_strided_kernel(const Word* __restrict__ src, StridedIndex src_index,
+                                    Word* __restrict__ dst, StridedIndex dst_index,
+                                    std::int64_t n) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += step)
@@ -203,16 +212,19 @@ __global__ void copy_strided_kernel(const Word* __restrict__ src, StridedIndex s
 // Copies the elements of `src` (a CUDA view of any strides) to `dst`, laid out as `dst_layout`
 // (same sizes) or contiguous row-major when it is null, on `stream`.
 template <class Word>
-void copy_strided(const TensorView& src, void* dst, const TensorView* dst_layout, cudaStream_t stream) {
+void copy_strided(const TensorView& src, void* dst, const TensorView* dst_layout,
+                  cudaStream_t stream) {
   static_assert(sizeof(Word) == 4 || sizeof(Word) == 8);
   const std::int64_t n = src.numel();
-  if (n == 0) return;
+  if (n == 0)
+    return;
   constexpr int kBlock = 256;
   const unsigned grid = grid_size(ceil_div(n, kBlock), 65536);
   const auto* from = static_cast<const Word*>(src.data);
   auto* to = static_cast<Word*>(dst);
   if (dst_layout == nullptr)
-    copy_strided_kernel<Word, true><<<grid, kBlock, 0, stream>>>(from, StridedIndex::of(src), to, {}, n);
+    copy_strided_kernel<Word, true>
+        <<<grid, kBlock, 0, stream>>>(from, StridedIndex::of(src), to, {}, n);
   else
     copy_strided_kernel<Word, false><<<grid, kBlock, 0, stream>>>(from, StridedIndex::of(src), to,
                                                                   StridedIndex::of(*dst_layout), n);
@@ -220,8 +232,9 @@ void copy_strided(const TensorView& src, void* dst, const TensorView* dst_layout
 }
 
 // Writes a contiguous copy of `src` (a CUDA view of any strides) to `dst`, on `stream`.
-template <class Word> void gather_contiguous(const TensorView& src, void* dst, cudaStream_t stream) {
+template <class Word>
+void gather_contiguous(const TensorView& src, void* dst, cudaStream_t stream) {
   copy_strided<Word>(src, dst, nullptr, stream);
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

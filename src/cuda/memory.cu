@@ -1,18 +1,17 @@
 // Device memory for the CUDA backend: a caching allocator over plain cudaMalloc (freed blocks are
 // kept per device and size class and reused), copies, and the device count.
-#include <cuda_runtime.h>
-
-#include <map>
-#include <tuple>
-#include <string>
-#include <mutex>
-#include <vector>
-
 #include "core/backends.hpp"
 #include "core/memory.hpp"
 #include "core/plan_cache.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch.cuh"
+
+#include <cuda_runtime.h>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace samebits::detail {
 
@@ -22,15 +21,19 @@ namespace {
 // large tensor wastes at most a quarter of its size (an 8.6 GB tensor takes 8.6 GB, not 16 GiB).
 constexpr std::size_t kLargeStep = std::size_t{64} << 20;
 std::size_t size_class(std::size_t bytes) {
-  if (bytes > 4 * kLargeStep) return (bytes + kLargeStep - 1) / kLargeStep * kLargeStep;
+  if (bytes > 4 * kLargeStep)
+    return (bytes + kLargeStep - 1) / kLargeStep * kLargeStep;
   std::size_t c = 512;
-  while (c < bytes) c <<= 1;
+  while (c < bytes)
+    c <<= 1;
   return c;
 }
 
-}  // namespace
+} // namespace
 
-std::size_t cuda_allocation_bytes(std::size_t bytes) { return size_class(bytes == 0 ? 1 : bytes); }
+std::size_t cuda_allocation_bytes(std::size_t bytes) {
+  return size_class(bytes == 0 ? 1 : bytes);
+}
 
 namespace {
 
@@ -42,7 +45,7 @@ struct Cache {
 };
 
 Cache& cache() {
-  static auto* c = new Cache;  // never destroyed: device memory outlives static destructors
+  static auto* c = new Cache; // never destroyed: device memory outlives static destructors
   return *c;
 }
 
@@ -62,25 +65,28 @@ template <class Match> void free_cached_blocks(Cache& k, Match match) {
   }
 }
 
-}  // namespace
+} // namespace
 
 CurrentDevice::CurrentDevice(Device device) {
-  if (!device.is_cuda()) return;
+  if (!device.is_cuda())
+    return;
   int current = 0;
   SAMEBITS_CUDA_CHECK(cudaGetDevice(&current));
-  if (current == device.index) return;
+  if (current == device.index)
+    return;
   SAMEBITS_CUDA_CHECK(cudaSetDevice(device.index));
   saved_ = current;
 }
 CurrentDevice::~CurrentDevice() {
-  if (saved_ >= 0) cudaSetDevice(saved_);
+  if (saved_ >= 0)
+    cudaSetDevice(saved_);
 }
 
 int cuda_device_count() {
   static const int n = [] {
     int c = 0;
     if (cudaGetDeviceCount(&c) != cudaSuccess) {
-      cudaGetLastError();  // clear the sticky "no device" error
+      cudaGetLastError(); // clear the sticky "no device" error
       return 0;
     }
     return c;
@@ -118,8 +124,9 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
     e = cudaMalloc(&p, c);
   }
   if (e != cudaSuccess) {
-    cudaGetLastError();  // reported by the exception: not left for the next call's check to find
-    throw_cuda_error(e, ("cudaMalloc(" + std::to_string(c) + " bytes)").c_str(), __FILE__, __LINE__);
+    cudaGetLastError(); // reported by the exception: not left for the next call's check to find
+    throw_cuda_error(e, ("cudaMalloc(" + std::to_string(c) + " bytes)").c_str(), __FILE__,
+                     __LINE__);
   }
   std::lock_guard lock(k.m);
   k.sizes[p] = c;
@@ -127,18 +134,21 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
 }
 
 void cuda_free(void* p, int device, Stream stream) {
-  if (p == nullptr) return;
+  if (p == nullptr)
+    return;
   auto& k = cache();
   std::lock_guard lock(k.m);
   auto it = k.sizes.find(p);
-  if (it == k.sizes.end()) return;
+  if (it == k.sizes.end())
+    return;
   // No synchronization: the block is handed out again only to allocations on the same stream,
   // whose work is queued after whatever still uses it.
   k.free_blocks[{device, it->second, stream.handle}].push_back(p);
 }
 
 void cuda_release_stream(int device, Stream stream) {
-  if (stream.handle == nullptr || device < 0 || device >= cuda_device_count()) return;
+  if (stream.handle == nullptr || device < 0 || device >= cuda_device_count())
+    return;
   const CurrentDevice on_device(Device::cuda(device));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
   release_blas_handle(device, stream);
@@ -149,24 +159,31 @@ void cuda_release_stream(int device, Stream stream) {
   });
 }
 
-void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
-  const cudaMemcpyKind kind = dst_device.is_cuda()
-                                  ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-                                  : cudaMemcpyDeviceToHost;
+void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
+               std::size_t bytes) {
+  const cudaMemcpyKind kind =
+      dst_device.is_cuda()
+          ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+          : cudaMemcpyDeviceToHost;
   SAMEBITS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
   // cudaMemcpy may return before a copy from pageable host memory, or between two device buffers,
   // has landed; work queued later on a non-blocking stream is not ordered after it. Wait, so that
   // the copy is done for every stream, as callers are promised.
-  if (kind != cudaMemcpyDeviceToHost) SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  if (kind != cudaMemcpyDeviceToHost)
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void cuda_copy_strided(const TensorView& src, const TensorView& dst) {
-  if (src.numel() == 0) return;
+  if (src.numel() == 0)
+    return;
   const CurrentDevice on_device(dst.device);
   const std::size_t bytes = size_of(src.dtype);
-  if (bytes != 4 && bytes != 8) throw InvalidArgument("cuda_copy_strided: elements of 4 or 8 bytes only");
-  if (bytes == 4) copy_strided<std::uint32_t>(src, dst.data, &dst, nullptr);
-  else copy_strided<std::uint64_t>(src, dst.data, &dst, nullptr);
+  if (bytes != 4 && bytes != 8)
+    throw InvalidArgument("cuda_copy_strided: elements of 4 or 8 bytes only");
+  if (bytes == 4)
+    copy_strided<std::uint32_t>(src, dst.data, &dst, nullptr);
+  else
+    copy_strided<std::uint64_t>(src, dst.data, &dst, nullptr);
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
@@ -174,4 +191,4 @@ void cuda_synchronize(Stream stream) {
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(SAMEBITS_STREAM(stream)));
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

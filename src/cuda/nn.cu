@@ -9,16 +9,15 @@
 //
 // Test hook: SAMEBITS_NN_BLOCK=<threads per block> (32..1024) changes the block size of every
 // launch but the staged log-softmax's (128 rows a block).
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <cstdlib>
-
 #include "core/memory.hpp"
 #include "cuda/check.cuh"
 #include "cuda/vec16.cuh"
 #include "nn/kernel_math.hpp"
 #include "nn/kernels.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cuda_runtime.h>
 
 namespace samebits::nn::kernels::cuda {
 
@@ -31,7 +30,8 @@ using samebits::detail::store16;
 int block_size() {
   if (const char* e = std::getenv("SAMEBITS_NN_BLOCK")) {
     const int b = std::atoi(e);
-    if (b >= 32 && b <= 1024 && b % 32 == 0) return b;
+    if (b >= 32 && b <= 1024 && b % 32 == 0)
+      return b;
   }
   return 256;
 }
@@ -43,10 +43,12 @@ struct Launch {
 // Blocks of `block` threads (the test hook's size unless given) over n threads.
 Launch launch_for(std::int64_t n, int block = block_size()) {
   Launch l;
-  if (n <= 0) return l;
+  if (n <= 0)
+    return l;
   l.block = static_cast<unsigned>(block);
   const std::int64_t g = (n + l.block - 1) / l.block;
-  if (g > 0x7fffffff) throw InvalidArgument("GraphSAGE CUDA kernels: tensor too large for one launch");
+  if (g > 0x7fffffff)
+    throw InvalidArgument("GraphSAGE CUDA kernels: tensor too large for one launch");
   l.grid = static_cast<unsigned>(g);
   l.empty = false;
   return l;
@@ -61,7 +63,8 @@ __global__ void spmm_pair_kernel(std::int64_t rows, std::int64_t h, const std::i
                                  const std::int32_t* cols, const float* vals, const float* a,
                                  const float* b, float* oa, float* ob) {
   const std::int64_t i = global_index();
-  if (i >= rows * h) return;
+  if (i >= rows * h)
+    return;
   const std::int64_t r = i / h, c = i % h;
   float acc_a = 0.0f, acc_b = 0.0f;
   const std::int64_t k1 = off[r + 1];
@@ -87,14 +90,16 @@ __global__ void spmm_pair_kernel(std::int64_t rows, std::int64_t h, const std::i
 // time when all of them are there and every pointer is aligned (each element's value is the same
 // expression either way).
 constexpr int kPerThread = 4;
-template <class... P> __device__ __forceinline__ bool whole_aligned(std::int64_t i0, std::int64_t n, const P*... p) {
+template <class... P>
+__device__ __forceinline__ bool whole_aligned(std::int64_t i0, std::int64_t n, const P*... p) {
   return i0 + kPerThread <= n && (aligned16(p) && ...);
 }
 
 __global__ void add_bias_kernel(std::int64_t n, std::int64_t h, const float* x, const float* y,
                                 const float* bias, float* out) {
   const std::int64_t i0 = global_index() * kPerThread;
-  if (i0 >= n) return;
+  if (i0 >= n)
+    return;
   std::int64_t col = i0 % h;
   if (whole_aligned(i0, n, x + i0, y + i0, out + i0)) {
     float xv[kPerThread], yv[kPerThread], o[kPerThread];
@@ -103,14 +108,16 @@ __global__ void add_bias_kernel(std::int64_t n, std::int64_t h, const float* x, 
 #pragma unroll
     for (int q = 0; q < kPerThread; ++q) {
       o[q] = __fadd_rn(__fadd_rn(xv[q], yv[q]), bias[col]);
-      if (++col == h) col = 0;
+      if (++col == h)
+        col = 0;
     }
     store16(out + i0, o);
     return;
   }
   for (std::int64_t i = i0; i < n && i < i0 + kPerThread; ++i) {
     out[i] = __fadd_rn(__fadd_rn(x[i], y[i]), bias[col]);
-    if (++col == h) col = 0;
+    if (++col == h)
+      col = 0;
   }
 }
 
@@ -118,24 +125,28 @@ __global__ void relu_dropout_kernel(std::int64_t n, const float* pre, float* out
                                     std::uint64_t seed, std::uint64_t stream, float p,
                                     float scale) {
   const std::int64_t i0 = global_index() * kPerThread;
-  if (i0 >= n) return;
+  if (i0 >= n)
+    return;
   if (whole_aligned(i0, n, pre + i0, out + i0)) {
     float v[kPerThread];
     load16(pre + i0, v);
 #pragma unroll
     for (int q = 0; q < kPerThread; ++q)
-      v[q] = relu_dropout_elem<float>(v[q], training, seed, stream, static_cast<std::uint64_t>(i0 + q), p, scale);
+      v[q] = relu_dropout_elem<float>(v[q], training, seed, stream,
+                                      static_cast<std::uint64_t>(i0 + q), p, scale);
     store16(out + i0, v);
     return;
   }
   for (std::int64_t i = i0; i < n && i < i0 + kPerThread; ++i)
-    out[i] = relu_dropout_elem<float>(pre[i], training, seed, stream, static_cast<std::uint64_t>(i), p, scale);
+    out[i] = relu_dropout_elem<float>(pre[i], training, seed, stream, static_cast<std::uint64_t>(i),
+                                      p, scale);
 }
 
 __global__ void relu_dropout_backward_kernel(std::int64_t n, const float* out, const float* g,
                                              float scale, float* gp) {
   const std::int64_t i = global_index();
-  if (i < n) gp[i] = relu_dropout_grad_elem<float>(out[i], g[i], scale);
+  if (i < n)
+    gp[i] = relu_dropout_grad_elem<float>(out[i], g[i], scale);
 }
 
 __global__ void log_softmax_nll_kernel(std::int64_t rows, std::int64_t classes, const float* z,
@@ -153,9 +164,11 @@ __global__ void log_softmax_nll_kernel(std::int64_t rows, std::int64_t classes, 
 // Rows are padded to an odd stride so that the threads' rows fall in different banks.
 constexpr int kStagedRows = 128, kStagedClasses = 16, kStagedStride = kStagedClasses + 1;
 __global__ void __launch_bounds__(kStagedRows)
-    log_softmax_nll_staged_kernel(std::int64_t rows, int classes, const float* z, const std::int32_t* target,
-                                  float count, float* logp, float* grad, float* nll) {
-  __shared__ float zs[kStagedRows * kStagedStride], ls[kStagedRows * kStagedStride], gs[kStagedRows * kStagedStride];
+    log_softmax_nll_staged_kernel(std::int64_t rows, int classes, const float* z,
+                                  const std::int32_t* target, float count, float* logp, float* grad,
+                                  float* nll) {
+  __shared__ float zs[kStagedRows * kStagedStride], ls[kStagedRows * kStagedStride],
+      gs[kStagedRows * kStagedStride];
   const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * kStagedRows;
   const int n = static_cast<int>(rows - r0 < kStagedRows ? rows - r0 : kStagedRows);
   const int total = n * classes;
@@ -165,8 +178,8 @@ __global__ void __launch_bounds__(kStagedRows)
   __syncthreads();
   const int t = static_cast<int>(threadIdx.x);
   if (t < n)
-    log_softmax_row<float>(zs + t * kStagedStride, classes, target[r0 + t], count, ls + t * kStagedStride,
-                           gs + t * kStagedStride, nll + r0 + t);
+    log_softmax_row<float>(zs + t * kStagedStride, classes, target[r0 + t], count,
+                           ls + t * kStagedStride, gs + t * kStagedStride, nll + r0 + t);
   __syncthreads();
   for (int e = static_cast<int>(threadIdx.x); e < total; e += kStagedRows) {
     const int at = e / classes * kStagedStride + e % classes;
@@ -175,32 +188,37 @@ __global__ void __launch_bounds__(kStagedRows)
   }
 }
 
-__global__ void divide_rows_kernel(std::int64_t n, std::int64_t h, const float* x,
-                                   const float* deg, float* out) {
+__global__ void divide_rows_kernel(std::int64_t n, std::int64_t h, const float* x, const float* deg,
+                                   float* out) {
   const std::int64_t i = global_index();
-  if (i < n) out[i] = divide_elem<float>(x[i], deg[i / h]);
+  if (i < n)
+    out[i] = divide_elem<float>(x[i], deg[i / h]);
 }
 
 __global__ void adam_kernel(std::int64_t n, float* p, const float* g, float* m, float* v,
                             AdamScalars<float> k) {
   const std::int64_t i = global_index();
-  if (i < n) adam_elem<float>(p[i], g[i], m[i], v[i], k);
+  if (i < n)
+    adam_elem<float>(p[i], g[i], m[i], v[i], k);
 }
 
-cudaStream_t stream_of(Stream s) { return SAMEBITS_STREAM(s); }
+cudaStream_t stream_of(Stream s) {
+  return SAMEBITS_STREAM(s);
+}
 
-}  // namespace
+} // namespace
 
 void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
                const TensorView& out_a, const TensorView& out_b, Stream s) {
   const samebits::detail::CurrentDevice on_device(a.device);
   const std::int64_t h = a.size(1);
   const Launch l = launch_for(m.rows * h);
-  if (l.empty) return;
+  if (l.empty)
+    return;
   spmm_pair_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
       m.rows, h, m.offsets.data<std::int64_t>(), m.cols.data<std::int32_t>(),
-      m.unit ? nullptr : m.values.data<float>(), a.ptr<float>(), b.ptr<float>(),
-      out_a.ptr<float>(), out_b.ptr<float>());
+      m.unit ? nullptr : m.values.data<float>(), a.ptr<float>(), b.ptr<float>(), out_a.ptr<float>(),
+      out_b.ptr<float>());
   SAMEBITS_CUDA_CHECK_LAUNCH("spmm_pair");
 }
 
@@ -208,10 +226,10 @@ void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
               const TensorView& out, Stream s) {
   const samebits::detail::CurrentDevice on_device(x.device);
   const Launch l = launch_for((x.numel() + kPerThread - 1) / kPerThread);
-  if (l.empty) return;
-  add_bias_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
-                                                        y.ptr<float>(), bias.ptr<float>(),
-                                                        out.ptr<float>());
+  if (l.empty)
+    return;
+  add_bias_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
+      x.numel(), x.size(1), x.ptr<float>(), y.ptr<float>(), bias.ptr<float>(), out.ptr<float>());
   SAMEBITS_CUDA_CHECK_LAUNCH("add_bias");
 }
 
@@ -219,7 +237,8 @@ void relu_dropout(const TensorView& pre, const TensorView& out, bool training, s
                   std::uint64_t stream, float p, float scale, Stream s) {
   const samebits::detail::CurrentDevice on_device(pre.device);
   const Launch l = launch_for((pre.numel() + kPerThread - 1) / kPerThread);
-  if (l.empty) return;
+  if (l.empty)
+    return;
   relu_dropout_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
       pre.numel(), pre.ptr<float>(), out.ptr<float>(), training, seed, stream, p, scale);
   SAMEBITS_CUDA_CHECK_LAUNCH("relu_dropout");
@@ -229,7 +248,8 @@ void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, fl
                            const TensorView& grad_pre, Stream s) {
   const samebits::detail::CurrentDevice on_device(out.device);
   const Launch l = launch_for(out.numel());
-  if (l.empty) return;
+  if (l.empty)
+    return;
   relu_dropout_backward_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
       out.numel(), out.ptr<float>(), grad_out.ptr<float>(), scale, grad_pre.ptr<float>());
   SAMEBITS_CUDA_CHECK_LAUNCH("relu_dropout_backward");
@@ -243,13 +263,14 @@ void log_softmax_nll(const TensorView& logits, const TensorView& target, float c
   if (rows > 0 && classes >= 1 && classes <= kStagedClasses) {
     const Launch l = launch_for(rows, kStagedRows);
     log_softmax_nll_staged_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
-        rows, static_cast<int>(classes), logits.ptr<float>(), target.ptr<std::int32_t>(), count, logp.ptr<float>(),
-        grad.ptr<float>(), nll.ptr<float>());
+        rows, static_cast<int>(classes), logits.ptr<float>(), target.ptr<std::int32_t>(), count,
+        logp.ptr<float>(), grad.ptr<float>(), nll.ptr<float>());
     SAMEBITS_CUDA_CHECK_LAUNCH("log_softmax_nll");
     return;
   }
   const Launch l = launch_for(logits.size(0));
-  if (l.empty) return;
+  if (l.empty)
+    return;
   log_softmax_nll_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
       logits.size(0), logits.size(1), logits.ptr<float>(), target.ptr<std::int32_t>(), count,
       logp.ptr<float>(), grad.ptr<float>(), nll.ptr<float>());
@@ -259,21 +280,22 @@ void log_softmax_nll(const TensorView& logits, const TensorView& target, float c
 void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out, Stream s) {
   const samebits::detail::CurrentDevice on_device(x.device);
   const Launch l = launch_for(x.numel());
-  if (l.empty) return;
+  if (l.empty)
+    return;
   divide_rows_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(x.numel(), x.size(1), x.ptr<float>(),
                                                            deg.ptr<float>(), out.ptr<float>());
   SAMEBITS_CUDA_CHECK_LAUNCH("divide_rows");
 }
 
-void adam(const TensorView& param, const TensorView& grad, const TensorView& m,
-          const TensorView& v, const AdamScalars<float>& k, Stream s) {
+void adam(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+          const AdamScalars<float>& k, Stream s) {
   const samebits::detail::CurrentDevice on_device(param.device);
   const Launch l = launch_for(param.numel());
-  if (l.empty) return;
-  adam_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(param.numel(), param.ptr<float>(),
-                                                    grad.ptr<float>(), m.ptr<float>(),
-                                                    v.ptr<float>(), k);
+  if (l.empty)
+    return;
+  adam_kernel<<<l.grid, l.block, 0, stream_of(s)>>>(
+      param.numel(), param.ptr<float>(), grad.ptr<float>(), m.ptr<float>(), v.ptr<float>(), k);
   SAMEBITS_CUDA_CHECK_LAUNCH("adam");
 }
 
-}  // namespace samebits::nn::kernels::cuda
+} // namespace samebits::nn::kernels::cuda

@@ -4,16 +4,15 @@
 // the plan of that index: the stable order and the CSR offsets, built by the same sort the
 // scatter runs. A lookup compares the caller's index with the copy on the caller's stream and
 // waits for the answer; nothing but equal contents reuses a plan.
-#include <cuda_runtime.h>
-
-#include <memory>
-#include <mutex>
-
 #include "core/memory.hpp"
 #include "core/plan_cache.hpp"
 #include "cuda/check.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/launch.cuh"
+
+#include <cuda_runtime.h>
+#include <memory>
+#include <mutex>
 
 namespace samebits::detail {
 
@@ -23,10 +22,10 @@ constexpr int kBlock = 256;
 
 struct Entry {
   int device = 0;
-  Tensor copy;     // int32[n]: the index values
-  Tensor order;    // int32[n], once planned
-  Tensor offsets;  // int32[num_keys + 1], once planned
-  cudaEvent_t ready = nullptr;  // recorded after the copy, and again after the plan
+  Tensor copy;                 // int32[n]: the index values
+  Tensor order;                // int32[n], once planned
+  Tensor offsets;              // int32[num_keys + 1], once planned
+  cudaEvent_t ready = nullptr; // recorded after the copy, and again after the plan
   bool planned = false;
   std::mutex m;
   Entry() = default;
@@ -36,10 +35,12 @@ struct Entry {
   // goes back to the allocator.
   ~Entry() {
     int saved = 0;
-    if (cudaGetDevice(&saved) != cudaSuccess) return;
+    if (cudaGetDevice(&saved) != cudaSuccess)
+      return;
     cudaSetDevice(device);
     cudaDeviceSynchronize();
-    if (ready != nullptr) cudaEventDestroy(ready);
+    if (ready != nullptr)
+      cudaEventDestroy(ready);
     cudaSetDevice(saved);
   }
 };
@@ -61,20 +62,26 @@ bool cacheable(const TensorView& index, std::int64_t num_keys) {
          num_keys < std::numeric_limits<int>::max();
 }
 
-unsigned grid_for(std::int64_t n) { return grid_size(ceil_div(n, kBlock), std::int64_t{sm_count()} * 16); }
+unsigned grid_for(std::int64_t n) {
+  return grid_size(ceil_div(n, kBlock), std::int64_t{sm_count()} * 16);
+}
 
 // *differs = 1 when some index[i] != copy[i]; threads stop early once one has seen a difference.
 template <class I>
-__global__ void differs_kernel(const I* idx, std::int64_t stride, std::int64_t n, const int* copy, int* differs) {
+__global__ void differs_kernel(const I* idx, std::int64_t stride, std::int64_t n, const int* copy,
+                               int* differs) {
   const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
   int round = 0;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += step) {
-    if ((round++ & 7) == 0 && *static_cast<volatile int*>(differs) != 0) return;
-    if (static_cast<std::int64_t>(idx[i * stride]) != copy[i]) *differs = 1;
+    if ((round++ & 7) == 0 && *static_cast<volatile int*>(differs) != 0)
+      return;
+    if (static_cast<std::int64_t>(idx[i * stride]) != copy[i])
+      *differs = 1;
   }
 }
 
-template <class I> __global__ void narrow_kernel(const I* idx, std::int64_t stride, std::int64_t n, int* copy) {
+template <class I>
+__global__ void narrow_kernel(const I* idx, std::int64_t stride, std::int64_t n, int* copy) {
   const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += step)
     copy[i] = static_cast<int>(idx[i * stride]);
@@ -82,7 +89,8 @@ template <class I> __global__ void narrow_kernel(const I* idx, std::int64_t stri
 
 bool same_contents(const TensorView& index, const Entry& e, cudaStream_t stream) {
   const std::int64_t n = index.numel();
-  DeviceScratch flag(256, index.device, Stream{stream});  // one int (take() carves in 256-byte steps)
+  DeviceScratch flag(256, index.device,
+                     Stream{stream}); // one int (take() carves in 256-byte steps)
   int* differs = flag.take<int>(1);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(differs, 0, sizeof(int), stream));
   const int* copy = e.copy.data<std::int32_t>();
@@ -109,10 +117,10 @@ void build_plan(Entry& e, std::int64_t num_keys, cudaStream_t stream) {
     DeviceScratch scratch(layout.scratch_bytes, e.copy.device(), Stream{stream});
     const WaitOnUnwind wait_on_error(stream);
     SortBuffers b = sort_buffers(scratch, layout);
-    b.vals_out = order.data<std::int32_t>();  // the sort writes the plan in place
+    b.vals_out = order.data<std::int32_t>(); // the sort writes the plan in place
     b.offsets = offsets.data<std::int32_t>();
     sort_index_vector(e.copy.view(), nullptr, 0, b, nullptr, stream);
-    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the scratch goes back
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream)); // before the scratch goes back
   }
   e.order = std::move(order);
   e.offsets = std::move(offsets);
@@ -120,18 +128,21 @@ void build_plan(Entry& e, std::int64_t num_keys, cudaStream_t stream) {
   SAMEBITS_CUDA_CHECK(cudaEventRecord(e.ready, stream));
 }
 
-}  // namespace
+} // namespace
 
 CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream) {
-  if (!cacheable(index, num_keys)) return {};
+  if (!cacheable(index, num_keys))
+    return {};
   const PlanKey key = key_of(index, num_keys);
   auto held = plan_cache().find(key);
-  if (held == nullptr) return {};
+  if (held == nullptr)
+    return {};
   auto& e = *static_cast<Entry*>(held.get());
   SAMEBITS_CUDA_CHECK(cudaStreamWaitEvent(stream, e.ready, 0));
   const bool same = same_contents(index, e, stream);
   plan_cache().record(key, same);
-  if (!same) return {};
+  if (!same)
+    return {};
   std::lock_guard lock(e.m);
   if (!e.planned) {
     try {
@@ -148,17 +159,19 @@ CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cuda
 }
 
 void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t stream) {
-  if (!cacheable(index, num_keys)) return;
+  if (!cacheable(index, num_keys))
+    return;
   const PlanKey key = key_of(index, num_keys);
   const std::int64_t n = index.numel();
   const std::size_t bytes = entry_bytes(n, num_keys);
-  if (!plan_cache().wants(key, bytes)) return;
+  if (!plan_cache().wants(key, bytes))
+    return;
   auto e = std::make_shared<Entry>();
   e->device = index.device.index;
   try {
     e->copy = Tensor::empty({n}, DType::i32, index.device, Stream{stream});
   } catch (const CudaError&) {
-    return;  // no memory to spare: the call has done its work, nothing is kept
+    return; // no memory to spare: the call has done its work, nothing is kept
   }
   int* copy = e->copy.data<std::int32_t>();
   if (index.dtype == DType::i32)
@@ -173,4 +186,4 @@ void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t
   plan_cache().store(key, std::move(e), bytes);
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -19,17 +19,16 @@
 // The tree's shape is fixed by the canonical order alone; block and grid sizes (and the
 // SAMEBITS_CUDA_BLOCK / SAMEBITS_CUDA_GRID override, see cuda/launch.cuh) only decide which
 // warp computes which chunk.
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <vector>
-
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "cuda/canonical_sum.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/reduce.hpp"
+
+#include <algorithm>
+#include <cuda_runtime.h>
+#include <vector>
 
 namespace samebits::detail {
 
@@ -49,7 +48,7 @@ template <class T> struct RowsIn {
   std::int64_t L = 0;
   std::int64_t S = 1;
   StridedIndex rest;
-  bool vec = false;  // S == 1 and every row start 16-byte aligned: full chunks use 16-byte loads
+  bool vec = false; // S == 1 and every row start 16-byte aligned: full chunks use 16-byte loads
 };
 
 // Where chunk results go: partial[o * C + c] while C > 1; out[out_index.offset(o)] when C == 1.
@@ -62,7 +61,8 @@ template <class T> struct ChunkOut {
   std::int64_t C = 0;
 };
 
-template <class T> __device__ void store_final(const ChunkOut<T>& d, std::int64_t o, std::int64_t c, T v) {
+template <class T>
+__device__ void store_final(const ChunkOut<T>& d, std::int64_t o, std::int64_t c, T v) {
   if (d.C == 1)
     d.out[d.out_index.offset(o)] = v;
   else
@@ -80,10 +80,10 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
   const std::int64_t tasks = d.M * d.C;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * warps;
   T carry = T(0);
-  std::int64_t carry_row = -1;  // atomic variant: the output `carry` belongs to
+  std::int64_t carry_row = -1; // atomic variant: the output `carry` belongs to
   for (std::int64_t task = static_cast<std::int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
        task < tasks; task += step) {
-    const std::int64_t o = d.M == 1 ? 0 : task / d.C, c = task - o * d.C;  // whole sums: no division
+    const std::int64_t o = d.M == 1 ? 0 : task / d.C, c = task - o * d.C; // whole sums: no division
     const std::int64_t start = c * kChunk;
     const std::int64_t len = min(kChunk, in.L - start);
     const std::int64_t base = in.rest.offset(o) + start * in.S;
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
       // Batches of 16 independent 16-byte loads per thread are written before their adds, so
       // the compiler may keep up to 8 KiB per warp in flight; how many it keeps is its choice
       // (it trades them for occupancy), and many resident warps cover the rest of the latency.
-      constexpr int kBatch = 16 / kSlots / (kDot ? 2 : 1);  // rows per batch
+      constexpr int kBatch = 16 / kSlots / (kDot ? 2 : 1); // rows per batch
       const V* pa = reinterpret_cast<const V*>(in.a + base) + lane;
       const V* pb = kDot ? reinterpret_cast<const V*>(in.b + base) + lane : nullptr;
 #pragma unroll
@@ -104,9 +104,10 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
         for (int j = 0; j < kBatch; ++j)
 #pragma unroll
           for (int r = 0; r < kSlots; ++r) {
-            const int v = (j0 + j) * (kLanes / kVec) + 32 * r;  // in 16-byte groups
+            const int v = (j0 + j) * (kLanes / kVec) + 32 * r; // in 16-byte groups
             xa[j][r] = __ldg(pa + v);
-            if constexpr (kDot) xb[j][r] = __ldg(pb + v);
+            if constexpr (kDot)
+              xb[j][r] = __ldg(pb + v);
           }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
@@ -126,10 +127,10 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
       const T* pa = in.a + base + lane * S;
       const T* pb = kDot ? in.b + base + lane * S : nullptr;
 #pragma unroll 1
-      for (int j = 0; j < kSteps && j * kLanes < len; ++j)  // short rows: skip empty steps
+      for (int j = 0; j < kSteps && j * kLanes < len; ++j) // short rows: skip empty steps
 #pragma unroll
         for (int q = 0; q < StridedLanes<T>::kPerThread; ++q) {
-          const int i = j * kLanes + 32 * q;  // element lane + i of the chunk
+          const int i = j * kLanes + 32 * q; // element lane + i of the chunk
           if (lane + i < len) {
             T x = pa[i * S];
             if constexpr (kDot) {
@@ -145,7 +146,8 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
     }
     if constexpr (kAtomic) {
       if (o != carry_row) {
-        if (lane == 0 && carry_row >= 0) atomicAdd(d.partial + carry_row, carry);
+        if (lane == 0 && carry_row >= 0)
+          atomicAdd(d.partial + carry_row, carry);
         carry_row = o;
         carry = sum;
       } else {
@@ -156,19 +158,21 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
     }
   }
   if constexpr (kAtomic)
-    if (lane == 0 && carry_row >= 0) atomicAdd(d.partial + carry_row, carry);
+    if (lane == 0 && carry_row >= 0)
+      atomicAdd(d.partial + carry_row, carry);
 }
 
-constexpr int kColumnThreads = 16;  // threads per output (blockDim.y)
-constexpr int kColumnLanes = kLanes / kColumnThreads;  // lanes per thread: y + 16 m, m < 16
-constexpr int kMaxColumns = 32;     // outputs per block (blockDim.x)
+constexpr int kColumnThreads = 16;                    // threads per output (blockDim.y)
+constexpr int kColumnLanes = kLanes / kColumnThreads; // lanes per thread: y + 16 m, m < 16
+constexpr int kMaxColumns = 32;                       // outputs per block (blockDim.x)
 
 // The in-thread steps of the halving tree, s = 16 sm for sm = kSm, kSm / 2, ..., 1:
 // acc[m] = acc[m] + acc[m + sm] (lanes y + 16 m and y + 16 (m + sm)).
 template <int kSm, class T> __device__ __forceinline__ void column_tree(T (&acc)[kColumnLanes]) {
   if constexpr (kSm >= 1) {
 #pragma unroll
-    for (int m = 0; m < kSm; ++m) acc[m] = acc[m] + acc[m + kSm];
+    for (int m = 0; m < kSm; ++m)
+      acc[m] = acc[m] + acc[m + kSm];
     column_tree<kSm / 2>(acc);
   }
 }
@@ -177,7 +181,8 @@ template <int kSm, class T> __device__ __forceinline__ void column_tree(T (&acc)
 // warp reads 32 neighbouring outputs' elements of one input row. Tasks are (group of cols
 // outputs, chunk), in grid-stride order; the loop is uniform per block.
 template <class T, bool kAtomic>
-__global__ void __launch_bounds__(kColumnThreads * kMaxColumns) columns_kernel(RowsIn<T> in, ChunkOut<T> d) {
+__global__ void __launch_bounds__(kColumnThreads* kMaxColumns)
+    columns_kernel(RowsIn<T> in, ChunkOut<T> d) {
   __shared__ T red[kColumnThreads][kMaxColumns];
   const int cols = static_cast<int>(blockDim.x);
   const int x = static_cast<int>(threadIdx.x), y = static_cast<int>(threadIdx.y);
@@ -191,19 +196,21 @@ __global__ void __launch_bounds__(kColumnThreads * kMaxColumns) columns_kernel(R
     const std::int64_t len = min(kChunk, in.L - start);
     T acc[kColumnLanes];
 #pragma unroll
-    for (int m = 0; m < kColumnLanes; ++m) acc[m] = T(-0.0);
+    for (int m = 0; m < kColumnLanes; ++m)
+      acc[m] = T(-0.0);
     if (active) {
       const std::int64_t S = in.S;
-      const T* p = in.a + in.rest.offset(o) + (start + y) * S;  // this thread's lane y
+      const T* p = in.a + in.rest.offset(o) + (start + y) * S; // this thread's lane y
       if (len == kChunk) {
 #pragma unroll 2
         for (int j = 0; j < kSteps; ++j) {
-          T v[kColumnLanes];  // one row's loads, all issued before they are added
+          T v[kColumnLanes]; // one row's loads, all issued before they are added
 #pragma unroll
           for (int m = 0; m < kColumnLanes; ++m)
             v[m] = p[static_cast<std::int64_t>(j * kLanes + kColumnThreads * m) * S];
 #pragma unroll
-          for (int m = 0; m < kColumnLanes; ++m) acc[m] = acc[m] + v[m];
+          for (int m = 0; m < kColumnLanes; ++m)
+            acc[m] = acc[m] + v[m];
         }
       } else {
 #pragma unroll 1
@@ -211,15 +218,17 @@ __global__ void __launch_bounds__(kColumnThreads * kMaxColumns) columns_kernel(R
 #pragma unroll
           for (int m = 0; m < kColumnLanes; ++m) {
             const int i = j * kLanes + y + kColumnThreads * m;
-            if (i < len) acc[m] = acc[m] + p[static_cast<std::int64_t>(i - y) * S];
+            if (i < len)
+              acc[m] = acc[m] + p[static_cast<std::int64_t>(i - y) * S];
           }
       }
     }
-    column_tree<kColumnLanes / 2>(acc);  // s = 128 .. 16, within the thread
-    red[y][x] = acc[0];                  // s = 8 .. 1, across the 16 threads of the output
+    column_tree<kColumnLanes / 2>(acc); // s = 128 .. 16, within the thread
+    red[y][x] = acc[0];                 // s = 8 .. 1, across the 16 threads of the output
     __syncthreads();
     for (int s = kColumnThreads / 2; s >= 1; s /= 2) {
-      if (y < s) red[y][x] = red[y][x] + red[y + s][x];
+      if (y < s)
+        red[y][x] = red[y][x] + red[y + s][x];
       __syncthreads();
     }
     if (y == 0 && active) {
@@ -233,9 +242,11 @@ __global__ void __launch_bounds__(kColumnThreads * kMaxColumns) columns_kernel(R
 
 // out[out_index.offset(o)] = acc[o], or +0.0 when acc is null (empty sums).
 template <class T>
-__global__ void store_kernel(const T* __restrict__ acc, T* out, StridedIndex out_index, std::int64_t M) {
+__global__ void store_kernel(const T* __restrict__ acc, T* out, StridedIndex out_index,
+                             std::int64_t M) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < M; o += step)
+  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < M;
+       o += step)
     out[out_index.offset(o)] = acc != nullptr ? acc[o] : T(0);
 }
 
@@ -244,10 +255,10 @@ __global__ void store_kernel(const T* __restrict__ acc, T* out, StridedIndex out
 // Everything a call needs, derived from its arguments alone (workspace_bytes and run agree).
 struct Plan {
   std::int64_t M = 0, L = 0;
-  bool gather_a = false, gather_b = false;  // non-contiguous whole-tensor inputs copied first
+  bool gather_a = false, gather_b = false; // non-contiguous whole-tensor inputs copied first
   std::size_t off_a = 0, off_b = 0;
-  std::vector<std::size_t> level_off;        // partials of level k: [M, C_k], C_k > 1
-  std::size_t off_acc = 0;                   // atomic variant: M accumulators
+  std::vector<std::size_t> level_off; // partials of level k: [M, C_k], C_k > 1
+  std::size_t off_acc = 0;            // atomic variant: M accumulators
   std::size_t bytes = 0;
 };
 
@@ -260,8 +271,10 @@ Plan make_plan(std::size_t elem, std::int64_t M, std::int64_t L, bool gather_a, 
   p.gather_b = gather_b;
   WorkspaceLayout w;
   const auto n = static_cast<std::size_t>(M * L);
-  if (gather_a) p.off_a = w.add(n * elem);
-  if (gather_b) p.off_b = w.add(n * elem);
+  if (gather_a)
+    p.off_a = w.add(n * elem);
+  if (gather_b)
+    p.off_b = w.add(n * elem);
   if (M > 0 && L > 0) {
     if (atomic) {
       p.off_acc = w.add(static_cast<std::size_t>(M) * elem);
@@ -276,7 +289,8 @@ Plan make_plan(std::size_t elem, std::int64_t M, std::int64_t L, bool gather_a, 
 
 Plan plan_sum(const SumArgs& a, bool atomic) {
   const std::size_t elem = size_of(a.x.dtype);
-  if (a.dim < 0) return make_plan(elem, 1, a.x.numel(), !a.x.is_contiguous(), false, atomic);
+  if (a.dim < 0)
+    return make_plan(elem, 1, a.x.numel(), !a.x.is_contiguous(), false, atomic);
   const std::int64_t L = a.x.size(a.dim);
   return make_plan(elem, L == 0 ? a.out.numel() : a.x.numel() / L, L, false, false, atomic);
 }
@@ -295,7 +309,9 @@ void launch_rows(const RowsIn<T>& in, const ChunkOut<T>& d, cudaStream_t stream)
   auto kernel = rows_kernel<T, kDot, kAtomic>;
   // Portable: one chunk per warp, the hardware balances blocks. Atomic: a persistent grid, so
   // that each warp adds its chunks locally and issues few atomics.
-  const std::int64_t cap = ov.grid > 0 ? ov.grid : kAtomic ? resident_blocks(kernel, block) : kMaxGridX;
+  const std::int64_t cap = ov.grid > 0 ? ov.grid
+                           : kAtomic   ? resident_blocks(kernel, block)
+                                       : kMaxGridX;
   kernel<<<grid_size(work, cap), block, 0, stream>>>(in, d);
   SAMEBITS_CUDA_LAUNCHED("rows_kernel (sum/sum_dim/dot)");
 }
@@ -305,15 +321,18 @@ void launch_columns(const RowsIn<T>& in, const ChunkOut<T>& d, cudaStream_t stre
   const LaunchOverride ov = launch_override();
   const int cols = ov.block > 0 ? std::clamp(ov.block / kColumnThreads, 1, kMaxColumns) : 32;
   const std::int64_t work = ceil_div(d.M, cols) * d.C;
-  columns_kernel<T, kAtomic><<<grid_size(work, ov.grid > 0 ? ov.grid : kMaxGridX),
-                               dim3(static_cast<unsigned>(cols), kColumnThreads), 0, stream>>>(in, d);
+  columns_kernel<T, kAtomic>
+      <<<grid_size(work, ov.grid > 0 ? ov.grid : kMaxGridX),
+         dim3(static_cast<unsigned>(cols), kColumnThreads), 0, stream>>>(in, d);
   SAMEBITS_CUDA_LAUNCHED("columns_kernel (sum_dim)");
 }
 
 template <class T>
-void launch_store(const T* acc, T* out, const StridedIndex& out_index, std::int64_t M, cudaStream_t stream) {
+void launch_store(const T* acc, T* out, const StridedIndex& out_index, std::int64_t M,
+                  cudaStream_t stream) {
   constexpr int kBlock = 256;
-  store_kernel<T><<<grid_size(ceil_div(M, kBlock), 4096), kBlock, 0, stream>>>(acc, out, out_index, M);
+  store_kernel<T>
+      <<<grid_size(ceil_div(M, kBlock), 4096), kBlock, 0, stream>>>(acc, out, out_index, M);
   SAMEBITS_CUDA_LAUNCHED("store_kernel (sum/sum_dim/dot)");
 }
 
@@ -322,7 +341,8 @@ template <class T, bool kAtomic>
 void reduce(RowsIn<T> in, bool dot, bool columns, T* out, const StridedIndex& out_index,
             const Plan& plan, char* ws, cudaStream_t stream) {
   const std::int64_t M = plan.M;
-  if (M == 0) return;
+  if (M == 0)
+    return;
   if (in.L == 0) {
     launch_store<T>(nullptr, out, out_index, M, stream);
     return;
@@ -350,7 +370,7 @@ void reduce(RowsIn<T> in, bool dot, bool columns, T* out, const StridedIndex& ou
     launch_rows<T, true, false>(in, d, stream);
   else
     launch_rows<T, false, false>(in, d, stream);
-  while (C > 1) {  // the partials [M, C] are the next level's rows
+  while (C > 1) { // the partials [M, C] are the next level's rows
     RowsIn<T> next;
     next.a = dst;
     next.L = C;
@@ -367,8 +387,10 @@ void reduce(RowsIn<T> in, bool dot, bool columns, T* out, const StridedIndex& ou
 }
 
 // A contiguous view's data, or a contiguous copy of it gathered into the workspace.
-template <class T> const T* contiguous_data(const TensorView& v, bool gather, char* at, cudaStream_t stream) {
-  if (!gather) return static_cast<const T*>(v.data);
+template <class T>
+const T* contiguous_data(const TensorView& v, bool gather, char* at, cudaStream_t stream) {
+  if (!gather)
+    return static_cast<const T*>(v.data);
   if constexpr (sizeof(T) == 4)
     gather_contiguous<std::uint32_t>(v, at, stream);
   else
@@ -394,12 +416,13 @@ template <bool kAtomic> void run_sum(const SumArgs& a, const Workspace& ws) {
       in.rest = StridedIndex::without(a.x, a.dim);
       in.vec = in.S == 1 && aligned16(in.a);
       for (int d = 0; d < in.rest.ndim; ++d)
-        if (in.rest.size[d] > 1 && (in.rest.stride[d] * static_cast<std::int64_t>(sizeof(T))) % 16 != 0)
+        if (in.rest.size[d] > 1 &&
+            (in.rest.stride[d] * static_cast<std::int64_t>(sizeof(T))) % 16 != 0)
           in.vec = false;
       columns = in.S != 1 && plan.M > 1;
     }
-    reduce<T, kAtomic>(in, false, columns, static_cast<T*>(a.out.data), StridedIndex::of(a.out), plan,
-                       w, stream);
+    reduce<T, kAtomic>(in, false, columns, static_cast<T*>(a.out.data), StridedIndex::of(a.out),
+                       plan, w, stream);
   });
 }
 
@@ -413,46 +436,59 @@ template <bool kAtomic> void run_dot(const DotArgs& a, const Workspace& ws) {
     in.b = contiguous_data<T>(a.b, plan.gather_b, w + plan.off_b, stream);
     in.L = a.a.numel();
     in.vec = aligned16(in.a) && aligned16(in.b);
-    reduce<T, kAtomic>(in, true, false, static_cast<T*>(a.out.data), StridedIndex::of(a.out), plan, w,
-                       stream);
+    reduce<T, kAtomic>(in, true, false, static_cast<T*>(a.out.data), StridedIndex::of(a.out), plan,
+                       w, stream);
   });
 }
 
 template <class Args>
 Variant<Args> cuda_variant(const char* op, const char* name, Determinism level, const char* how,
-                           std::size_t (*bytes)(const Args&), void (*run)(const Args&, const Workspace&)) {
+                           std::size_t (*bytes)(const Args&),
+                           void (*run)(const Args&, const Workspace&)) {
   return Variant<Args>{{op, name, DeviceType::cuda, level, how}, nullptr, bytes, run};
 }
 
-std::size_t sum_bytes_atomic(const SumArgs& a) { return plan_sum(a, true).bytes; }
-std::size_t sum_bytes_canonical(const SumArgs& a) { return plan_sum(a, false).bytes; }
-std::size_t dot_bytes_atomic(const DotArgs& a) { return plan_dot(a, true).bytes; }
-std::size_t dot_bytes_canonical(const DotArgs& a) { return plan_dot(a, false).bytes; }
+std::size_t sum_bytes_atomic(const SumArgs& a) {
+  return plan_sum(a, true).bytes;
+}
+std::size_t sum_bytes_canonical(const SumArgs& a) {
+  return plan_sum(a, false).bytes;
+}
+std::size_t dot_bytes_atomic(const DotArgs& a) {
+  return plan_dot(a, true).bytes;
+}
+std::size_t dot_bytes_canonical(const DotArgs& a) {
+  return plan_dot(a, false).bytes;
+}
 
-}  // namespace
+} // namespace
 
 void register_cuda_reduce(Registry& r) {
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
-  r.add(cuda_variant<SumArgs>("sum", "cuda.atomic_chunks", ng,
-                              "canonical 4096-element chunk sums added with atomicAdd in completion order",
-                              sum_bytes_atomic, run_sum<true>));
-  r.add(cuda_variant<SumArgs>("sum", "cuda.canonical_tree", po,
-                              "canonical 256-lane, 4096-element chunk tree: one warp per chunk, 16-byte loads, "
-                              "partials summed by the same tree",
-                              sum_bytes_canonical, run_sum<false>));
+  r.add(cuda_variant<SumArgs>(
+      "sum", "cuda.atomic_chunks", ng,
+      "canonical 4096-element chunk sums added with atomicAdd in completion order",
+      sum_bytes_atomic, run_sum<true>));
+  r.add(cuda_variant<SumArgs>(
+      "sum", "cuda.canonical_tree", po,
+      "canonical 256-lane, 4096-element chunk tree: one warp per chunk, 16-byte loads, "
+      "partials summed by the same tree",
+      sum_bytes_canonical, run_sum<false>));
   r.add(cuda_variant<SumArgs>("sum_dim", "cuda.atomic_chunks", ng,
                               "canonical chunk sums along dim added with atomicAdd per output",
                               sum_bytes_atomic, run_sum<true>));
-  r.add(cuda_variant<SumArgs>("sum_dim", "cuda.canonical_tree", po,
-                              "canonical tree along dim: warp per chunk of rows, or 8 threads per output "
-                              "across neighbouring columns",
-                              sum_bytes_canonical, run_sum<false>));
-  r.add(cuda_variant<DotArgs>("dot", "cuda.atomic_chunks", ng,
-                              "canonical chunk dot products added with atomicAdd in completion order",
-                              dot_bytes_atomic, run_dot<true>));
+  r.add(cuda_variant<SumArgs>(
+      "sum_dim", "cuda.canonical_tree", po,
+      "canonical tree along dim: warp per chunk of rows, or 8 threads per output "
+      "across neighbouring columns",
+      sum_bytes_canonical, run_sum<false>));
+  r.add(
+      cuda_variant<DotArgs>("dot", "cuda.atomic_chunks", ng,
+                            "canonical chunk dot products added with atomicAdd in completion order",
+                            dot_bytes_atomic, run_dot<true>));
   r.add(cuda_variant<DotArgs>("dot", "cuda.canonical_tree", po,
                               "rounded products (no FMA) summed in the canonical tree",
                               dot_bytes_canonical, run_dot<false>));
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

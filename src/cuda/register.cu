@@ -18,4 +18,4 @@ void register_cuda_ops(Registry& r) {
   register_cuda_scatter(r);
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -29,27 +29,26 @@
 // Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 runs the look-back kernel with one-tile
 // units on a small persistent grid and the three passes with 64-thread blocks on a capped grid;
 // the canonical order, and so the bits of the portable variant, do not change.
-#include <cub/device/device_scan.cuh>
-#include <cuda/atomic>
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <cstdlib>
-#include <limits>
-#include <string>
-
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/register.hpp"
 #include "cuda/vec16.cuh"
 #include "ops/scan.hpp"
 
+#include <cstdint>
+#include <cstdlib>
+#include <cub/device/device_scan.cuh>
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+#include <limits>
+#include <string>
+
 namespace samebits::detail {
 
 namespace {
 
 using i64 = long long;
-constexpr int kThreads = kScanTile / kScanSegment;  // 256: one thread per segment
+constexpr int kThreads = kScanTile / kScanSegment; // 256: one thread per segment
 // Canonical tiles per block-unit: 8 (float) or 4 (double) by default, so that a look-back step
 // covers that many tiles and the chain of posted carries keeps ahead of the memory system; the
 // unit's data stays in registers (64 per thread) between the two passes. 1 under the test hook.
@@ -64,7 +63,7 @@ template <class T> bool small_units(bool canonical, i64 tiles_per_line) {
   return sizeof(T) == 4 && (!canonical || tiles_per_line <= kSmallUnitTiles);
 }
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kShortLine = 2 * kScanSegment;  // longer lines, up to a group, take a warp each
+constexpr int kShortLine = 2 * kScanSegment; // longer lines, up to a group, take a warp each
 static_assert(kScanGroup == 32 && kScanTileGroups * 32 == kThreads, "a warp per group");
 
 bool alt_launch() {
@@ -82,8 +81,8 @@ bool alt_launch() {
 // between a value and its flag: a fence would wait for the block's output stores still in flight,
 // while every other warp of the block waits at the barrier after the look-back.
 using u64 = unsigned long long;
-constexpr unsigned kTagTotals = 1;  // a tile total (canonical), or a unit's total (unordered)
-constexpr unsigned kTagCarry = 2;   // the carry after a unit
+constexpr unsigned kTagTotals = 1; // a tile total (canonical), or a unit's total (unordered)
+constexpr unsigned kTagCarry = 2;  // the carry after a unit
 template <class T> constexpr int kWords = static_cast<int>(sizeof(T)) / 4;
 // Bytes of `count` posted values of `value_bytes` each (kWords words of 8 bytes per value).
 constexpr std::size_t posted_bytes(std::size_t count, std::size_t value_bytes) {
@@ -91,13 +90,14 @@ constexpr std::size_t posted_bytes(std::size_t count, std::size_t value_bytes) {
 }
 
 template <class T> struct TileStatus {
-  u64* unit;       // per unit, kWords<T> words: its total (tag 1, unordered) then its carry-after (tag 2)
-  u64* tile;       // per canonical tile, kWords<T> words: T_k (tag 1; the canonical look-back only)
-  u64* next_unit;  // units are claimed in order, so predecessors always run
+  u64* unit; // per unit, kWords<T> words: its total (tag 1, unordered) then its carry-after (tag 2)
+  u64* tile; // per canonical tile, kWords<T> words: T_k (tag 1; the canonical look-back only)
+  u64* next_unit; // units are claimed in order, so predecessors always run
 };
 
 __device__ __forceinline__ u64 load_word(const u64* w) {
-  return cuda::atomic_ref<u64, cuda::thread_scope_device>(*const_cast<u64*>(w)).load(cuda::memory_order_relaxed);
+  return cuda::atomic_ref<u64, cuda::thread_scope_device>(*const_cast<u64*>(w))
+      .load(cuda::memory_order_relaxed);
 }
 __device__ __forceinline__ void store_word(u64* w, u64 v) {
   cuda::atomic_ref<u64, cuda::thread_scope_device>(*w).store(v, cuda::memory_order_relaxed);
@@ -127,12 +127,15 @@ template <class T> __device__ __forceinline__ Posted<T> read_posted(const u64* a
   } else {
     const u64 b = load_word(at + 1);
     const auto ta = static_cast<unsigned>(a >> 32), tb = static_cast<unsigned>(b >> 32);
-    return {__longlong_as_double(static_cast<long long>((b << 32) | (a & 0xffffffffull))), ta == tb ? ta : 0u};
+    return {__longlong_as_double(static_cast<long long>((b << 32) | (a & 0xffffffffull))),
+            ta == tb ? ta : 0u};
   }
 }
 template <class T> __device__ __forceinline__ T wait_posted(const u64* at) {
   Posted<T> r;
-  do { r = read_posted<T>(at); } while (r.tag == 0);
+  do {
+    r = read_posted<T>(at);
+  } while (r.tag == 0);
   return r.value;
 }
 
@@ -140,13 +143,14 @@ template <class T> __device__ __forceinline__ T wait_posted(const u64* at) {
 // per unit), canonical: the nearest predecessor unit b with a posted carry-after, then + T_t for
 // every canonical tile t after b's, left to right. Same value in every lane.
 template <class T>
-__device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 tile0, int K, int lane) {
+__device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 tile0, int K,
+                                int lane) {
   constexpr int W = kWords<T>;
   i64 top = G - 1, base = first - 1;
   T C = T(-0.0);
-  for (;;) {  // windows of 32 predecessor units, nearest first; lane 0 is the nearest
+  for (;;) { // windows of 32 predecessor units, nearest first; lane 0 is the nearest
     const i64 p = top - lane;
-    bool carry = true;  // before the line: the virtual carry -0.0
+    bool carry = true; // before the line: the virtual carry -0.0
     T c = T(-0.0);
     if (p >= first) {
       // Wait until unit p has posted its carry or its last tile's total, then take the carry if
@@ -182,15 +186,18 @@ __device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 t
 #pragma unroll
     for (int j = 0; j < kReadAhead; ++j) {
       const i64 t = w + j * 32 + lane;
-      got[j] = t < t_end ? read_posted<T>(st.tile + (tile0 + t) * W) : Posted<T>{T(-0.0), kTagTotals};
+      got[j] =
+          t < t_end ? read_posted<T>(st.tile + (tile0 + t) * W) : Posted<T>{T(-0.0), kTagTotals};
     }
 #pragma unroll
     for (int j = 0; j < kReadAhead; ++j) {
-      if (got[j].tag == 0) got[j].value = wait_posted<T>(st.tile + (tile0 + w + j * 32 + lane) * W);
+      if (got[j].tag == 0)
+        got[j].value = wait_posted<T>(st.tile + (tile0 + w + j * 32 + lane) * W);
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
         const T v = __shfl_sync(kFull, got[j].value, i);
-        if (w + j * 32 + i < t_end) C = C + v;
+        if (w + j * 32 + i < t_end)
+          C = C + v;
       }
     }
   }
@@ -210,7 +217,9 @@ __device__ T lookback_unordered(const TileStatus<T>& st, i64 G, i64 first, int l
     T c = T(-0.0), a = T(-0.0);
     if (p >= first) {
       Posted<T> r;
-      do { r = read_posted<T>(st.unit + p * W); } while (r.tag == 0);
+      do {
+        r = read_posted<T>(st.unit + p * W);
+      } while (r.tag == 0);
       tag = r.tag;
       (tag == kTagCarry ? c : a) = r.value;
     }
@@ -218,9 +227,11 @@ __device__ T lookback_unordered(const TileStatus<T>& st, i64 G, i64 first, int l
     const int q = m != 0 ? __ffs(m) - 1 : 32;
     T v = lane < q ? a : (lane == q ? c : T(-0.0));
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = v + __shfl_xor_sync(kFull, v, o);
+    for (int o = 16; o > 0; o >>= 1)
+      v = v + __shfl_xor_sync(kFull, v, o);
     sum = sum + v;
-    if (m != 0) return sum;
+    if (m != 0)
+      return sum;
     top -= 32;
   }
 }
@@ -232,7 +243,8 @@ __device__ __forceinline__ void load_segment(const T* p, i64 i0, i64 len, T (&v)
     load16(p + i0, v);
   } else {
 #pragma unroll
-    for (int j = 0; j < kScanSegment; ++j) v[j] = i0 + j < len ? p[i0 + j] : T(-0.0);
+    for (int j = 0; j < kScanSegment; ++j)
+      v[j] = i0 + j < len ? p[i0 + j] : T(-0.0);
   }
 }
 
@@ -243,23 +255,23 @@ __device__ __forceinline__ void store_segment(T* p, i64 i0, i64 len, const T (&v
   } else {
 #pragma unroll
     for (int j = 0; j < kScanSegment; ++j)
-      if (i0 + j < len) p[i0 + j] = v[j];
+      if (i0 + j < len)
+        p[i0 + j] = v[j];
   }
 }
 
 // A segment's total, added in order from -0.0 (elements past a line's end, loaded as -0.0, change
 // nothing).
-template <class T>
-__device__ __forceinline__ T segment_total(const T (&v)[kScanSegment]) {
+template <class T> __device__ __forceinline__ T segment_total(const T (&v)[kScanSegment]) {
   T acc = T(-0.0);
 #pragma unroll
-  for (int j = 0; j < kScanSegment; ++j) acc = acc + v[j];
+  for (int j = 0; j < kScanSegment; ++j)
+    acc = acc + v[j];
   return acc;
 }
 
 // A segment's outputs in place: v[j] = P + (v[0] + ... + v[j]), the running sum added from -0.0.
-template <class T>
-__device__ __forceinline__ void segment_outputs(T (&v)[kScanSegment], T P) {
+template <class T> __device__ __forceinline__ void segment_outputs(T (&v)[kScanSegment], T P) {
   T acc = T(-0.0);
 #pragma unroll
   for (int j = 0; j < kScanSegment; ++j) {
@@ -270,14 +282,13 @@ __device__ __forceinline__ void segment_outputs(T (&v)[kScanSegment], T P) {
 
 // The chain of one value per lane in lane order, from -0.0: `before` is lane i's chain of the
 // values of lanes 0 .. i-1, `all` the chain of the first n (the same in every lane).
-template <class T> struct WarpChain {
-  T before, all;
-};
+template <class T> struct WarpChain { T before, all; };
 template <class T> __device__ __forceinline__ WarpChain<T> warp_chain(T x, int lane, int n = 32) {
   T before = T(-0.0), acc = T(-0.0);
   for (int i = 0; i < n; ++i) {
     const T t = __shfl_sync(kFull, x, i);
-    if (i == lane) before = acc;
+    if (i == lane)
+      before = acc;
     acc = acc + t;
   }
   return {before, acc};
@@ -289,29 +300,33 @@ template <class T> __device__ __forceinline__ WarpChain<T> warp_chain(T x, int l
 // the outputs. x and out may be the same memory (everything is read before anything is written).
 template <class T, bool Canonical, int kMax>
 __global__ void __launch_bounds__(kThreads)
-scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 units_per_line,
-                  i64 total_units, TileStatus<T> st) {
+    scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 units_per_line,
+                      i64 total_units, TileStatus<T> st) {
   __shared__ T s_group[kMax][kScanTileGroups];
   __shared__ T s_carry[kMax];
   __shared__ i64 s_unit;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const T z = T(-0.0);
   for (;;) {
-    if (tid == 0) s_unit = static_cast<i64>(atomicAdd(st.next_unit, 1ull));
+    if (tid == 0)
+      s_unit = static_cast<i64>(atomicAdd(st.next_unit, 1ull));
     __syncthreads();
     const i64 G = s_unit;
-    if (G >= total_units) return;
+    if (G >= total_units)
+      return;
     const i64 line = G / units_per_line, u = G % units_per_line;
-    const i64 k0 = u * K;  // first canonical tile of the unit, within the line
+    const i64 k0 = u * K; // first canonical tile of the unit, within the line
     const int nk = static_cast<int>(min(tiles_per_line - k0, static_cast<i64>(K)));
     const T* xl = x + line * len;
     T* ol = out + line * len;
-    const i64 seg0 = k0 * kScanTile + static_cast<i64>(tid) * kScanSegment;  // tile q: + q * kScanTile
+    const i64 seg0 =
+        k0 * kScanTile + static_cast<i64>(tid) * kScanSegment; // tile q: + q * kScanTile
     T v[kMax][kScanSegment];
 #pragma unroll
     for (int q = 0; q < kMax; ++q)
-      if (q < nk) load_segment(xl, seg0 + q * kScanTile, len, v[q]);
-    T e_of[kMax];  // this thread's segment prefix in its group, per tile
+      if (q < nk)
+        load_segment(xl, seg0 + q * kScanTile, len, v[q]);
+    T e_of[kMax]; // this thread's segment prefix in its group, per tile
 #pragma unroll
     for (int q = 0; q < kMax; ++q) {
       e_of[q] = z;
@@ -319,28 +334,33 @@ scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 un
         // e: chain of the totals of the segments before this one in the group (the warp).
         const WarpChain<T> c = warp_chain(segment_total(v[q]), lane);
         e_of[q] = c.before;
-        if (lane == 0) s_group[q][warp] = c.all;
+        if (lane == 0)
+          s_group[q][warp] = c.all;
       }
     }
     __syncthreads();
     if (warp == 0) {
       const i64 first = line * units_per_line, tile0 = line * tiles_per_line;
-      if (lane == 0) {  // the unit's tile totals (posted for the canonical look-back of later units)
+      if (lane == 0) { // the unit's tile totals (posted for the canonical look-back of later units)
         T U = z;
         for (int q = 0; q < nk; ++q) {
           T F = z;
 #pragma unroll
-          for (int w = 0; w < kScanTileGroups; ++w) F = F + s_group[q][w];
-          if (Canonical && u > 0) post(st.tile + (tile0 + k0 + q) * kWords<T>, F, kTagTotals);
-          s_carry[q] = F;  // the totals for now; carries below
+          for (int w = 0; w < kScanTileGroups; ++w)
+            F = F + s_group[q][w];
+          if (Canonical && u > 0)
+            post(st.tile + (tile0 + k0 + q) * kWords<T>, F, kTagTotals);
+          s_carry[q] = F; // the totals for now; carries below
           U = U + F;
         }
-        if (!Canonical && u > 0) post(st.unit + G * kWords<T>, U, kTagTotals);
+        if (!Canonical && u > 0)
+          post(st.unit + G * kWords<T>, U, kTagTotals);
       }
       T C = z;
       if (u > 0)
-        C = Canonical ? lookback_canonical(st, G, first, tile0, K, lane) : lookback_unordered(st, G, first, lane);
-      if (lane == 0) {  // chain the carries through the unit: C_{k+1} = C_k + T_k
+        C = Canonical ? lookback_canonical(st, G, first, tile0, K, lane)
+                      : lookback_unordered(st, G, first, lane);
+      if (lane == 0) { // chain the carries through the unit: C_{k+1} = C_k + T_k
         for (int q = 0; q < nk; ++q) {
           const T F = s_carry[q];
           s_carry[q] = C;
@@ -354,12 +374,13 @@ scan_lines_kernel(const T* x, T* out, i64 len, i64 tiles_per_line, int K, i64 un
     for (int q = 0; q < kMax; ++q) {
       if (q < nk) {
         T f = z;
-        for (int w = 0; w < warp; ++w) f = f + s_group[q][w];
+        for (int w = 0; w < warp; ++w)
+          f = f + s_group[q][w];
         segment_outputs(v[q], (s_carry[q] + f) + e_of[q]);
         store_segment(ol, seg0 + q * kScanTile, len, v[q]);
       }
     }
-    __syncthreads();  // the shared values are reused by the next unit
+    __syncthreads(); // the shared values are reused by the next unit
   }
 }
 
@@ -374,12 +395,12 @@ __global__ void scan_short_lines_kernel(const T* x, T* out, i64 nlines, i64 len)
        line += static_cast<i64>(gridDim.x) * blockDim.x) {
     const T* xl = x + line * len;
     T* ol = out + line * len;
-    T e = z;  // chain of the totals of the segments before this one
+    T e = z; // chain of the totals of the segments before this one
     for (i64 i0 = 0; i0 < len; i0 += kScanSegment) {
       T v[kScanSegment];
       load_segment(xl, i0, len, v);
       const T total = segment_total(v);
-      segment_outputs(v, (z + z) + e);  // (carry + groups before) + segments before
+      segment_outputs(v, (z + z) + e); // (carry + groups before) + segments before
       store_segment(ol, i0, len, v);
       e = e + total;
     }
@@ -388,13 +409,13 @@ __global__ void scan_short_lines_kernel(const T* x, T* out, i64 nlines, i64 len)
 
 // Contiguous lines of kShortLine to kScanGroupElems elements: a warp per line, lane i on segment i,
 // the group's steps of scan_lines_kernel (its warp 0 on a line's first tile), with coalesced loads.
-template <class T>
-__global__ void scan_warp_lines_kernel(const T* x, T* out, i64 nlines, i64 len) {
+template <class T> __global__ void scan_warp_lines_kernel(const T* x, T* out, i64 nlines, i64 len) {
   const T z = T(-0.0);
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int nseg = static_cast<int>((len + kScanSegment - 1) / kScanSegment);
   const i64 warps = static_cast<i64>(gridDim.x) * (blockDim.x / 32);
-  for (i64 line = (blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x) / 32; line < nlines; line += warps) {
+  for (i64 line = (blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x) / 32; line < nlines;
+       line += warps) {
     const T* xl = x + line * len;
     T* ol = out + line * len;
     T v[kScanSegment];
@@ -402,8 +423,9 @@ __global__ void scan_warp_lines_kernel(const T* x, T* out, i64 nlines, i64 len) 
     load_segment(xl, i0, len, v);
     // the chain of the totals of the segments before this lane's
     const T e = warp_chain(segment_total(v), lane, nseg).before;
-    segment_outputs(v, (z + z) + e);  // (carry + groups before) + segments before
-    if (lane < nseg) store_segment(ol, i0, len, v);
+    segment_outputs(v, (z + z) + e); // (carry + groups before) + segments before
+    if (lane < nseg)
+      store_segment(ol, i0, len, v);
   }
 }
 
@@ -419,13 +441,15 @@ __global__ void group_totals_kernel(const T* x, T* gp, i64 outer, i64 len, i64 i
     const i64 b = gi * kScanGroupElems, e = min(len, b + kScanGroupElems);
     T ge = T(-0.0);
     for (i64 i0 = b; i0 < e; i0 += kScanSegment) {
-      T v[kScanSegment];  // all loads of the segment issued before the adds
+      T v[kScanSegment]; // all loads of the segment issued before the adds
 #pragma unroll
-      for (int j = 0; j < kScanSegment; ++j) v[j] = i0 + j < e ? xl[(i0 + j) * inner] : T(-0.0);
+      for (int j = 0; j < kScanSegment; ++j)
+        v[j] = i0 + j < e ? xl[(i0 + j) * inner] : T(-0.0);
       T r = T(-0.0);
 #pragma unroll
       for (int j = 0; j < kScanSegment; ++j)
-        if (i0 + j < e) r = r + v[j];
+        if (i0 + j < e)
+          r = r + v[j];
       ge = ge + r;
     }
     gp[t] = ge;
@@ -433,8 +457,7 @@ __global__ void group_totals_kernel(const T* x, T* gp, i64 outer, i64 len, i64 i
 }
 
 // Group totals -> C_k + f_g (the prefix every group starts from), one thread per line.
-template <class T>
-__global__ void group_prefix_kernel(T* gp, i64 outer, i64 inner, i64 ngroups) {
+template <class T> __global__ void group_prefix_kernel(T* gp, i64 outer, i64 inner, i64 ngroups) {
   const i64 n = outer * inner;
   for (i64 t = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; t < n;
        t += static_cast<i64>(gridDim.x) * blockDim.x) {
@@ -466,9 +489,10 @@ __global__ void group_scan_kernel(const T* x, T* out, const T* gp, i64 outer, i6
     T e = T(-0.0);
     for (i64 i0 = b; i0 < e_end; i0 += kScanSegment) {
       const T P = Pg + e;
-      T v[kScanSegment];  // the segment is read before any of it is written (x may be out)
+      T v[kScanSegment]; // the segment is read before any of it is written (x may be out)
 #pragma unroll
-      for (int j = 0; j < kScanSegment; ++j) v[j] = i0 + j < e_end ? x[off + (i0 + j) * inner] : T(-0.0);
+      for (int j = 0; j < kScanSegment; ++j)
+        v[j] = i0 + j < e_end ? x[off + (i0 + j) * inner] : T(-0.0);
       T r = T(-0.0);
 #pragma unroll
       for (int j = 0; j < kScanSegment; ++j)
@@ -486,19 +510,24 @@ struct Dims {
 };
 Dims dims_of(const TensorView& x, int dim) {
   Dims d;
-  for (int i = 0; i < dim; ++i) d.outer *= x.size(i);
+  for (int i = 0; i < dim; ++i)
+    d.outer *= x.size(i);
   d.len = x.size(dim);
-  for (int i = dim + 1; i < x.ndim; ++i) d.inner *= x.size(i);
+  for (int i = dim + 1; i < x.ndim; ++i)
+    d.inner *= x.size(i);
   return d;
 }
 
-constexpr std::size_t align_up(std::size_t b) { return (b + 255) / 256 * 256; }
+constexpr std::size_t align_up(std::size_t b) {
+  return (b + 255) / 256 * 256;
+}
 
 std::size_t scan_workspace(const CumsumArgs& a) {
   const Dims d = dims_of(a.x, a.dim);
   const std::size_t es = size_of(a.x.dtype);
-  if (a.x.numel() == 0) return 0;
-  if (d.inner == 1) {  // sized for one tile per unit, the most units any launch uses
+  if (a.x.numel() == 0)
+    return 0;
+  if (d.inner == 1) { // sized for one tile per unit, the most units any launch uses
     const auto tiles = static_cast<std::size_t>(d.outer * ((d.len + kScanTile - 1) / kScanTile));
     return align_up(sizeof(u64)) + 2 * align_up(posted_bytes(tiles, es));
   }
@@ -516,14 +545,16 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
   const bool alt = alt_launch();
   if (d.inner == 1 && d.len <= kScanGroupElems) {
     const int block = alt ? 64 : 256;
-    const bool thread_per_line = d.len <= kShortLine;  // else a warp per line
+    const bool thread_per_line = d.len <= kShortLine; // else a warp per line
     const i64 per_block = thread_per_line ? block : block / 32;
     const i64 grid = std::min<i64>((d.outer + per_block - 1) / per_block, alt ? 45 : i64{1} << 30);
     if (thread_per_line) {
-      scan_short_lines_kernel<T><<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
+      scan_short_lines_kernel<T>
+          <<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
       SAMEBITS_CUDA_CHECK_LAUNCH("scan_short_lines_kernel");
     } else {
-      scan_warp_lines_kernel<T><<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
+      scan_warp_lines_kernel<T>
+          <<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
       SAMEBITS_CUDA_CHECK_LAUNCH("scan_warp_lines_kernel");
     }
     return;
@@ -535,21 +566,25 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
     const int K = alt ? 1 : small ? kSmallUnitTiles : kUnitTiles<T>;
     const i64 units_per_line = (tiles_per_line + K - 1) / K;
     const i64 units = d.outer * units_per_line;
-    // next_unit, the unit words, then the tile words (the canonical look-back only), zeroed in one go.
+    // next_unit, the unit words, then the tile words (the canonical look-back only), zeroed in one
+    // go.
     TileStatus<T> st{};
     const std::size_t a_units = align_up(posted_bytes(static_cast<std::size_t>(units), sizeof(T)));
     st.next_unit = reinterpret_cast<u64*>(w);
     st.unit = reinterpret_cast<u64*>(w + align_up(sizeof(u64)));
     st.tile = reinterpret_cast<u64*>(w + align_up(sizeof(u64)) + a_units);
-    const std::size_t zeroed = align_up(sizeof(u64)) + a_units + (Canonical ? posted_bytes(nt, sizeof(T)) : 0);
+    const std::size_t zeroed =
+        align_up(sizeof(u64)) + a_units + (Canonical ? posted_bytes(nt, sizeof(T)) : 0);
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(w, 0, zeroed, stream));
     const i64 grid = alt ? std::min<i64>(units, 37) : std::min<i64>(units, i64{1} << 30);
     if (small)
-      scan_lines_kernel<T, Canonical, kSmallUnitTiles><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
-          xp, op, d.len, tiles_per_line, K, units_per_line, units, st);
+      scan_lines_kernel<T, Canonical, kSmallUnitTiles>
+          <<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(xp, op, d.len, tiles_per_line, K,
+                                                                 units_per_line, units, st);
     else
-      scan_lines_kernel<T, Canonical, kUnitTiles<T>><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
-          xp, op, d.len, tiles_per_line, K, units_per_line, units, st);
+      scan_lines_kernel<T, Canonical, kUnitTiles<T>>
+          <<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(xp, op, d.len, tiles_per_line, K,
+                                                                 units_per_line, units, st);
     SAMEBITS_CUDA_CHECK_LAUNCH("scan_lines_kernel");
     return;
   }
@@ -561,26 +596,32 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
     return static_cast<unsigned>(std::max<i64>(1, std::min<i64>(g, alt ? 45 : i64{1} << 30)));
   };
   const i64 n_groups = d.outer * ngroups * d.inner, n_lines = d.outer * d.inner;
-  group_totals_kernel<T><<<grid_for(n_groups), block, 0, stream>>>(xp, gp, d.outer, d.len, d.inner, ngroups);
+  group_totals_kernel<T>
+      <<<grid_for(n_groups), block, 0, stream>>>(xp, gp, d.outer, d.len, d.inner, ngroups);
   SAMEBITS_CUDA_CHECK_LAUNCH("group_totals_kernel");
   group_prefix_kernel<T><<<grid_for(n_lines), block, 0, stream>>>(gp, d.outer, d.inner, ngroups);
   SAMEBITS_CUDA_CHECK_LAUNCH("group_prefix_kernel");
-  group_scan_kernel<T><<<grid_for(n_groups), block, 0, stream>>>(xp, op, gp, d.outer, d.len, d.inner, ngroups);
+  group_scan_kernel<T>
+      <<<grid_for(n_groups), block, 0, stream>>>(xp, op, gp, d.outer, d.len, d.inner, ngroups);
   SAMEBITS_CUDA_CHECK_LAUNCH("group_scan_kernel");
 }
 
-template <bool Canonical>
-void cumsum_cuda(const CumsumArgs& a, const Workspace& ws) {
-  if (a.x.numel() == 0) return;
+template <bool Canonical> void cumsum_cuda(const CumsumArgs& a, const Workspace& ws) {
+  if (a.x.numel() == 0)
+    return;
   // Non-contiguous tensors go through contiguous copies (the kernels index [outer, len, inner]).
   Tensor xc, oc;
   TensorView x = a.x, out = a.out;
   // Allocated for the op's stream: they are freed while its kernels may still be queued.
-  if (!x.is_contiguous()) x = (xc = Tensor::copy_of(x, x.device, ws.stream)).view();
+  if (!x.is_contiguous())
+    x = (xc = Tensor::copy_of(x, x.device, ws.stream)).view();
   const bool out_copy = !out.is_contiguous();
-  if (out_copy) out = (oc = Tensor::empty(out.sizes(), out.dtype, out.device, ws.stream)).view();
-  if (x.dtype == DType::f32) run_scan<float, Canonical>(x, out, a.dim, ws);
-  else run_scan<double, Canonical>(x, out, a.dim, ws);
+  if (out_copy)
+    out = (oc = Tensor::empty(out.sizes(), out.dtype, out.device, ws.stream)).view();
+  if (x.dtype == DType::f32)
+    run_scan<float, Canonical>(x, out, a.dim, ws);
+  else
+    run_scan<double, Canonical>(x, out, a.dim, ws);
   if (out_copy) {
     SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(SAMEBITS_STREAM(ws.stream)));
     copy(out, a.out);
@@ -591,9 +632,12 @@ void cumsum_cuda(const CumsumArgs& a, const Workspace& ws) {
 // below it in the table.
 std::string cub_why_not(const CumsumArgs& a) {
   const Dims d = dims_of(a.x, a.dim);
-  if (d.outer != 1 || d.inner != 1) return "scans one line only, and this tensor has several along dim";
-  if (a.x.numel() > std::numeric_limits<int>::max()) return "more than 2^31 - 1 elements";
-  if (!a.x.is_contiguous() || !a.out.is_contiguous()) return "needs contiguous x and out";
+  if (d.outer != 1 || d.inner != 1)
+    return "scans one line only, and this tensor has several along dim";
+  if (a.x.numel() > std::numeric_limits<int>::max())
+    return "more than 2^31 - 1 elements";
+  if (!a.x.is_contiguous() || !a.out.is_contiguous())
+    return "needs contiguous x and out";
   return "";
 }
 
@@ -608,32 +652,42 @@ cudaError_t cub_sum(void* temp, std::size_t& bytes, const CumsumArgs& a, cudaStr
 }
 
 std::size_t cub_workspace(const CumsumArgs& a) {
-  if (a.x.numel() == 0) return 0;
+  if (a.x.numel() == 0)
+    return 0;
   std::size_t bytes = 0;
   SAMEBITS_CUDA_CHECK(cub_sum(nullptr, bytes, a, nullptr));
   return bytes;
 }
 
 void cub_run(const CumsumArgs& a, const Workspace& ws) {
-  if (a.x.numel() == 0) return;
+  if (a.x.numel() == 0)
+    return;
   std::size_t bytes = ws.bytes;
   SAMEBITS_CUDA_CHECK(cub_sum(ws.data, bytes, a, SAMEBITS_STREAM(ws.stream)));
   SAMEBITS_CUDA_CHECK_LAUNCH("cub::DeviceScan::InclusiveSum");
 }
 
-}  // namespace
+} // namespace
 
 void register_cuda_scan(Registry& r) {
-  r.add(Variant<CumsumArgs>{{"cumsum", "cuda.cub_scan", DeviceType::cuda, Determinism::not_guaranteed,
-                             "CUB's single-pass scan of one contiguous line (look-back order follows timing)"},
-                            cub_why_not, cub_workspace, cub_run});
-  r.add(Variant<CumsumArgs>{{"cumsum", "cuda.lookback_unordered", DeviceType::cuda,
-                             Determinism::not_guaranteed,
-                             "decoupled look-back adding predecessor totals as found (timing-dependent)"},
-                            nullptr, scan_workspace, cumsum_cuda<false>});
-  r.add(Variant<CumsumArgs>{{"cumsum", "cuda.canonical_lookback", DeviceType::cuda, Determinism::portable,
-                             "canonical 8/256/2048 blocked chains; look-back re-adds tile totals in order"},
-                            nullptr, scan_workspace, cumsum_cuda<true>});
+  r.add(Variant<CumsumArgs>{
+      {"cumsum", "cuda.cub_scan", DeviceType::cuda, Determinism::not_guaranteed,
+       "CUB's single-pass scan of one contiguous line (look-back order follows timing)"},
+      cub_why_not,
+      cub_workspace,
+      cub_run});
+  r.add(Variant<CumsumArgs>{
+      {"cumsum", "cuda.lookback_unordered", DeviceType::cuda, Determinism::not_guaranteed,
+       "decoupled look-back adding predecessor totals as found (timing-dependent)"},
+      nullptr,
+      scan_workspace,
+      cumsum_cuda<false>});
+  r.add(Variant<CumsumArgs>{
+      {"cumsum", "cuda.canonical_lookback", DeviceType::cuda, Determinism::portable,
+       "canonical 8/256/2048 blocked chains; look-back re-adds tile totals in order"},
+      nullptr,
+      scan_workspace,
+      cumsum_cuda<true>});
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

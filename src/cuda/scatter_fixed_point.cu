@@ -1,9 +1,6 @@
 // The cuda.fixed_point variant of index_add and scatter_add (run_to_run): float32 sums as exact
 // int64 fixed point, the same integers in any order (ops/fixed_point.hpp has the definition;
 // include/samebits/ops/scatter.hpp says when it applies).
-#include <climits>
-#include <string>
-
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/fixed_point.cuh"
@@ -11,11 +8,12 @@
 #include "cuda/scatter_shared.cuh"
 #include "ops/fixed_point.hpp"
 
+#include <climits>
+#include <string>
+
 namespace samebits::detail {
 
 namespace {
-
-
 
 // Float32 sums as exact int64 fixed point (ops/fixed_point.hpp): one pass checks the indices and
 // finds max |c| over the contributions c; integer atomics then add the scaled contributions in
@@ -30,12 +28,12 @@ struct FixedSites {
   bool rows = false;
   Geo4 g;
   std::int64_t F = 1, src_row = 0, istride = 0;
-  std::int64_t out_mult[4] = {1, 1, 1, 1};  // row-major multipliers of out's shape
-  std::int64_t target_mult = 1;             // out_mult[dim]
+  std::int64_t out_mult[4] = {1, 1, 1, 1}; // row-major multipliers of out's shape
+  std::int64_t target_mult = 1;            // out_mult[dim]
 };
 
 struct FixedSite {
-  std::int64_t src = 0, index = 0, target = 0, pos = 0;  // pos: the position an error names
+  std::int64_t src = 0, index = 0, target = 0, pos = 0; // pos: the position an error names
 };
 
 __device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_t e) {
@@ -59,26 +57,29 @@ __device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_
   r.src = offset_of(e, s.g.size, s.g.src_st, s.g.nd, c);
   for (int j = 0; j < s.g.nd; ++j) {
     r.index += c[j] * s.g.idx_st[j];
-    if (j != s.g.d) r.target += c[j] * s.out_mult[j];
+    if (j != s.g.d)
+      r.target += c[j] * s.out_mult[j];
   }
   r.pos = e;
   return r;
 }
 
-__global__ void fixed_check_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
-                                   bool scaled, CheckResult* res) {
+__global__ void fixed_check_kernel(FixedSites s, const float* src, const void* idx, bool is64,
+                                   float alpha, bool scaled, CheckResult* res) {
   unsigned long long bad = ULLONG_MAX;
   double mx = 0;
   unsigned sp = 0;
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < s.g.numel;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       e < s.g.numel; e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const FixedSite site = fixed_site(s, e);
     const std::int64_t m = load_index(idx, is64, site.index);
     if ((m < 0 || m >= s.g.M) && static_cast<unsigned long long>(site.pos) < bad)
       bad = static_cast<unsigned long long>(site.pos);
     const double c = contribution(src[site.src], alpha, scaled);
-    if (isfinite(c)) mx = fmax(mx, fabs(c));
-    else sp = 1;
+    if (isfinite(c))
+      mx = fmax(mx, fabs(c));
+    else
+      sp = 1;
   }
   publish_check(bad, mx, sp, res);
 }
@@ -86,26 +87,29 @@ __global__ void fixed_check_kernel(FixedSites s, const float* src, const void* i
 // False when the check found a bad index (then nothing is written: the host throws after the
 // stream is done); else the shift of the check's max |c| (negative for very large values).
 __device__ __forceinline__ bool checked_shift(const CheckResult* res, std::int64_t n, int& shift) {
-  if (res->first_bad != ULLONG_MAX) return false;
+  if (res->first_bad != ULLONG_MAX)
+    return false;
   shift = fixed_point_shift(n, __longlong_as_double(static_cast<long long>(res->max_bits)));
   return true;
 }
 
 // acc[t] += round(c * 2^shift) for every contribution; non-finite ones set bits of mask[t]. With
 // `smem`, each block sums into shared memory first (few targets), then adds its non-zero sums.
-__global__ void fixed_add_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
-                                 bool scaled, const CheckResult* res, unsigned long long* acc, unsigned* mask,
-                                 bool smem) {
+__global__ void fixed_add_kernel(FixedSites s, const float* src, const void* idx, bool is64,
+                                 float alpha, bool scaled, const CheckResult* res,
+                                 unsigned long long* acc, unsigned* mask, bool smem) {
   extern __shared__ unsigned long long fixed_sh[];
   int shift = 0;
-  if (!checked_shift(res, s.g.numel, shift)) return;  // the same answer in every thread
+  if (!checked_shift(res, s.g.numel, shift))
+    return; // the same answer in every thread
   const std::int64_t targets = s.g.out_numel;
   if (smem) {
-    for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x) fixed_sh[t] = 0;
+    for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x)
+      fixed_sh[t] = 0;
     __syncthreads();
   }
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < s.g.numel;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       e < s.g.numel; e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const FixedSite site = fixed_site(s, e);
     const std::int64_t t = site.target + load_index(idx, is64, site.index) * s.target_mult;
     const double c = contribution(src[site.src], alpha, scaled);
@@ -114,30 +118,40 @@ __global__ void fixed_add_kernel(FixedSites s, const float* src, const void* idx
       continue;
     }
     const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
-    if (q == 0) continue;
-    if (smem) atomicAdd(fixed_sh + t, q);
-    else atomicAdd(acc + t, q);
+    if (q == 0)
+      continue;
+    if (smem)
+      atomicAdd(fixed_sh + t, q);
+    else
+      atomicAdd(acc + t, q);
   }
   if (smem) {
     __syncthreads();
     for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x)
-      if (fixed_sh[t] != 0) atomicAdd(acc + t, fixed_sh[t]);
+      if (fixed_sh[t] != 0)
+        atomicAdd(acc + t, fixed_sh[t]);
   }
 }
 
-__global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out, const unsigned long long* acc,
-                                    const unsigned* mask, const CheckResult* res) {
+__global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
+                                    const unsigned long long* acc, const unsigned* mask,
+                                    const CheckResult* res) {
   int shift = 0;
-  if (!checked_shift(res, n, shift)) return;
-  if (res->special == 0) mask = nullptr;
-  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < g.out_numel;
-       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  if (!checked_shift(res, n, shift))
+    return;
+  if (res->special == 0)
+    mask = nullptr;
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       t < g.out_numel; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const auto q = static_cast<long long>(acc[t]);
     const unsigned mk = mask != nullptr ? mask[t] : 0u;
-    if (q == 0 && mk == 0) continue;
+    if (q == 0 && mk == 0)
+      continue;
     float& o = out[offset_of(t, g.out_size, g.out_st, g.nd)];
-    if (mk != 0) o = o + special_value<float>(mk);
-    else o = static_cast<float>(static_cast<double>(o) + scale_pow2(static_cast<double>(q), -shift));
+    if (mk != 0)
+      o = o + special_value<float>(mk);
+    else
+      o = static_cast<float>(static_cast<double>(o) + scale_pow2(static_cast<double>(q), -shift));
   }
 }
 
@@ -147,7 +161,7 @@ __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out, const un
 // shape takes the same variant on every GPU.
 constexpr int kFixedMaxFeatures = 4;
 constexpr std::int64_t kFixedMaxTargets = std::int64_t{1} << 21;
-constexpr std::size_t kFixedSmemBytes = 48 * 1024;  // per-block sums in shared memory up to here
+constexpr std::size_t kFixedSmemBytes = 48 * 1024; // per-block sums in shared memory up to here
 
 std::string fixed_why_not(const ScatterArgs& a) {
   if (a.src.dtype != DType::f32)
@@ -162,7 +176,8 @@ std::string fixed_why_not(const ScatterArgs& a) {
   if (vector_index && rows > 0 && a.src.numel() / rows > kFixedMaxFeatures)
     return "rows of more than 4 features (the sort and pull is faster there)";
   if (a.out.numel() > kFixedMaxTargets)
-    return "more than 2^21 output elements (the int64 sums would not stay in L2; the sort and pull is faster)";
+    return "more than 2^21 output elements (the int64 sums would not stay in L2; the sort and pull "
+           "is faster)";
   return "";
 }
 
@@ -170,8 +185,10 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
   FixedSites s;
   s.g = geo4(a);
-  if (s.g.numel == 0) return;
-  for (int j = s.g.nd - 2; j >= 0; --j) s.out_mult[j] = s.out_mult[j + 1] * s.g.out_size[j + 1];
+  if (s.g.numel == 0)
+    return;
+  for (int j = s.g.nd - 2; j >= 0; --j)
+    s.out_mult[j] = s.out_mult[j + 1] * s.g.out_size[j + 1];
   s.target_mult = s.out_mult[s.g.d];
   const Rows rw = rows_of(a);
   if (rw.ok) {
@@ -181,7 +198,8 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
     s.istride = a.index.stride(0);
   }
   const std::int64_t targets = s.g.out_numel;
-  DeviceScratch scratch(3 * 256 + static_cast<std::size_t>(targets) * 12, a.out.device, Stream{stream});
+  DeviceScratch scratch(3 * 256 + static_cast<std::size_t>(targets) * 12, a.out.device,
+                        Stream{stream});
   auto* res = scratch.take<CheckResult>(1);
   auto* acc = scratch.take<unsigned long long>(targets);
   auto* mask = scratch.take<unsigned>(targets);
@@ -196,7 +214,8 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   // them write nothing, and the host learns of it once, at the end (one wait per call).
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(CheckResult), stream));
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(unsigned long long), stream));
-  fixed_check_kernel<<<std::min(grid_for(s.g.numel, block), sms * 16u), block, 0, stream>>>(s, src, a.index.data, is64, alpha, scaled, res);
+  fixed_check_kernel<<<std::min(grid_for(s.g.numel, block), sms * 16u), block, 0, stream>>>(
+      s, src, a.index.data, is64, alpha, scaled, res);
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_check_kernel");
 
   // 2. Exact integer sums.
@@ -214,19 +233,21 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_finish_kernel");
   CheckResult h{};
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
-  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));  // also: scratch is freed on return
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream)); // also: scratch is freed on return
   if (h.first_bad != ULLONG_MAX)
     throw_bad_index(a, static_cast<std::int64_t>(h.first_bad), rw.ok ? vector_geo(a, s.g) : s.g);
 }
 
-}  // namespace
+} // namespace
 
 Variant<ScatterArgs> fixed_point_variant(const char* op) {
   const char* how =
       "float32 sums as exact int64 fixed point with integer atomics, scale from max |c|, no sort "
       "(rows of <= 4 features, <= 2^21 outputs; otherwise the sort)";
-  return {{op, "cuda.fixed_point", DeviceType::cuda, Determinism::run_to_run, how}, fixed_why_not, nullptr,
+  return {{op, "cuda.fixed_point", DeviceType::cuda, Determinism::run_to_run, how},
+          fixed_why_not,
+          nullptr,
           run_fixed_point};
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

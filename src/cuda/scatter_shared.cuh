@@ -2,24 +2,27 @@
 // scatter_fixed_point.cu: exact fixed-point sums): launch sizes, the geometry of any scatter as
 // positions over the index shape, rows of contiguous features, and the bad-index error.
 #pragma once
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
-
 #include "core/registry.hpp"
 #include "cuda/index_plan.cuh"
 #include "ops/scatter.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cuda_runtime.h>
+
 namespace samebits::detail {
 
-inline int block_size() { return alternative_scatter_config() ? 128 : 256; }
+inline int block_size() {
+  return alternative_scatter_config() ? 128 : 256;
+}
 inline unsigned grid_for(std::int64_t threads, int block) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, (threads + block - 1) / block));
 }
 
 // What one source adds: alpha * v when a scale was asked for, else v itself (no multiply by 1).
-template <class T> __device__ __forceinline__ T contribution(T v, T alpha, bool scaled) { return scaled ? alpha * v : v; }
+template <class T> __device__ __forceinline__ T contribution(T v, T alpha, bool scaled) {
+  return scaled ? alpha * v : v;
+}
 
 __device__ __forceinline__ std::int64_t load_index(const void* p, bool is64, std::int64_t i) {
   return is64 ? static_cast<const std::int64_t*>(p)[i] : static_cast<const std::int32_t*>(p)[i];
@@ -30,8 +33,8 @@ __device__ __forceinline__ std::int64_t load_index(const void* p, bool is64, std
 // Any scatter as positions e (row-major over the index shape I) with per-tensor strides.
 struct Geo4 {
   int nd = 1, d = 0;
-  std::int64_t size[4] = {1, 1, 1, 1};      // I
-  std::int64_t out_size[4] = {1, 1, 1, 1};  // I with size[d] = M
+  std::int64_t size[4] = {1, 1, 1, 1};     // I
+  std::int64_t out_size[4] = {1, 1, 1, 1}; // I with size[d] = M
   std::int64_t src_st[4] = {}, idx_st[4] = {}, out_st[4] = {};
   std::int64_t M = 0, L = 0, inner = 1, numel = 0, out_numel = 0;
 };
@@ -49,21 +52,24 @@ inline Geo4 geo4(const ScatterArgs& a) {
     g.src_st[j] = a.src.stride(j);
     g.out_st[j] = a.out.stride(j);
     g.idx_st[j] = a.plan ? 0 : a.index.stride(j);
-    if (j > a.dim) g.inner *= g.size[j];
+    if (j > a.dim)
+      g.inner *= g.size[j];
   }
   g.out_numel = a.out.numel();
   return g;
 }
 
 // Offset (in elements, with strides st) of row-major position e over `size`.
-__device__ __forceinline__ std::int64_t offset_of(std::int64_t e, const std::int64_t* size, const std::int64_t* st,
-                                                  int nd, std::int64_t* coords = nullptr) {
+__device__ __forceinline__ std::int64_t offset_of(std::int64_t e, const std::int64_t* size,
+                                                  const std::int64_t* st, int nd,
+                                                  std::int64_t* coords = nullptr) {
   std::int64_t off = 0;
   for (int j = nd - 1; j >= 0; --j) {
     const std::int64_t c = e % size[j];
     e /= size[j];
     off += c * st[j];
-    if (coords != nullptr) coords[j] = c;
+    if (coords != nullptr)
+      coords[j] = c;
   }
   return off;
 }
@@ -77,7 +83,8 @@ struct Rows {
 inline bool unit_rows(const TensorView& v, std::int64_t& f) {
   std::int64_t st = 1;
   for (int j = v.ndim - 1; j >= 1; --j) {
-    if (v.size(j) != 1 && v.stride(j) != st) return false;
+    if (v.size(j) != 1 && v.stride(j) != st)
+      return false;
     st *= v.size(j);
   }
   f = st;
@@ -86,12 +93,15 @@ inline bool unit_rows(const TensorView& v, std::int64_t& f) {
 
 inline Rows rows_of(const ScatterArgs& a) {
   Rows r;
-  if (a.dim != 0) return r;
+  if (a.dim != 0)
+    return r;
   if (a.plan == nullptr)
     for (int j = 1; j < a.index.ndim; ++j)
-      if (a.index.size(j) != 1 && a.index.stride(j) != 0) return r;
+      if (a.index.size(j) != 1 && a.index.stride(j) != 0)
+        return r;
   std::int64_t fs = 0, fo = 0;
-  if (!unit_rows(a.src, fs) || !unit_rows(a.out, fo)) return r;
+  if (!unit_rows(a.src, fs) || !unit_rows(a.out, fo))
+    return r;
   r.ok = true;
   r.L = a.src.size(0);
   r.M = a.out.size(0);
@@ -134,10 +144,11 @@ inline std::int64_t host_offset(std::int64_t e, const Geo4& g) {
 
 // The error for the bad index at `pos`, a position over `geo` (vector_geo for rows scatters).
 [[noreturn]] inline void throw_bad_index(const ScatterArgs& a, std::int64_t pos, const Geo4& geo) {
-  throw IndexOutOfRange(index_error_message(a.op, pos, read_index_value(a.index, host_offset(pos, geo)), geo.M));
+  throw IndexOutOfRange(
+      index_error_message(a.op, pos, read_index_value(a.index, host_offset(pos, geo)), geo.M));
 }
 
 // The cuda.fixed_point variant of index_add or scatter_add (cuda/scatter_fixed_point.cu).
 Variant<ScatterArgs> fixed_point_variant(const char* op);
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -15,18 +15,17 @@
 // Unchecked offsets/indices (device tensors not validated at build time) are checked by a kernel
 // that records the first bad position; every writing kernel reads that record first and exits
 // if it is set, so a bad input writes nothing. The host then reads the record and throws.
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <limits>
-#include <string>
-
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/segment.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cuda_runtime.h>
+#include <limits>
+#include <string>
 
 namespace samebits::detail {
 
@@ -34,29 +33,38 @@ namespace {
 
 using u64 = unsigned long long;
 constexpr u64 kNone = ~0ull;
-constexpr int kAheadBatch = 16;  // pull_ahead_kernel: positions per batch
+constexpr int kAheadBatch = 16; // pull_ahead_kernel: positions per batch
 constexpr int kDefaultBlock = 256;
-constexpr std::int64_t kPushChunk = 16;  // atomic push: edges per group
+constexpr std::int64_t kPushChunk = 16; // atomic push: edges per group
 constexpr int kMaxGrid = 1 << 30;
-constexpr int kAheadBlock = 256;  // the largest block of pull_ahead_kernel
+constexpr int kAheadBlock = 256; // the largest block of pull_ahead_kernel
 
 enum Op : int { kSum = 0, kMax = 1, kMin = 2 };
 
 // Explicitly rounded adds: nothing may fuse or reassociate them.
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
-
-template <int OP, class T> __device__ __forceinline__ T step(T acc, T v) {
-  if constexpr (OP == kMax) return combine_max(acc, v);
-  else if constexpr (OP == kMin) return combine_min(acc, v);
-  else return add_rn(acc, v);
+__device__ __forceinline__ float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
 }
 
+template <int OP, class T> __device__ __forceinline__ T step(T acc, T v) {
+  if constexpr (OP == kMax)
+    return combine_max(acc, v);
+  else if constexpr (OP == kMin)
+    return combine_min(acc, v);
+  else
+    return add_rn(acc, v);
+}
 
 template <int OP, class T> __device__ __forceinline__ T start_value() {
-  if constexpr (OP == kMax) return -std::numeric_limits<T>::infinity();
-  else if constexpr (OP == kMin) return std::numeric_limits<T>::infinity();
-  else return T(0);
+  if constexpr (OP == kMax)
+    return -std::numeric_limits<T>::infinity();
+  else if constexpr (OP == kMin)
+    return std::numeric_limits<T>::infinity();
+  else
+    return T(0);
 }
 
 __device__ __forceinline__ bool gated(const u64* bad) {
@@ -69,20 +77,23 @@ __device__ __forceinline__ bool gated(const u64* bad) {
 // the last offset != positions); bad[1] = first position of an index outside [0, rows).
 template <class I>
 __global__ void check_kernel(const std::int64_t* __restrict__ off, std::int64_t segs,
-                             std::int64_t positions, const I* __restrict__ idx,
-                             std::int64_t edges, std::int64_t rows, u64* bad) {
+                             std::int64_t positions, const I* __restrict__ idx, std::int64_t edges,
+                             std::int64_t rows, u64* bad) {
   const std::int64_t n = (idx != nullptr && edges > segs + 1) ? edges : segs + 1;
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
     if (t <= segs) {
       const std::int64_t o = off[t];
       bool b = t == 0 ? o != 0 : o < off[t - 1];
-      if (t == segs && o != positions) b = true;
-      if (b) atomicMin(&bad[0], static_cast<u64>(t));
+      if (t == segs && o != positions)
+        b = true;
+      if (b)
+        atomicMin(&bad[0], static_cast<u64>(t));
     }
     if (idx != nullptr && t < edges) {
       const auto v = static_cast<std::int64_t>(idx[t]);
-      if (v < 0 || v >= rows) atomicMin(&bad[1], static_cast<u64>(t));
+      if (v < 0 || v >= rows)
+        atomicMin(&bad[1], static_cast<u64>(t));
     }
   }
 }
@@ -91,9 +102,12 @@ __global__ void check_kernel(const std::int64_t* __restrict__ off, std::int64_t 
 // the canonical one (amax/amin keep the NaN they selected).
 template <int OP, class T>
 __device__ __forceinline__ T finish_value(T acc, std::int64_t count, bool mean) {
-  if (count == 0) return T(0);
-  if (OP == kSum && mean) return canonical_nan(acc / static_cast<T>(count));
-  if (OP == kSum) return canonical_nan(acc);
+  if (count == 0)
+    return T(0);
+  if (OP == kSum && mean)
+    return canonical_nan(acc / static_cast<T>(count));
+  if (OP == kSum)
+    return canonical_nan(acc);
   return acc;
 }
 
@@ -105,12 +119,12 @@ template <class T, class I> struct PullParams {
   T* __restrict__ out;
   std::int64_t ldo;
   const std::int64_t* __restrict__ off;
-  const I* __restrict__ idx;  // nullptr: position k reads row k
+  const I* __restrict__ idx; // nullptr: position k reads row k
   std::int64_t segs;
   std::int64_t cols;
-  int group;  // lanes per row: a power of two <= 32
+  int group; // lanes per row: a power of two <= 32
   bool mean;
-  const u64* bad;  // nullptr: inputs already checked
+  const u64* bad; // nullptr: inputs already checked
 };
 
 // The pull's frame: for each (output row s, V columns from f) of this thread's group, fold(b, e,
@@ -119,7 +133,8 @@ template <class T, class I> struct PullParams {
 // a bad input.
 template <class T, class I, int OP, int V, class Fold>
 __device__ __forceinline__ void pull_rows(const PullParams<T, I>& p, Fold fold) {
-  if (gated(p.bad)) return;
+  if (gated(p.bad))
+    return;
   const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
   const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
   for (std::int64_t s = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / p.group; s < p.segs;
@@ -128,12 +143,14 @@ __device__ __forceinline__ void pull_rows(const PullParams<T, I>& p, Fold fold) 
     for (std::int64_t f = std::int64_t{lane} * V; f < p.cols; f += std::int64_t{p.group} * V) {
       T acc[V];
 #pragma unroll
-      for (int c = 0; c < V; ++c) acc[c] = start_value<OP, T>();
+      for (int c = 0; c < V; ++c)
+        acc[c] = start_value<OP, T>();
       fold(b, e, f, acc);
       Pack<T, V> o;
       const std::int64_t count = e - b;
 #pragma unroll
-      for (int c = 0; c < V; ++c) o.v[c] = finish_value<OP>(acc[c], count, p.mean);
+      for (int c = 0; c < V; ++c)
+        o.v[c] = finish_value<OP>(acc[c], count, p.mean);
       *reinterpret_cast<Pack<T, V>*>(p.out + s * p.ldo + f) = o;
     }
   }
@@ -143,9 +160,8 @@ __device__ __forceinline__ void pull_rows(const PullParams<T, I>& p, Fold fold) 
 // k. Positions past the end are filled with the step's neutral value (+0 for sum, -inf/+inf for
 // amax/amin), which leaves every accumulator bit unchanged: a sum that starts at +0 is never -0,
 // and x + +0 == x for every other x (NaN is canonicalized at the end).
-template <class T, class I, int OP, int V, int B>
-__global__ void pull_kernel(PullParams<T, I> p) {
-  pull_rows<T, I, OP, V>(p, [&](std::int64_t b, std::int64_t e, std::int64_t f, T (&acc)[V]) {
+template <class T, class I, int OP, int V, int B> __global__ void pull_kernel(PullParams<T, I> p) {
+  pull_rows<T, I, OP, V>(p, [&](std::int64_t b, std::int64_t e, std::int64_t f, T(&acc)[V]) {
     for (std::int64_t k = b; k < e; k += B) {
       Pack<T, V> v[B];
 #pragma unroll
@@ -155,13 +171,15 @@ __global__ void pull_kernel(PullParams<T, I> p) {
           v[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + at + f);
         } else {
 #pragma unroll
-          for (int c = 0; c < V; ++c) v[u].v[c] = start_value<OP, T>();
+          for (int c = 0; c < V; ++c)
+            v[u].v[c] = start_value<OP, T>();
         }
       }
 #pragma unroll
       for (int u = 0; u < B; ++u)
 #pragma unroll
-        for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], v[u].v[c]);
+        for (int c = 0; c < V; ++c)
+          acc[c] = step<OP>(acc[c], v[u].v[c]);
     }
   });
 }
@@ -173,45 +191,50 @@ __global__ void pull_kernel(PullParams<T, I> p) {
 // Up to 250 registers a thread, so at most kAheadBlock threads a block.
 template <class T, class I, int OP, int V, int B>
 __global__ void __launch_bounds__(kAheadBlock) pull_ahead_kernel(PullParams<T, I> p) {
-  pull_rows<T, I, OP, V>(p, [&](std::int64_t b, std::int64_t e, std::int64_t f, T (&acc)[V]) {
-    std::int64_t ra[B], rb[B];  // two batches' row offsets
-    Pack<T, V> wa[B], wb[B];    // two batches' values
-    auto load_rows = [&](std::int64_t (&r)[B], std::int64_t k0) {
+  pull_rows<T, I, OP, V>(p, [&](std::int64_t b, std::int64_t e, std::int64_t f, T(&acc)[V]) {
+    std::int64_t ra[B], rb[B]; // two batches' row offsets
+    Pack<T, V> wa[B], wb[B];   // two batches' values
+    auto load_rows = [&](std::int64_t(&r)[B], std::int64_t k0) {
 #pragma unroll
       for (int u = 0; u < B; ++u)
         r[u] = k0 + u < e ? (p.idx ? static_cast<std::int64_t>(p.idx[k0 + u]) : k0 + u) * p.ldx : 0;
     };
-    auto load_values = [&](Pack<T, V> (&w)[B], const std::int64_t (&r)[B], std::int64_t k0) {
+    auto load_values = [&](Pack<T, V>(&w)[B], const std::int64_t(&r)[B], std::int64_t k0) {
 #pragma unroll
       for (int u = 0; u < B; ++u) {
         if (k0 + u < e) {
           w[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + r[u] + f);
         } else {
 #pragma unroll
-          for (int c = 0; c < V; ++c) w[u].v[c] = start_value<OP, T>();
+          for (int c = 0; c < V; ++c)
+            w[u].v[c] = start_value<OP, T>();
         }
       }
     };
-    auto fold = [&](const Pack<T, V> (&w)[B]) {
+    auto fold = [&](const Pack<T, V>(&w)[B]) {
 #pragma unroll
       for (int u = 0; u < B; ++u)
 #pragma unroll
-        for (int c = 0; c < V; ++c) acc[c] = step<OP>(acc[c], w[u].v[c]);
+        for (int c = 0; c < V; ++c)
+          acc[c] = step<OP>(acc[c], w[u].v[c]);
     };
-    if (b >= e) return;
+    if (b >= e)
+      return;
     load_rows(ra, b);
     load_values(wa, ra, b);
     load_rows(rb, b + B);
     load_rows(ra, b + 2 * B);
-    for (std::int64_t k = b;; k += 2 * B) {  // wa: batch k in flight; rb, ra: rows of k + B, k + 2B
+    for (std::int64_t k = b;; k += 2 * B) { // wa: batch k in flight; rb, ra: rows of k + B, k + 2B
       load_values(wb, rb, k + B);
       load_rows(rb, k + 3 * B);
       fold(wa);
-      if (k + B >= e) break;
+      if (k + B >= e)
+        break;
       load_values(wa, ra, k + 2 * B);
       load_rows(ra, k + 4 * B);
       fold(wb);
-      if (k + 2 * B >= e) break;
+      if (k + 2 * B >= e)
+        break;
     }
   });
 }
@@ -224,17 +247,18 @@ __global__ void __launch_bounds__(kAheadBlock) pull_ahead_kernel(PullParams<T, I
 // with 168 in-neighbours) thus waits for two memory latencies per chunk of up to kStageRows
 // positions (pull_ahead_kernel: about one per two batches of kAheadBatch), and the chain of steps
 // is the same one pull_kernel runs.
-constexpr int kStageWarps = 8;      // warps per block (the block size is capped to match)
-constexpr int kStageBytes = 4096;   // staged values per warp
-constexpr int kStageRows = 128;     // positions per chunk at most
-constexpr int kStageBatch = 8;      // value loads per lane issued before they are stored
+constexpr int kStageWarps = 8;    // warps per block (the block size is capped to match)
+constexpr int kStageBytes = 4096; // staged values per warp
+constexpr int kStageRows = 128;   // positions per chunk at most
+constexpr int kStageBatch = 8;    // value loads per lane issued before they are stored
 
 template <class T, class I, int OP>
 __global__ void __launch_bounds__(kStageWarps * 32) staged_kernel(PullParams<T, I> p) {
   constexpr int kVals = kStageBytes / static_cast<int>(sizeof(T));
   __shared__ T vals[kStageWarps][kVals];
   __shared__ std::int64_t base[kStageWarps][kStageRows];
-  if (gated(p.bad)) return;
+  if (gated(p.bad))
+    return;
   const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
   const int cols = static_cast<int>(p.cols);
   const int chunk = kVals / cols < kStageRows ? kVals / cols : kStageRows;
@@ -253,22 +277,26 @@ __global__ void __launch_bounds__(kStageWarps * 32) staged_kernel(PullParams<T, 
 #pragma unroll
         for (int u = 0; u < kStageBatch; ++u) {
           const int t = t0 + u * 32 + lane, j = t / cols;
-          if (t < total) v[u] = p.x[base[w][j] + (t - j * cols)];
+          if (t < total)
+            v[u] = p.x[base[w][j] + (t - j * cols)];
         }
 #pragma unroll
         for (int u = 0; u < kStageBatch; ++u) {
           const int t = t0 + u * 32 + lane;
-          if (t < total) vals[w][t] = v[u];
+          if (t < total)
+            vals[w][t] = v[u];
         }
       }
       __syncwarp();
       if (lane < cols) {
 #pragma unroll 8
-        for (int j = 0; j < n; ++j) acc = step<OP>(acc, vals[w][j * cols + lane]);
+        for (int j = 0; j < n; ++j)
+          acc = step<OP>(acc, vals[w][j * cols + lane]);
       }
       __syncwarp();
     }
-    if (lane < cols) p.out[s * p.ldo + lane] = finish_value<OP>(acc, e - b, p.mean);
+    if (lane < cols)
+      p.out[s * p.ldo + lane] = finish_value<OP>(acc, e - b, p.mean);
   }
 }
 
@@ -299,15 +327,17 @@ template <class T> __device__ void atomic_step(int op, T* target, T v) {
     const T cur = Bits<T>::from(assumed);
     const T next = op == kMax ? combine_max(cur, v) : combine_min(cur, v);
     const B nb = Bits<T>::of(next);
-    if (nb == assumed) return;
+    if (nb == assumed)
+      return;
     old = atomicCAS(t, assumed, nb);
   } while (old != assumed);
 }
 
 template <class T>
-__global__ void fill_kernel(T* out, std::int64_t ldo, std::int64_t segs, std::int64_t cols,
-                            T value, const u64* bad) {
-  if (gated(bad)) return;
+__global__ void fill_kernel(T* out, std::int64_t ldo, std::int64_t segs, std::int64_t cols, T value,
+                            const u64* bad) {
+  if (gated(bad))
+    return;
   const std::int64_t n = segs * cols, stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride)
     out[(t / cols) * ldo + t % cols] = value;
@@ -315,7 +345,8 @@ __global__ void fill_kernel(T* out, std::int64_t ldo, std::int64_t segs, std::in
 
 template <class T, class I>
 __global__ void push_kernel(PullParams<T, I> p, std::int64_t edges, int op) {
-  if (gated(p.bad)) return;
+  if (gated(p.bad))
+    return;
   const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
   const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
   const std::int64_t chunks = (edges + kPushChunk - 1) / kPushChunk;
@@ -327,12 +358,15 @@ __global__ void push_kernel(PullParams<T, I> p, std::int64_t edges, int op) {
     std::int64_t lo = 0, hi = p.segs - 1;
     while (lo < hi) {
       const std::int64_t mid = (lo + hi + 1) / 2;
-      if (p.off[mid] <= k0) lo = mid;
-      else hi = mid - 1;
+      if (p.off[mid] <= k0)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     std::int64_t s = lo;
     for (std::int64_t k = k0; k < k1; ++k) {
-      while (k >= p.off[s + 1]) ++s;
+      while (k >= p.off[s + 1])
+        ++s;
       const std::int64_t r = p.idx ? static_cast<std::int64_t>(p.idx[k]) : k;
       for (std::int64_t f = lane; f < p.cols; f += p.group)
         atomic_step(op, p.out + s * p.ldo + f, p.x[r * p.ldx + f]);
@@ -344,14 +378,17 @@ __global__ void push_kernel(PullParams<T, I> p, std::int64_t edges, int op) {
 template <class T>
 __global__ void finish_kernel(T* out, std::int64_t ldo, const std::int64_t* off, std::int64_t segs,
                               std::int64_t cols, bool mean, const u64* bad) {
-  if (gated(bad)) return;
+  if (gated(bad))
+    return;
   const std::int64_t n = segs * cols, stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
     const std::int64_t s = t / cols;
     const std::int64_t count = off[s + 1] - off[s];
     T* o = out + s * ldo + t % cols;
-    if (count == 0) *o = T(0);
-    else if (mean) *o = *o / static_cast<T>(count);
+    if (count == 0)
+      *o = T(0);
+    else if (mean)
+      *o = *o / static_cast<T>(count);
   }
 }
 
@@ -361,7 +398,9 @@ int grid_for(std::int64_t threads, int block) {
   return static_cast<int>(std::min<std::int64_t>(kMaxGrid, (threads + block - 1) / block));
 }
 
-const char* op_name(const SegmentArgs& a) { return a.identity ? "segment_reduce" : "aggregate"; }
+const char* op_name(const SegmentArgs& a) {
+  return a.identity ? "segment_reduce" : "aggregate";
+}
 
 // The output as rows on the device: out itself, or a contiguous temporary copied back at the end.
 struct DeviceOut {
@@ -377,7 +416,8 @@ struct DeviceOut {
     }
   }
   void finish(cudaStream_t st) {
-    if (temp.numel() == 0) return;
+    if (temp.numel() == 0)
+      return;
     SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
     copy(temp.view(), out);
   }
@@ -385,7 +425,8 @@ struct DeviceOut {
 
 // `hold` is allocated for `stream`, whose kernels read it and may still be queued when it goes.
 Rows device_rows(const TensorView& t, Tensor& hold, Stream stream) {
-  if (auto r = as_rows(t)) return *r;
+  if (auto r = as_rows(t))
+    return *r;
   hold = Tensor::copy_of(t, t.device, stream);
   return *as_rows(hold.view());
 }
@@ -393,7 +434,8 @@ Rows device_rows(const TensorView& t, Tensor& hold, Stream stream) {
 // Launches the check kernel when the inputs are unchecked; returns the record (or nullptr).
 u64* launch_check(const SegmentArgs& a, const Workspace& ws, std::int64_t positions,
                   cudaStream_t st) {
-  if (a.checked) return nullptr;
+  if (a.checked)
+    return nullptr;
   auto* bad = static_cast<u64*>(ws.data);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, 2 * sizeof(u64), st));
   const std::int64_t segs = a.offsets.size(0) - 1;
@@ -403,18 +445,21 @@ u64* launch_check(const SegmentArgs& a, const Workspace& ws, std::int64_t positi
   const int grid = grid_for(n, kDefaultBlock);
   if (a.identity || a.indices.dtype == DType::i32)
     check_kernel<std::int32_t><<<grid, kDefaultBlock, 0, st>>>(
-        off, segs, positions, a.identity ? nullptr : static_cast<const std::int32_t*>(a.indices.data),
-        edges, a.x.size(0), bad);
+        off, segs, positions,
+        a.identity ? nullptr : static_cast<const std::int32_t*>(a.indices.data), edges, a.x.size(0),
+        bad);
   else
     check_kernel<std::int64_t><<<grid, kDefaultBlock, 0, st>>>(
-        off, segs, positions, static_cast<const std::int64_t*>(a.indices.data), edges, a.x.size(0), bad);
+        off, segs, positions, static_cast<const std::int64_t*>(a.indices.data), edges, a.x.size(0),
+        bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("segment check_kernel");
   return bad;
 }
 
 // Reads the record after the writing kernels ran (they did nothing if it is set) and throws.
 void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, cudaStream_t st) {
-  if (bad == nullptr) return;
+  if (bad == nullptr)
+    return;
   u64 h[2];
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(h, bad, sizeof h, cudaMemcpyDeviceToHost, st));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -427,45 +472,60 @@ void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, cudaSt
   }
   if (h[1] != kNone) {
     const std::int64_t v = read_index_value(a.indices, static_cast<std::int64_t>(h[1]));
-    throw IndexOutOfRange(std::string(op) + ": indices[" + std::to_string(h[1]) + "] = " +
-                          std::to_string(v) + " is outside [0, " + std::to_string(a.x.size(0)) +
-                          ")");
+    throw IndexOutOfRange(std::string(op) + ": indices[" + std::to_string(h[1]) +
+                          "] = " + std::to_string(v) + " is outside [0, " +
+                          std::to_string(a.x.size(0)) + ")");
   }
 }
 
 // `batch`: positions whose loads a lane issues before its steps, without prefetch (4, 8 or 16;
 // the bits are the same for each).
 template <class T, class I, int OP, int V>
-void launch_pull_op(const PullParams<T, I>& p, bool prefetch, int batch, int grid, int block, cudaStream_t st) {
-  if (prefetch) pull_ahead_kernel<T, I, OP, V, kAheadBatch><<<grid, block, 0, st>>>(p);
-  else if (batch == 4) pull_kernel<T, I, OP, V, 4><<<grid, block, 0, st>>>(p);
-  else if (batch == 8) pull_kernel<T, I, OP, V, 8><<<grid, block, 0, st>>>(p);
-  else pull_kernel<T, I, OP, V, 16><<<grid, block, 0, st>>>(p);
+void launch_pull_op(const PullParams<T, I>& p, bool prefetch, int batch, int grid, int block,
+                    cudaStream_t st) {
+  if (prefetch)
+    pull_ahead_kernel<T, I, OP, V, kAheadBatch><<<grid, block, 0, st>>>(p);
+  else if (batch == 4)
+    pull_kernel<T, I, OP, V, 4><<<grid, block, 0, st>>>(p);
+  else if (batch == 8)
+    pull_kernel<T, I, OP, V, 8><<<grid, block, 0, st>>>(p);
+  else
+    pull_kernel<T, I, OP, V, 16><<<grid, block, 0, st>>>(p);
 }
 
 template <class T, class I>
-void launch_pull(const PullParams<T, I>& p, int op, int vec, bool prefetch, int batch, int block, cudaStream_t st) {
+void launch_pull(const PullParams<T, I>& p, int op, int vec, bool prefetch, int batch, int block,
+                 cudaStream_t st) {
   constexpr int VM = static_cast<int>(16 / sizeof(T));
   const int grid = grid_for(p.segs * p.group, block);
-  if (grid == 0) return;
+  if (grid == 0)
+    return;
   const bool v = vec > 1;
   switch (op) {
-    case kMax:
-      if (v) launch_pull_op<T, I, kMax, VM>(p, prefetch, batch, grid, block, st);
-      else launch_pull_op<T, I, kMax, 1>(p, prefetch, batch, grid, block, st);
-      break;
-    case kMin:
-      if (v) launch_pull_op<T, I, kMin, VM>(p, prefetch, batch, grid, block, st);
-      else launch_pull_op<T, I, kMin, 1>(p, prefetch, batch, grid, block, st);
-      break;
-    default:
-      if (v) launch_pull_op<T, I, kSum, VM>(p, prefetch, batch, grid, block, st);
-      else launch_pull_op<T, I, kSum, 1>(p, prefetch, batch, grid, block, st);
+  case kMax:
+    if (v)
+      launch_pull_op<T, I, kMax, VM>(p, prefetch, batch, grid, block, st);
+    else
+      launch_pull_op<T, I, kMax, 1>(p, prefetch, batch, grid, block, st);
+    break;
+  case kMin:
+    if (v)
+      launch_pull_op<T, I, kMin, VM>(p, prefetch, batch, grid, block, st);
+    else
+      launch_pull_op<T, I, kMin, 1>(p, prefetch, batch, grid, block, st);
+    break;
+  default:
+    if (v)
+      launch_pull_op<T, I, kSum, VM>(p, prefetch, batch, grid, block, st);
+    else
+      launch_pull_op<T, I, kSum, 1>(p, prefetch, batch, grid, block, st);
   }
   SAMEBITS_CUDA_CHECK_LAUNCH("pull_kernel");
 }
 
-int op_of(Reduce r) { return r == Reduce::amax ? kMax : r == Reduce::amin ? kMin : kSum; }
+int op_of(Reduce r) {
+  return r == Reduce::amax ? kMax : r == Reduce::amin ? kMin : kSum;
+}
 
 // The staged kernel pays off when few rows leave the GPU waiting on its longest row (Cora: 2708
 // rows, one with 168 positions); with many rows the pull kernel's groups of lanes fill the GPU
@@ -482,10 +542,17 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
   const std::int64_t positions = a.identity ? a.x.size(0) : a.indices.size(0);
   const u64* bad = launch_check(a, ws, positions, st);
   DeviceOut o(a.out, ws.stream);
-  PullParams<T, I> p{static_cast<const T*>(x.data), x.ld, static_cast<T*>(o.rows.data), o.rows.ld,
+  PullParams<T, I> p{static_cast<const T*>(x.data),
+                     x.ld,
+                     static_cast<T*>(o.rows.data),
+                     o.rows.ld,
                      static_cast<const std::int64_t*>(a.offsets.data),
                      a.identity ? nullptr : static_cast<const I*>(a.indices.data),
-                     a.offsets.size(0) - 1, x.cols, 1, a.reduce == Reduce::mean, bad};
+                     a.offsets.size(0) - 1,
+                     x.cols,
+                     1,
+                     a.reduce == Reduce::mean,
+                     bad};
   const int op = op_of(a.reduce);
   if (p.segs > 0 && p.cols > 0) {
     const SegmentLaunch hook = cuda_segment_launch();
@@ -494,9 +561,14 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
       const int sblock = std::min(block, kStageWarps * 32);
       const int grid = grid_for(p.segs * 32, sblock);
       switch (op) {
-        case kMax: staged_kernel<T, I, kMax><<<grid, sblock, 0, st>>>(p); break;
-        case kMin: staged_kernel<T, I, kMin><<<grid, sblock, 0, st>>>(p); break;
-        default: staged_kernel<T, I, kSum><<<grid, sblock, 0, st>>>(p);
+      case kMax:
+        staged_kernel<T, I, kMax><<<grid, sblock, 0, st>>>(p);
+        break;
+      case kMin:
+        staged_kernel<T, I, kMin><<<grid, sblock, 0, st>>>(p);
+        break;
+      default:
+        staged_kernel<T, I, kSum><<<grid, sblock, 0, st>>>(p);
       }
       SAMEBITS_CUDA_CHECK_LAUNCH("staged_kernel");
     } else if (!atomic) {
@@ -510,11 +582,13 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
       // (1M-row graph, row numbers one batch ahead: 2.37 -> 2.63 ms).
       const bool prefetch = hook.allow_prefetch && p.segs * p.group < kOneWave;
       const int batch = hook.batch > 0 ? hook.batch : pull_batch(positions, p.segs);
-      launch_pull(p, op, vec ? VM : 1, prefetch, batch, prefetch ? std::min(block, kAheadBlock) : block, st);
+      launch_pull(p, op, vec ? VM : 1, prefetch, batch,
+                  prefetch ? std::min(block, kAheadBlock) : block, st);
     } else {
       p.group = pow2_lanes(p.cols, 32);
-      const T start = op == kMax ? -std::numeric_limits<T>::infinity()
-                      : op == kMin ? std::numeric_limits<T>::infinity() : T(0);
+      const T start = op == kMax   ? -std::numeric_limits<T>::infinity()
+                      : op == kMin ? std::numeric_limits<T>::infinity()
+                                   : T(0);
       const int fill_grid = grid_for(p.segs * p.cols, block);
       fill_kernel<T><<<fill_grid, block, 0, st>>>(p.out, p.ldo, p.segs, p.cols, start, bad);
       SAMEBITS_CUDA_CHECK_LAUNCH("fill_kernel");
@@ -524,7 +598,7 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
         SAMEBITS_CUDA_CHECK_LAUNCH("push_kernel");
       }
       finish_kernel<T><<<fill_grid, block, 0, st>>>(p.out, p.ldo, p.off, p.segs, p.cols,
-                                                     a.reduce == Reduce::mean, bad);
+                                                    a.reduce == Reduce::mean, bad);
       SAMEBITS_CUDA_CHECK_LAUNCH("finish_kernel");
     }
   }
@@ -535,20 +609,30 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
 void run(const SegmentArgs& a, const Workspace& ws, bool atomic) {
   const bool i64 = !a.identity && a.indices.dtype == DType::i64;
   if (a.x.dtype == DType::f32) {
-    if (i64) run_typed<float, std::int64_t>(a, ws, atomic);
-    else run_typed<float, std::int32_t>(a, ws, atomic);
+    if (i64)
+      run_typed<float, std::int64_t>(a, ws, atomic);
+    else
+      run_typed<float, std::int32_t>(a, ws, atomic);
   } else {
-    if (i64) run_typed<double, std::int64_t>(a, ws, atomic);
-    else run_typed<double, std::int32_t>(a, ws, atomic);
+    if (i64)
+      run_typed<double, std::int64_t>(a, ws, atomic);
+    else
+      run_typed<double, std::int32_t>(a, ws, atomic);
   }
 }
 
-void run_pull(const SegmentArgs& a, const Workspace& ws) { run(a, ws, false); }
-void run_push(const SegmentArgs& a, const Workspace& ws) { run(a, ws, true); }
+void run_pull(const SegmentArgs& a, const Workspace& ws) {
+  run(a, ws, false);
+}
+void run_push(const SegmentArgs& a, const Workspace& ws) {
+  run(a, ws, true);
+}
 
-std::size_t workspace(const SegmentArgs& a) { return a.checked ? 0 : 2 * sizeof(u64); }
+std::size_t workspace(const SegmentArgs& a) {
+  return a.checked ? 0 : 2 * sizeof(u64);
+}
 
-}  // namespace
+} // namespace
 
 void register_cuda_segment(Registry& r) {
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
@@ -557,13 +641,17 @@ void register_cuda_segment(Registry& r) {
         {op, "cuda.atomic_push", DeviceType::cuda, ng,
          "lanes walk fixed chunks of edges and add each edge into its target with atomic "
          "operations, in whatever order the scheduler runs them"},
-        nullptr, workspace, run_push});
+        nullptr,
+        workspace,
+        run_push});
     r.add(Variant<SegmentArgs>{
         {op, "cuda.sequential_rows", DeviceType::cuda, po,
          "pull: lanes across features of one output row, one sequential chain per element in "
          "ascending CSR order (bitwise equal to cpu.sequential_rows)"},
-        nullptr, workspace, run_pull});
+        nullptr,
+        workspace,
+        run_pull});
   }
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -19,9 +19,9 @@ enum class Split : std::uint8_t { none, train, val, test };
 struct Csr {
   std::int64_t rows = 0;
   std::int64_t cols_count = 0;
-  std::vector<std::int64_t> offsets;  // [rows + 1]
-  std::vector<std::int32_t> cols;     // [nnz]
-  std::vector<float> values;          // [nnz] or empty
+  std::vector<std::int64_t> offsets; // [rows + 1]
+  std::vector<std::int32_t> cols;    // [nnz]
+  std::vector<float> values;         // [nnz] or empty
   std::int64_t nnz() const { return static_cast<std::int64_t>(cols.size()); }
 };
 
@@ -30,21 +30,21 @@ struct Csr {
 Csr transpose(const Csr& m);
 
 struct Dataset {
-  std::string name;              // the directory's name
+  std::string name; // the directory's name
   std::int64_t num_nodes = 0;
   std::int64_t num_features = 0;
-  std::int64_t num_classes = 0;  // max label + 1
-  Csr features;                  // [num_nodes x num_features]
-  bool binary_features = true;   // every stored value is 1 (values then empty)
+  std::int64_t num_classes = 0; // max label + 1
+  Csr features;                 // [num_nodes x num_features]
+  bool binary_features = true;  // every stored value is 1 (values then empty)
   // Dense features [num_nodes x num_features], row-major, for synthetic benchmark graphs; when
   // non-empty they replace `features`.
   std::vector<float> dense_features;
   std::vector<std::int32_t> labels;
   std::vector<Split> split;
-  std::vector<std::int64_t> edge_src, edge_dst;  // directed edges src -> dst
+  std::vector<std::int64_t> edge_src, edge_dst; // directed edges src -> dst
 
   std::int64_t num_edges() const { return static_cast<std::int64_t>(edge_src.size()); }
-  std::vector<std::int64_t> nodes_in(Split s) const;  // ascending
+  std::vector<std::int64_t> nodes_in(Split s) const; // ascending
   std::vector<std::int64_t> class_counts() const;
   // In-neighbours as CSR: row i lists the sources j of the edges j -> i, ascending by j (then by
   // position in the edge file). Messages flow along edges, as in PyTorch Geometric.
@@ -61,8 +61,8 @@ struct Expected {
 Expected cora_expected();
 
 struct LoadOptions {
-  std::int64_t num_features = 0;   // 0: max feature index + 1
-  std::optional<Expected> expect;  // checked after loading when set
+  std::int64_t num_features = 0;  // 0: max feature index + 1
+  std::optional<Expected> expect; // checked after loading when set
 };
 
 // Reads `dir`/nodes.tsv and `dir`/edges.tsv. Throws DataError naming the file and line on a
@@ -70,4 +70,4 @@ struct LoadOptions {
 // or counts that differ from `opts.expect`.
 Dataset load_dataset(const std::filesystem::path& dir, const LoadOptions& opts = {});
 
-}  // namespace samebits::nn
+} // namespace samebits::nn

@@ -2,17 +2,16 @@
 // weight drift per epoch, the seed spread, and the text table and JSON of the results.
 #include "nn/experiment.hpp"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <set>
-
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/trace.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <set>
 
 namespace samebits::nn {
 
@@ -20,15 +19,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<double> host_doubles(const Tensor& t) { return detail::host_values<double>(t); }
+std::vector<double> host_doubles(const Tensor& t) {
+  return detail::host_values<double>(t);
+}
 
 // The larger of two differences, NaN winning (std::max drops a NaN in its second argument): a
 // diverged run must show.
-double max_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b); }
+double max_nan(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b);
+}
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = max_nan(m, std::fabs(a[i] - b[i]));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    m = max_nan(m, std::fabs(a[i] - b[i]));
   return m;
 }
 
@@ -37,12 +41,15 @@ struct Stats {
 };
 Stats stats(const std::vector<double>& v) {
   Stats s;
-  if (v.empty()) return s;
+  if (v.empty())
+    return s;
   s.min = *std::min_element(v.begin(), v.end());
   s.max = *std::max_element(v.begin(), v.end());
-  for (double x : v) s.mean += x;
+  for (double x : v)
+    s.mean += x;
   s.mean /= static_cast<double>(v.size());
-  for (double x : v) s.std += (x - s.mean) * (x - s.mean);
+  for (double x : v)
+    s.std += (x - s.mean) * (x - s.mean);
   s.std = std::sqrt(s.std / static_cast<double>(v.size()));
   return s;
 }
@@ -52,7 +59,7 @@ void run_group(GraphSage& model, const ExperimentConfig& cfg, GroupResult& g,
                const std::function<void(const Progress&)>& progress) {
   const bool by_seed = g.kind == "seeds";
   const int tracked = std::min(cfg.track_runs, g.runs);
-  std::vector<std::vector<double>> run1_epochs;  // run 1's parameters after each epoch
+  std::vector<std::vector<double>> run1_epochs; // run 1's parameters after each epoch
   std::vector<double> run1_final;
   g.diff_per_epoch.assign(static_cast<std::size_t>(cfg.epochs) + 1, 0.0);
   for (int r = 0; r < g.runs; ++r) {
@@ -72,23 +79,31 @@ void run_group(GraphSage& model, const ExperimentConfig& cfg, GroupResult& g,
         d = max_nan(d, max_abs_diff(w, run1_epochs[static_cast<std::size_t>(e)]));
       }
     };
-    if (track) record(0);
+    if (track)
+      record(0);
     for (int e = 0; e < cfg.epochs; ++e) {
       const double loss = model.train_epoch(r == 0);
-      if (r == 0) g.loss_run1.push_back(loss);
-      if (track) record(e + 1);
+      if (r == 0)
+        g.loss_run1.push_back(loss);
+      if (track)
+        record(e + 1);
     }
     g.test_acc.push_back(model.accuracy(Split::test));
     g.hashes.push_back(model.parameter_hash());
     std::vector<double> w = track && r == 0 ? run1_epochs.back() : host_doubles(model.parameters());
-    if (r == 0) run1_final = std::move(w);
-    else g.max_weight_diff = max_nan(g.max_weight_diff, max_abs_diff(w, run1_final));
+    if (r == 0)
+      run1_final = std::move(w);
+    else
+      g.max_weight_diff = max_nan(g.max_weight_diff, max_abs_diff(w, run1_final));
     g.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    if (progress) progress({&g, r + 1, g.runs});
+    if (progress)
+      progress({&g, r + 1, g.runs});
   }
 }
 
-std::string device_name(Device d) { return std::string(to_string(d)); }
+std::string device_name(Device d) {
+  return std::string(to_string(d));
+}
 
 // The variants the model's samebits ops run at `level` (selection is a pure function).
 std::string variants_used(Device d, Determinism level) {
@@ -100,7 +115,7 @@ std::string variants_used(Device d, Determinism level) {
   return out;
 }
 
-}  // namespace
+} // namespace
 
 int GroupResult::distinct() const {
   return static_cast<int>(std::set<std::uint64_t>(hashes.begin(), hashes.end()).size());
@@ -108,8 +123,10 @@ int GroupResult::distinct() const {
 
 ExperimentResult run_experiment(const ExperimentConfig& cfg,
                                 const std::function<void(const Progress&)>& progress) {
-  if (cfg.runs < 1) throw InvalidArgument("experiment: --runs must be at least 1");
-  if (cfg.epochs < 1) throw InvalidArgument("experiment: --epochs must be at least 1");
+  if (cfg.runs < 1)
+    throw InvalidArgument("experiment: --runs must be at least 1");
+  if (cfg.epochs < 1)
+    throw InvalidArgument("experiment: --epochs must be at least 1");
   if (cfg.devices.empty() || cfg.levels.empty())
     throw InvalidArgument("experiment: at least one device and one level are needed");
   for (Device d : cfg.devices)
@@ -122,7 +139,8 @@ ExperimentResult run_experiment(const ExperimentConfig& cfg,
   ExperimentResult res;
   res.config = cfg;
   LoadOptions lo;
-  if (cfg.check_cora) lo.expect = cora_expected();
+  if (cfg.check_cora)
+    lo.expect = cora_expected();
   const Dataset data = load_dataset(cfg.data, lo);
   res.dataset = data.name;
   res.nodes = data.num_nodes;
@@ -171,7 +189,8 @@ CrossDevice cross_device_check(const ExperimentResult& r) {
     if (g.kind == "repeat" && g.level == Determinism::portable && !g.hashes.empty())
       c.hashes.emplace_back(device_name(g.device), hash_hex(g.hashes.front()));
   c.applicable = c.hashes.size() >= 2;
-  const auto cpu = std::count_if(c.hashes.begin(), c.hashes.end(), [](const auto& h) { return h.first == "cpu"; });
+  const auto cpu = std::count_if(c.hashes.begin(), c.hashes.end(),
+                                 [](const auto& h) { return h.first == "cpu"; });
   c.cpu_and_gpu = cpu > 0 && cpu < static_cast<std::ptrdiff_t>(c.hashes.size());
   c.equal = c.applicable && std::all_of(c.hashes.begin(), c.hashes.end(), [&](const auto& h) {
               return h.second == c.hashes.front().second;
@@ -184,23 +203,28 @@ nlohmann::json to_json(const ExperimentResult& r) {
   json j;
   const auto& c = r.config;
   j["experiment"] = "graphsage";
-  j["dataset"] = {{"name", r.dataset}, {"nodes", r.nodes},   {"edges", r.edges},
+  j["dataset"] = {{"name", r.dataset},      {"nodes", r.nodes},     {"edges", r.edges},
                   {"features", r.features}, {"classes", r.classes}, {"train", r.train},
                   {"test", r.test}};
   json devs = json::array(), levels = json::array();
-  for (auto d : c.devices) devs.push_back(device_name(d));
-  for (auto l : c.levels) levels.push_back(std::string(to_string(l)));
-  j["config"] = {{"data", c.data.string()}, {"runs", c.runs}, {"epochs", c.epochs},
-                 {"devices", devs}, {"levels", levels}, {"seeds", c.seeds}, {"seed", c.seed},
-                 {"threads", r.threads}, {"hidden", c.model.hidden},
-                 {"dropout", c.model.dropout}, {"lr", c.model.lr},
-                 {"weight_decay", c.model.weight_decay}, {"beta1", c.model.beta1},
-                 {"beta2", c.model.beta2}, {"eps", c.model.eps}};
+  for (auto d : c.devices)
+    devs.push_back(device_name(d));
+  for (auto l : c.levels)
+    levels.push_back(std::string(to_string(l)));
+  j["config"] = {{"data", c.data.string()},  {"runs", c.runs},
+                 {"epochs", c.epochs},       {"devices", devs},
+                 {"levels", levels},         {"seeds", c.seeds},
+                 {"seed", c.seed},           {"threads", r.threads},
+                 {"hidden", c.model.hidden}, {"dropout", c.model.dropout},
+                 {"lr", c.model.lr},         {"weight_decay", c.model.weight_decay},
+                 {"beta1", c.model.beta1},   {"beta2", c.model.beta2},
+                 {"eps", c.model.eps}};
   json groups = json::array();
   for (const auto& g : r.groups) {
     const Stats a = stats(g.test_acc), t = stats(g.seconds);
     json hashes = json::array();
-    for (auto h : g.hashes) hashes.push_back(hash_hex(h));
+    for (auto h : g.hashes)
+      hashes.push_back(hash_hex(h));
     groups.push_back({{"kind", g.kind},
                       {"device", device_name(g.device)},
                       {"level", std::string(to_string(g.level))},
@@ -208,7 +232,10 @@ nlohmann::json to_json(const ExperimentResult& r) {
                       {"distinct_weight_sets", g.distinct()},
                       {"first_hash", g.hashes.empty() ? "" : hash_hex(g.hashes.front())},
                       {"test_accuracy",
-                       {{"mean", a.mean}, {"std", a.std}, {"min", a.min}, {"max", a.max},
+                       {{"mean", a.mean},
+                        {"std", a.std},
+                        {"min", a.min},
+                        {"max", a.max},
                         {"values", g.test_acc}}},
                       {"max_weight_diff", g.max_weight_diff},
                       {"weight_diff_per_epoch", g.diff_per_epoch},
@@ -222,9 +249,12 @@ nlohmann::json to_json(const ExperimentResult& r) {
   j["groups"] = groups;
   const CrossDevice x = cross_device_check(r);
   json xh = json::object();
-  for (const auto& [d, h] : x.hashes) xh[d] = h;
-  j["cross_device"] = {{"applicable", x.applicable}, {"equal", x.equal},
-                       {"cpu_and_gpu", x.cpu_and_gpu}, {"portable_hashes", xh}};
+  for (const auto& [d, h] : x.hashes)
+    xh[d] = h;
+  j["cross_device"] = {{"applicable", x.applicable},
+                       {"equal", x.equal},
+                       {"cpu_and_gpu", x.cpu_and_gpu},
+                       {"portable_hashes", xh}};
   j["environment"] = r.environment;
   return j;
 }
@@ -236,33 +266,37 @@ std::string format_table(const ExperimentResult& r) {
       r.dataset, r.nodes, r.edges, r.features, r.classes, r.config.epochs, r.config.model.hidden,
       r.threads);
   s += fmt::format("{:<7} {:<16} {:>6} {:>9}  {:>7} {:>7} {:>7} {:>7}  {:>12} {:>10}\n", "device",
-                   "level", "runs", "distinct", "acc", "std", "min", "max", "max|w-w1|",
-                   "ms/run");
+                   "level", "runs", "distinct", "acc", "std", "min", "max", "max|w-w1|", "ms/run");
   for (const auto& g : r.groups) {
     const Stats a = stats(g.test_acc), t = stats(g.seconds);
     const std::string level = g.kind == "seeds" ? fmt::format("seeds/{}", to_string(g.level))
                                                 : std::string(to_string(g.level));
-    s += fmt::format("{:<7} {:<16} {:>6} {:>9}  {:>7.4f} {:>7.4f} {:>7.4f} {:>7.4f}  {:>12.3g} {:>10.2f}\n",
-                     device_name(g.device), level, g.runs, g.distinct(), a.mean, a.std, a.min,
-                     a.max, g.max_weight_diff, t.mean * 1e3);
+    s += fmt::format(
+        "{:<7} {:<16} {:>6} {:>9}  {:>7.4f} {:>7.4f} {:>7.4f} {:>7.4f}  {:>12.3g} {:>10.2f}\n",
+        device_name(g.device), level, g.runs, g.distinct(), a.mean, a.std, a.min, a.max,
+        g.max_weight_diff, t.mean * 1e3);
   }
   for (const auto& g : r.groups) {
     const auto& loss = g.loss_run1;
-    const auto bad = std::find_if(loss.begin(), loss.end(), [](double l) { return !std::isfinite(l); });
+    const auto bad =
+        std::find_if(loss.begin(), loss.end(), [](double l) { return !std::isfinite(l); });
     if (bad != loss.end())
       s += fmt::format("note: {} {}: run 1's training loss is {} from epoch {} on: the training "
                        "diverged (try a smaller --lr)\n",
                        device_name(g.device), to_string(g.level), *bad, bad - loss.begin() + 1);
   }
-  if (r.test == 0) s += "note: the data set has no test nodes: test accuracy is not defined (nan)\n";
+  if (r.test == 0)
+    s += "note: the data set has no test nodes: test accuracy is not defined (nan)\n";
   const CrossDevice x = cross_device_check(r);
   if (x.applicable) {
     std::string hs;
-    for (const auto& [d, h] : x.hashes) hs += fmt::format(" {} {}", d, h);
-    s += fmt::format("portable weights, {}:{} -> {}\n", x.cpu_and_gpu ? "CPU vs CUDA" : "GPU vs GPU", hs,
-                     x.equal ? "IDENTICAL" : "DIFFERENT");
+    for (const auto& [d, h] : x.hashes)
+      hs += fmt::format(" {} {}", d, h);
+    s +=
+        fmt::format("portable weights, {}:{} -> {}\n", x.cpu_and_gpu ? "CPU vs CUDA" : "GPU vs GPU",
+                    hs, x.equal ? "IDENTICAL" : "DIFFERENT");
   }
   return s;
 }
 
-}  // namespace samebits::nn
+} // namespace samebits::nn

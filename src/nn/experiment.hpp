@@ -3,35 +3,34 @@
 // measure how far the weights drift from the first run epoch by epoch, and set that next to the
 // spread that different seeds cause. Used by `samebits experiment graphsage` and the report.
 #pragma once
-#include <nlohmann/json.hpp>
+#include "nn/graphsage.hpp"
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include "nn/graphsage.hpp"
 
 namespace samebits::nn {
 
 struct ExperimentConfig {
   std::filesystem::path data = "data/cora";
-  bool check_cora = true;  // check the counts of data/cora/README.md
+  bool check_cora = true; // check the counts of data/cora/README.md
   int runs = 100;
   int epochs = 10;
   std::vector<Device> devices{Device::cpu()};
   std::vector<Determinism> levels{Determinism::not_guaranteed, Determinism::run_to_run,
                                   Determinism::portable};
-  int seeds = 0;            // K > 0: also train seeds seed .. seed+K-1 once each
-  std::uint64_t seed = 0;   // the seed of every repeated run
-  int track_runs = 8;       // runs whose weights are compared with run 1 after every epoch
-  SageConfig model;         // level and device are set per group
+  int seeds = 0;          // K > 0: also train seeds seed .. seed+K-1 once each
+  std::uint64_t seed = 0; // the seed of every repeated run
+  int track_runs = 8;     // runs whose weights are compared with run 1 after every epoch
+  SageConfig model;       // level and device are set per group
 };
 
 // One table row: `runs` trainings on one device at one level (or K seeds).
 struct GroupResult {
-  std::string kind;  // "repeat": same seed every run; "seeds": a different seed per run
+  std::string kind; // "repeat": same seed every run; "seeds": a different seed per run
   Device device;
   Determinism level = Determinism::portable;
   int runs = 0;
@@ -56,7 +55,7 @@ struct ExperimentResult {
 };
 
 struct Progress {
-  const GroupResult* group;  // the group being run
+  const GroupResult* group; // the group being run
   int done = 0, total = 0;
 };
 
@@ -65,10 +64,10 @@ ExperimentResult run_experiment(const ExperimentConfig& cfg,
 
 // The portable hashes per device, and whether they agree (the cross-device check).
 struct CrossDevice {
-  bool applicable = false;  // portable was run on two or more devices
+  bool applicable = false; // portable was run on two or more devices
   bool equal = false;
-  bool cpu_and_gpu = false;  // the devices compared include the CPU and a GPU
-  std::vector<std::pair<std::string, std::string>> hashes;  // device, first-run hash
+  bool cpu_and_gpu = false; // the devices compared include the CPU and a GPU
+  std::vector<std::pair<std::string, std::string>> hashes; // device, first-run hash
 };
 CrossDevice cross_device_check(const ExperimentResult& r);
 
@@ -76,4 +75,4 @@ nlohmann::json to_json(const ExperimentResult& r);
 // The table printed by the command (plain text, fixed width).
 std::string format_table(const ExperimentResult& r);
 
-}  // namespace samebits::nn
+} // namespace samebits::nn

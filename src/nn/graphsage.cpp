@@ -3,11 +3,6 @@
 // and model kernels. See graphsage.hpp for the model and the randomness.
 #include "nn/graphsage.hpp"
 
-#include <fmt/format.h>
-
-#include <cmath>
-#include <limits>
-
 #include "nn/kernel_math.hpp"
 #include "nn/kernels.hpp"
 #include "samebits/errors.hpp"
@@ -16,6 +11,10 @@
 #include "samebits/ops/segment.hpp"
 #include "samebits/rng.hpp"
 #include "samebits/trace.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
 
 namespace samebits::nn {
 
@@ -43,9 +42,11 @@ DeviceCsr to_device(const Csr& m, DType dtype, Device d) {
   return out;
 }
 
-Tensor zeros_like_dtype(const Shape& s, DType t, Device d) { return Tensor::zeros(s, t, d); }
+Tensor zeros_like_dtype(const Shape& s, DType t, Device d) {
+  return Tensor::zeros(s, t, d);
+}
 
-}  // namespace
+} // namespace
 
 struct GraphSage::Impl {
   SageConfig cfg;
@@ -55,33 +56,33 @@ struct GraphSage::Impl {
   Stream stream{};
   Options op_opts;
 
-  DeviceCsr x, xt;        // features [N x F] and their transpose [F x N]
-  bool dense = false;     // dense features: x_dense [N, F] replaces x and xt
+  DeviceCsr x, xt;    // features [N x F] and their transpose [F x N]
+  bool dense = false; // dense features: x_dense [N, F] replaces x and xt
   Tensor x_dense;
-  Tensor adj_off, adj_idx;    // in-neighbours: CSR over targets
-  Tensor adjt_off, adjt_idx;  // the transpose: for each source, the targets it feeds
-  Tensor deg;                 // [N] in-degree, dtype dt
-  Tensor target;              // int32 [N]: label on training nodes, -1 elsewhere
+  Tensor adj_off, adj_idx;   // in-neighbours: CSR over targets
+  Tensor adjt_off, adjt_idx; // the transpose: for each source, the targets it feeds
+  Tensor deg;                // [N] in-degree, dtype dt
+  Tensor target;             // int32 [N]: label on training nodes, -1 elsewhere
   std::vector<std::int32_t> labels;
   std::vector<Split> split;
 
   ParamLayout layout;
-  Tensor params, grads, adam_m, adam_v;  // flat [P]
+  Tensor params, grads, adam_m, adam_v; // flat [P]
   // Activations and their gradients.
-  Tensor z1r, z1n, a1, pre1, h1;      // [N, H]
-  Tensor z2r, z2n, a2, logits, logp;  // [N, C]
-  Tensor dlogits, g2s, dz2n;          // [N, C]
-  Tensor nll;                         // [N]
-  Tensor dh1, d1, d1s, dz1n;          // [N, H]
+  Tensor z1r, z1n, a1, pre1, h1;     // [N, H]
+  Tensor z2r, z2n, a2, logits, logp; // [N, C]
+  Tensor dlogits, g2s, dz2n;         // [N, C]
+  Tensor nll;                        // [N]
+  Tensor dh1, d1, d1s, dz1n;         // [N, H]
 
   std::uint64_t seed = 0;
   std::int64_t epoch = 0;
   std::uint64_t cached_init_seed = std::numeric_limits<std::uint64_t>::max();
-  Tensor cached_init;  // host copy of the initial parameters of cached_init_seed
+  Tensor cached_init; // host copy of the initial parameters of cached_init_seed
 
   TensorView param(ParamLayout::Index i, const Tensor& flat) const {
-    auto* base = static_cast<char*>(flat.raw()) +
-                 layout.offset[i] * static_cast<std::int64_t>(size_of(dt));
+    auto* base =
+        static_cast<char*>(flat.raw()) + layout.offset[i] * static_cast<std::int64_t>(size_of(dt));
     return TensorView::contiguous(base, dt, dev, layout.shape[i]);
   }
   // The loader checked every node id, so aggregate need not re-read the indices per call (on
@@ -108,15 +109,18 @@ void GraphSage::Impl::fill_init(std::uint64_t s) {
       auto write = [&]<class T>(T* p) {
         const T at = static_cast<T>(a);
         for (std::int64_t e = 0; e < count; e += 4) {
-          const rng::Block b = rng::block(s, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(e) >> 2);
+          const rng::Block b =
+              rng::block(s, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(e) >> 2);
           for (std::int64_t j = e; j < std::min(e + 4, count); ++j) {
             const T u = static_cast<T>(rng::to_unit_float(b[static_cast<std::size_t>(j & 3)]));
             p[off + j] = (T(2) * u - T(1)) * at;
           }
         }
       };
-      if (dt == DType::f32) write(host.data<float>());
-      else write(host.data<double>());
+      if (dt == DType::f32)
+        write(host.data<float>());
+      else
+        write(host.data<double>());
     }
     cached_init = host;
     cached_init_seed = s;
@@ -176,7 +180,8 @@ void GraphSage::Impl::backward() {
   aggregate(adjt(), d1s, dz1n, Reduce::sum, op_opts);
   if (dense) {
     gemm(Transpose::yes, Transpose::no, 1.0, x_dense, d1, 0.0, param(P::w1_root, grads), op_opts);
-    gemm(Transpose::yes, Transpose::no, 1.0, x_dense, dz1n, 0.0, param(P::w1_neigh, grads), op_opts);
+    gemm(Transpose::yes, Transpose::no, 1.0, x_dense, dz1n, 0.0, param(P::w1_neigh, grads),
+         op_opts);
   } else {
     kernels::spmm_pair(xt, d1, dz1n, param(P::w1_root, grads), param(P::w1_neigh, grads), stream);
   }
@@ -189,12 +194,14 @@ GraphSage::GraphSage(const Dataset& data, const SageConfig& cfg) : impl_(std::ma
   m.cfg = cfg;
   m.dt = cfg.dtype;
   m.dev = cfg.device;
-  if (!is_floating(m.dt)) throw InvalidArgument("GraphSage: dtype must be float32 or float64");
+  if (!is_floating(m.dt))
+    throw InvalidArgument("GraphSage: dtype must be float32 or float64");
   if (m.dev.is_cuda() && m.dt != DType::f32)
     throw InvalidArgument("GraphSage: the CUDA model runs in float32");
   if (!(cfg.dropout >= 0 && cfg.dropout < 1))
     throw InvalidArgument(fmt::format("GraphSage: dropout {} is outside [0, 1)", cfg.dropout));
-  if (cfg.hidden < 1) throw InvalidArgument("GraphSage: hidden width must be at least 1");
+  if (cfg.hidden < 1)
+    throw InvalidArgument("GraphSage: hidden width must be at least 1");
   m.op_opts.level = cfg.level;
   m.stream = cfg.stream;
   m.op_opts.stream = m.stream;
@@ -207,13 +214,15 @@ GraphSage::GraphSage(const Dataset& data, const SageConfig& cfg) : impl_(std::ma
 
   if (!data.dense_features.empty()) {
     if (static_cast<std::int64_t>(data.dense_features.size()) != data.num_nodes * data.num_features)
-      throw InvalidArgument("GraphSage: dense features do not have num_nodes x num_features values");
+      throw InvalidArgument(
+          "GraphSage: dense features do not have num_nodes x num_features values");
     const Shape xs{data.num_nodes, data.num_features};
     m.dense = true;
     m.x_dense = m.dt == DType::f32
                     ? Tensor::from_vector(data.dense_features, xs, m.dev)
                     : Tensor::from_vector(std::vector<double>(data.dense_features.begin(),
-                                                              data.dense_features.end()), xs, m.dev);
+                                                              data.dense_features.end()),
+                                          xs, m.dev);
   } else {
     m.x = to_device(data.features, m.dt, m.dev);
     m.xt = to_device(transpose(data.features), m.dt, m.dev);
@@ -227,9 +236,12 @@ GraphSage::GraphSage(const Dataset& data, const SageConfig& cfg) : impl_(std::ma
   {
     Tensor d = Tensor::empty({m.n}, m.dt, Device::cpu());
     for (std::int64_t i = 0; i < m.n; ++i) {
-      const auto k = nb.offsets[static_cast<std::size_t>(i) + 1] - nb.offsets[static_cast<std::size_t>(i)];
-      if (m.dt == DType::f32) d.data<float>()[i] = static_cast<float>(k);
-      else d.data<double>()[i] = static_cast<double>(k);
+      const auto k =
+          nb.offsets[static_cast<std::size_t>(i) + 1] - nb.offsets[static_cast<std::size_t>(i)];
+      if (m.dt == DType::f32)
+        d.data<float>()[i] = static_cast<float>(k);
+      else
+        d.data<double>()[i] = static_cast<double>(k);
     }
     m.deg = d.to(m.dev);
   }
@@ -239,7 +251,8 @@ GraphSage::GraphSage(const Dataset& data, const SageConfig& cfg) : impl_(std::ma
       tgt[static_cast<std::size_t>(i)] = data.labels[static_cast<std::size_t>(i)];
       ++m.n_train;
     }
-  if (m.n_train == 0) throw DataError("GraphSage: the data set has no training nodes");
+  if (m.n_train == 0)
+    throw DataError("GraphSage: the data set has no training nodes");
   m.target = upload(tgt, m.dev);
 
   using P = ParamLayout;
@@ -252,7 +265,8 @@ GraphSage::GraphSage(const Dataset& data, const SageConfig& cfg) : impl_(std::ma
   L.shape[P::b2] = {m.c};
   for (int i = 0; i < P::count; ++i) {
     std::int64_t k = 1;
-    for (auto s : L.shape[i]) k *= s;
+    for (auto s : L.shape[i])
+      k *= s;
     L.offset[i + 1] = L.offset[i] + k;
   }
   const Shape flat{L.total()}, nh{m.n, m.h}, nc{m.n, m.c};
@@ -282,7 +296,7 @@ double GraphSage::loss_and_gradients(bool training) {
   m.forward(training);
   m.backward();
   Tensor nll = m.nll.to(Device::cpu());
-  double s = 0;  // ascending node order, in double: a report, not part of the training
+  double s = 0; // ascending node order, in double: a report, not part of the training
   for (std::int64_t i = 0; i < m.n; ++i)
     s += m.dt == DType::f32 ? static_cast<double>(nll.data<float>()[i]) : nll.data<double>()[i];
   return s / static_cast<double>(m.n_train);
@@ -326,14 +340,16 @@ std::vector<double> GraphSage::accuracies(const std::vector<Split>& splits) {
   for (Split s : splits) {
     std::int64_t total = 0, right = 0;
     for (std::int64_t i = 0; i < m.n; ++i) {
-      if (m.split[static_cast<std::size_t>(i)] != s) continue;
+      if (m.split[static_cast<std::size_t>(i)] != s)
+        continue;
       std::int64_t best = 0;
       auto value = [&](std::int64_t c) {
         return m.dt == DType::f32 ? static_cast<double>(lp.data<float>()[i * m.c + c])
                                   : lp.data<double>()[i * m.c + c];
       };
       for (std::int64_t c = 1; c < m.c; ++c)
-        if (value(c) > value(best)) best = c;
+        if (value(c) > value(best))
+          best = c;
       ++total;
       right += best == m.labels[static_cast<std::size_t>(i)];
     }
@@ -343,22 +359,40 @@ std::vector<double> GraphSage::accuracies(const std::vector<Split>& splits) {
   return out;
 }
 
-void GraphSage::infer() { impl_->forward(false); }
-Tensor GraphSage::log_probs() const { return impl_->logp; }
+void GraphSage::infer() {
+  impl_->forward(false);
+}
+Tensor GraphSage::log_probs() const {
+  return impl_->logp;
+}
 
-double GraphSage::accuracy(Split split) { return accuracies({split})[0]; }
+double GraphSage::accuracy(Split split) {
+  return accuracies({split})[0];
+}
 
-const ParamLayout& GraphSage::layout() const { return impl_->layout; }
-Tensor GraphSage::parameters() const { return impl_->params; }
-Tensor GraphSage::gradients() const { return impl_->grads; }
+const ParamLayout& GraphSage::layout() const {
+  return impl_->layout;
+}
+Tensor GraphSage::parameters() const {
+  return impl_->params;
+}
+Tensor GraphSage::gradients() const {
+  return impl_->grads;
+}
 void GraphSage::set_parameters(const TensorView& flat) {
   if (flat.numel() != impl_->layout.total() || flat.dtype != impl_->dt)
     throw InvalidArgument("GraphSage::set_parameters: " + flat.describe() + " does not match " +
                           impl_->params.view().describe());
   copy(flat.reshape({flat.numel()}), impl_->params);
 }
-std::uint64_t GraphSage::parameter_hash() const { return content_hash(impl_->params); }
-std::int64_t GraphSage::epoch() const { return impl_->epoch; }
-const SageConfig& GraphSage::config() const { return impl_->cfg; }
+std::uint64_t GraphSage::parameter_hash() const {
+  return content_hash(impl_->params);
+}
+std::int64_t GraphSage::epoch() const {
+  return impl_->epoch;
+}
+const SageConfig& GraphSage::config() const {
+  return impl_->cfg;
+}
 
-}  // namespace samebits::nn
+} // namespace samebits::nn

@@ -12,13 +12,13 @@
 // element), dropout masks from (seed, epoch, layer, element). The same seed gives the same bits
 // on every thread count and, at level portable, on the CPU and on CUDA.
 #pragma once
-#include <cstdint>
-#include <memory>
-#include <vector>
-
 #include "nn/cora.hpp"
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace samebits::nn {
 
@@ -28,10 +28,10 @@ struct SageConfig {
   double lr = 0.01;
   double weight_decay = 5e-4;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  Determinism level = Determinism::portable;  // passed to every samebits op
+  Determinism level = Determinism::portable; // passed to every samebits op
   Device device = Device::cpu();
-  DType dtype = DType::f32;  // float64 on the CPU only (gradient checks)
-  Stream stream{};           // CUDA stream of every op and kernel (null: the default stream)
+  DType dtype = DType::f32; // float64 on the CPU only (gradient checks)
+  Stream stream{};          // CUDA stream of every op and kernel (null: the default stream)
 };
 
 // Where each parameter lives in the flat parameter vector, in this order.
@@ -43,7 +43,7 @@ struct ParamLayout {
 };
 
 class GraphSage {
- public:
+public:
   // Uploads the graph, features and labels to cfg.device once; reused by every run.
   GraphSage(const Dataset& data, const SageConfig& cfg);
   ~GraphSage();
@@ -64,23 +64,23 @@ class GraphSage {
   // Forward without dropout, asynchronously on the model's stream (for inference timing);
   // log_probs() then holds the output.
   void infer();
-  Tensor log_probs() const;  // [N, C] on the model's device
+  Tensor log_probs() const; // [N, C] on the model's device
 
   // Forward (with dropout at the current epoch when `training`) and backward, no update:
   // returns the loss; gradients() then holds d loss / d parameters. For gradient checks.
   double loss_and_gradients(bool training);
 
   const ParamLayout& layout() const;
-  Tensor parameters() const;  // flat, on the model's device (shares storage: copy to keep)
+  Tensor parameters() const; // flat, on the model's device (shares storage: copy to keep)
   Tensor gradients() const;
-  void set_parameters(const TensorView& flat);  // any device; same dtype and size
-  std::uint64_t parameter_hash() const;         // content_hash of the flat parameters
+  void set_parameters(const TensorView& flat); // any device; same dtype and size
+  std::uint64_t parameter_hash() const;        // content_hash of the flat parameters
   std::int64_t epoch() const;
   const SageConfig& config() const;
 
- private:
+private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace samebits::nn
+} // namespace samebits::nn

@@ -2,11 +2,11 @@
 // (src/nn/kernels.cpp) and CUDA (src/cuda/nn.cu) implementations: one definition, so the two
 // perform the same correctly rounded operations in the same order and give the same bits.
 #pragma once
-#include <cmath>
-#include <cstdint>
-
 #include "nn/portable_math.hpp"
 #include "samebits/rng.hpp"
+
+#include <cmath>
+#include <cstdint>
 
 namespace samebits::nn::kernels {
 
@@ -20,11 +20,12 @@ SAMEBITS_PM_HD std::uint64_t dropout_stream(std::uint64_t epoch, std::uint64_t l
   return (std::uint64_t{1} << 40) | (epoch << 8) | layer;
 }
 
-template <class T> SAMEBITS_PM_HD T relu_dropout_elem(T pre, bool training, std::uint64_t seed,
-                                                      std::uint64_t stream, std::uint64_t i,
-                                                      float p, T scale) {
+template <class T>
+SAMEBITS_PM_HD T relu_dropout_elem(T pre, bool training, std::uint64_t seed, std::uint64_t stream,
+                                   std::uint64_t i, float p, T scale) {
   const T r = pre > T(0) ? pre : T(0);
-  if (!training) return r;
+  if (!training)
+    return r;
   return rng::uniform(seed, stream, i) < p ? T(0) : r * scale;
 }
 
@@ -40,16 +41,20 @@ template <class T> SAMEBITS_PM_HD T divide_elem(T x, T deg) {
 // logp_c = (z_c - m) - log(s). With a target: nll = -logp[target],
 // grad_c = (exp(logp_c) - [c == target]) / count.
 template <class T>
-SAMEBITS_PM_HD void log_softmax_row(const T* z, std::int64_t classes, std::int32_t target,
-                                    T count, T* logp, T* grad, T* nll) {
+SAMEBITS_PM_HD void log_softmax_row(const T* z, std::int64_t classes, std::int32_t target, T count,
+                                    T* logp, T* grad, T* nll) {
   T m = z[0];
-  for (std::int64_t c = 1; c < classes; ++c) m = z[c] > m ? z[c] : m;
+  for (std::int64_t c = 1; c < classes; ++c)
+    m = z[c] > m ? z[c] : m;
   T s = T(0);
-  for (std::int64_t c = 0; c < classes; ++c) s = s + pm::exp<T>(z[c] - m);
+  for (std::int64_t c = 0; c < classes; ++c)
+    s = s + pm::exp<T>(z[c] - m);
   const T ls = pm::log<T>(s);
-  for (std::int64_t c = 0; c < classes; ++c) logp[c] = (z[c] - m) - ls;
+  for (std::int64_t c = 0; c < classes; ++c)
+    logp[c] = (z[c] - m) - ls;
   if (target < 0) {
-    for (std::int64_t c = 0; c < classes; ++c) grad[c] = T(0);
+    for (std::int64_t c = 0; c < classes; ++c)
+      grad[c] = T(0);
     *nll = T(0);
     return;
   }
@@ -69,4 +74,4 @@ SAMEBITS_PM_HD void adam_elem(T& p, T grad, T& m, T& v, const AdamScalars<T>& k)
   p = p - k.step_size * (m / denom);
 }
 
-}  // namespace samebits::nn::kernels
+} // namespace samebits::nn::kernels

@@ -3,13 +3,12 @@
 // every element's value depends on the data alone, never on the thread that computed it.
 #include "nn/kernels.hpp"
 
-#include <fmt/format.h>
-
-#include <functional>
-#include <vector>
-
 #include "cpu/thread_pool.hpp"
 #include "samebits/errors.hpp"
+
+#include <fmt/format.h>
+#include <functional>
+#include <vector>
 
 namespace samebits::nn::kernels {
 
@@ -21,7 +20,8 @@ void for_row_blocks(std::int64_t rows, std::int64_t rows_per_task,
                     const std::function<void(std::int64_t, std::int64_t)>& f) {
   const std::int64_t tasks = (rows + rows_per_task - 1) / rows_per_task;
   if (tasks <= 1) {
-    if (rows > 0) f(0, rows);
+    if (rows > 0)
+      f(0, rows);
     return;
   }
   detail::parallel_for(tasks, [&](std::int64_t t) {
@@ -30,19 +30,23 @@ void for_row_blocks(std::int64_t rows, std::int64_t rows_per_task,
 }
 
 template <class F> void visit(DType t, const char* op, F&& f) {
-  if (t == DType::f32) return f.template operator()<float>();
-  if (t == DType::f64) return f.template operator()<double>();
+  if (t == DType::f32)
+    return f.template operator()<float>();
+  if (t == DType::f64)
+    return f.template operator()<double>();
   throw InvalidArgument(fmt::format("{}: float32 or float64 expected", op));
 }
 
 #if !defined(SAMEBITS_HAS_CUDA)
 [[noreturn]] void no_cuda(const char* op) {
-  throw BackendUnavailable(fmt::format("{}: CUDA tensors, but samebits was built without CUDA", op));
+  throw BackendUnavailable(
+      fmt::format("{}: CUDA tensors, but samebits was built without CUDA", op));
 }
 #else
 void require_f32(const TensorView& t, const char* op) {
   if (t.dtype != DType::f32)
-    throw InvalidArgument(fmt::format("{}: the CUDA kernels of the GraphSAGE model take float32", op));
+    throw InvalidArgument(
+        fmt::format("{}: the CUDA kernels of the GraphSAGE model take float32", op));
 }
 #endif
 
@@ -50,23 +54,30 @@ void require_f32(const TensorView& t, const char* op) {
 // v_k * src[col_k, c0 + j]. A compile-time W keeps the accumulators in registers and lets the
 // compiler vectorize across columns; each element still sees its additions in ascending k.
 template <class T, int W, bool Unit>
-void spmm_row(std::int64_t k0, std::int64_t k1, const std::int32_t* cols, const T* vals,
-              const T* a, const T* b, std::int64_t h, std::int64_t c0, T* oa, T* ob) {
+void spmm_row(std::int64_t k0, std::int64_t k1, const std::int32_t* cols, const T* vals, const T* a,
+              const T* b, std::int64_t h, std::int64_t c0, T* oa, T* ob) {
   T acc_a[W], acc_b[W];
-  for (int j = 0; j < W; ++j) acc_a[j] = acc_b[j] = T(0);
+  for (int j = 0; j < W; ++j)
+    acc_a[j] = acc_b[j] = T(0);
   for (std::int64_t k = k0; k < k1; ++k) {
     const std::int64_t base = std::int64_t{cols[k]} * h + c0;
     if constexpr (Unit) {
-      for (int j = 0; j < W; ++j) acc_a[j] = acc_a[j] + a[base + j];
-      for (int j = 0; j < W; ++j) acc_b[j] = acc_b[j] + b[base + j];
+      for (int j = 0; j < W; ++j)
+        acc_a[j] = acc_a[j] + a[base + j];
+      for (int j = 0; j < W; ++j)
+        acc_b[j] = acc_b[j] + b[base + j];
     } else {
       const T v = vals[k];
-      for (int j = 0; j < W; ++j) acc_a[j] = acc_a[j] + v * a[base + j];
-      for (int j = 0; j < W; ++j) acc_b[j] = acc_b[j] + v * b[base + j];
+      for (int j = 0; j < W; ++j)
+        acc_a[j] = acc_a[j] + v * a[base + j];
+      for (int j = 0; j < W; ++j)
+        acc_b[j] = acc_b[j] + v * b[base + j];
     }
   }
-  for (int j = 0; j < W; ++j) oa[c0 + j] = acc_a[j];
-  for (int j = 0; j < W; ++j) ob[c0 + j] = acc_b[j];
+  for (int j = 0; j < W; ++j)
+    oa[c0 + j] = acc_a[j];
+  for (int j = 0; j < W; ++j)
+    ob[c0 + j] = acc_b[j];
 }
 
 // The same for one column (the tail when the width is not a multiple of W).
@@ -76,7 +87,7 @@ void spmm_column(std::int64_t k0, std::int64_t k1, const std::int32_t* cols, con
   T acc_a = T(0), acc_b = T(0);
   for (std::int64_t k = k0; k < k1; ++k) {
     const std::int64_t base = std::int64_t{cols[k]} * h + c;
-    const T v = vals == nullptr ? T(1) : vals[k];  // 1 * x is exact: same bits as the unit path
+    const T v = vals == nullptr ? T(1) : vals[k]; // 1 * x is exact: same bits as the unit path
     acc_a = acc_a + v * a[base];
     acc_b = acc_b + v * b[base];
   }
@@ -84,8 +95,9 @@ void spmm_column(std::int64_t k0, std::int64_t k1, const std::int32_t* cols, con
   ob[c] = acc_b;
 }
 
-template <class T> void spmm_cpu(const DeviceCsr& m, const TensorView& a, const TensorView& b,
-                                 const TensorView& out_a, const TensorView& out_b) {
+template <class T>
+void spmm_cpu(const DeviceCsr& m, const TensorView& a, const TensorView& b, const TensorView& out_a,
+              const TensorView& out_b) {
   constexpr int W = 8;
   const std::int64_t h = a.size(1);
   const auto* off = m.offsets.data<std::int64_t>();
@@ -100,16 +112,19 @@ template <class T> void spmm_cpu(const DeviceCsr& m, const TensorView& a, const 
       std::int64_t c0 = 0;
       for (; c0 + W <= h; c0 += W) {
         if (vals == nullptr)
-          spmm_row<T, W, true>(off[r], off[r + 1], cols, vals, pa, pb, h, c0, oa + r * h, ob + r * h);
+          spmm_row<T, W, true>(off[r], off[r + 1], cols, vals, pa, pb, h, c0, oa + r * h,
+                               ob + r * h);
         else
-          spmm_row<T, W, false>(off[r], off[r + 1], cols, vals, pa, pb, h, c0, oa + r * h, ob + r * h);
+          spmm_row<T, W, false>(off[r], off[r + 1], cols, vals, pa, pb, h, c0, oa + r * h,
+                                ob + r * h);
       }
-      for (; c0 < h; ++c0) spmm_column<T>(off[r], off[r + 1], cols, vals, pa, pb, h, c0, oa + r * h, ob + r * h);
+      for (; c0 < h; ++c0)
+        spmm_column<T>(off[r], off[r + 1], cols, vals, pa, pb, h, c0, oa + r * h, ob + r * h);
     }
   });
 }
 
-}  // namespace
+} // namespace
 
 void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
                const TensorView& out_a, const TensorView& out_b, [[maybe_unused]] Stream s) {
@@ -141,7 +156,8 @@ void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
     const T* pb = bias.ptr<T>();
     T* po = out.ptr<T>();
     for_row_blocks(x.size(0), kRowsPerTask, [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t i = r0 * h; i < r1 * h; ++i) po[i] = (px[i] + py[i]) + pb[i % h];
+      for (std::int64_t i = r0 * h; i < r1 * h; ++i)
+        po[i] = (px[i] + py[i]) + pb[i % h];
     });
   });
 }
@@ -164,14 +180,14 @@ void relu_dropout(const TensorView& pre, const TensorView& out, bool training, s
     // Blocks of 4096 elements (a multiple of 4: each Philox block serves four elements).
     for_row_blocks(n, 4096, [&](std::int64_t i0, std::int64_t i1) {
       for (std::int64_t i = i0; i < i1; i += 4) {
-        const rng::Block bits = training ? rng::block(seed, stream, static_cast<std::uint64_t>(i) >> 2)
-                                         : rng::Block{};
+        const rng::Block bits =
+            training ? rng::block(seed, stream, static_cast<std::uint64_t>(i) >> 2) : rng::Block{};
         for (std::int64_t j = i; j < std::min(i + 4, i1); ++j) {
           const T r = pp[j] > T(0) ? pp[j] : T(0);
           // Same decision as relu_dropout_elem, with the Philox block shared by four elements.
-          po[j] = !training ? r
+          po[j] = !training                                                       ? r
                   : rng::to_unit_float(bits[static_cast<std::size_t>(j & 3)]) < p ? T(0)
-                                                                                   : r * sc;
+                                                                                  : r * sc;
         }
       }
     });
@@ -194,7 +210,8 @@ void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, do
     T* pr = grad_pre.ptr<T>();
     const T sc = static_cast<T>(scale);
     for_row_blocks(out.numel(), 4096, [&](std::int64_t i0, std::int64_t i1) {
-      for (std::int64_t i = i0; i < i1; ++i) pr[i] = relu_dropout_grad_elem<T>(po[i], pg[i], sc);
+      for (std::int64_t i = i0; i < i1; ++i)
+        pr[i] = relu_dropout_grad_elem<T>(po[i], pg[i], sc);
     });
   });
 }
@@ -225,7 +242,8 @@ void log_softmax_nll(const TensorView& logits, const TensorView& target, double 
   });
 }
 
-void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out, [[maybe_unused]] Stream s) {
+void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out,
+                 [[maybe_unused]] Stream s) {
   if (x.device.is_cuda()) {
 #if defined(SAMEBITS_HAS_CUDA)
     require_f32(x, "divide_rows");
@@ -241,7 +259,8 @@ void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& o
     T* po = out.ptr<T>();
     for_row_blocks(x.size(0), kRowsPerTask, [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r)
-        for (std::int64_t c = 0; c < h; ++c) po[r * h + c] = divide_elem<T>(px[r * h + c], pd[r]);
+        for (std::int64_t c = 0; c < h; ++c)
+          po[r * h + c] = divide_elem<T>(px[r * h + c], pd[r]);
     });
   });
 }
@@ -253,8 +272,8 @@ template <class T> AdamScalars<T> adam_scalars(const AdamStep& st) {
           static_cast<T>(st.bias2_sqrt),   static_cast<T>(st.eps)};
 }
 
-void adam(const TensorView& param, const TensorView& grad, const TensorView& m,
-          const TensorView& v, const AdamStep& step, [[maybe_unused]] Stream s) {
+void adam(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+          const AdamStep& step, [[maybe_unused]] Stream s) {
   if (param.device.is_cuda()) {
 #if defined(SAMEBITS_HAS_CUDA)
     require_f32(param, "adam");
@@ -270,9 +289,10 @@ void adam(const TensorView& param, const TensorView& grad, const TensorView& m,
     T* pm = m.ptr<T>();
     T* pv = v.ptr<T>();
     for_row_blocks(param.numel(), 8192, [&](std::int64_t i0, std::int64_t i1) {
-      for (std::int64_t i = i0; i < i1; ++i) adam_elem<T>(pp[i], pg[i], pm[i], pv[i], k);
+      for (std::int64_t i = i0; i < i1; ++i)
+        adam_elem<T>(pp[i], pg[i], pm[i], pv[i], k);
     });
   });
 }
 
-}  // namespace samebits::nn::kernels
+} // namespace samebits::nn::kernels

@@ -9,21 +9,21 @@
 // All tensors are contiguous and on one device. Shapes in comments: N nodes, F features,
 // H width, C classes.
 #pragma once
-#include <cstdint>
-
 #include "nn/kernel_math.hpp"
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
+
+#include <cstdint>
 
 namespace samebits::nn::kernels {
 
 // A CSR matrix on a device: row r has columns cols[offsets[r] .. offsets[r+1]).
 struct DeviceCsr {
   std::int64_t rows = 0;
-  Tensor offsets;  // int64 [rows + 1]
-  Tensor cols;     // int32 [nnz]
-  Tensor values;   // T [nnz]; unused when `unit`
-  bool unit = true;  // every stored value is 1 (binary features, adjacency)
+  Tensor offsets;   // int64 [rows + 1]
+  Tensor cols;      // int32 [nnz]
+  Tensor values;    // T [nnz]; unused when `unit`
+  bool unit = true; // every stored value is 1 (binary features, adjacency)
 };
 
 // out_a[r, :] = sum_k values[k] * a[cols[k], :] and the same for b -> out_b, the sum taken in
@@ -55,15 +55,15 @@ void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& o
 
 struct AdamStep {
   double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-  double step_size = 0;        // lr / (1 - beta1^t), computed by the host
-  double bias2_sqrt = 0;       // sqrt(1 - beta2^t), computed by the host
+  double step_size = 0;  // lr / (1 - beta1^t), computed by the host
+  double bias2_sqrt = 0; // sqrt(1 - beta2^t), computed by the host
 };
 // PyTorch's Adam with L2 weight decay, per element in this order:
 //   g = grad + wd * p;  m = beta1 m + (1 - beta1) g;  v = beta2 v + ((1 - beta2) g) g;
 //   p = p - step_size * (m / (sqrt(v) / bias2_sqrt + eps)).
 // Scalars are rounded to the parameter dtype once, on the host.
-void adam(const TensorView& param, const TensorView& grad, const TensorView& m,
-          const TensorView& v, const AdamStep& step, Stream s);
+void adam(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+          const AdamStep& step, Stream s);
 
 #if defined(SAMEBITS_HAS_CUDA)
 // The CUDA implementations (float only); the functions above forward to them.
@@ -80,9 +80,9 @@ void log_softmax_nll(const TensorView& logits, const TensorView& target, float c
                      const TensorView& logp, const TensorView& grad, const TensorView& nll,
                      Stream s);
 void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out, Stream s);
-void adam(const TensorView& param, const TensorView& grad, const TensorView& m,
-          const TensorView& v, const AdamScalars<float>& k, Stream s);
-}  // namespace cuda
+void adam(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+          const AdamScalars<float>& k, Stream s);
+} // namespace cuda
 #endif
 
-}  // namespace samebits::nn::kernels
+} // namespace samebits::nn::kernels

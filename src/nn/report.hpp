@@ -3,9 +3,8 @@
 // weight sets per level, weight drift per epoch (log scale), the accuracy distribution and
 // timings, and the environment. Built from the experiment's JSON (nn::to_json).
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace samebits::nn {
@@ -17,4 +16,4 @@ void write_report(const std::filesystem::path& path, const nlohmann::json& resul
 // file can be written there (throws Error otherwise).
 void check_report_path(const std::filesystem::path& path);
 
-}  // namespace samebits::nn
+} // namespace samebits::nn

@@ -12,17 +12,25 @@ namespace {
       "this samebits was built without CUDA (SAMEBITS_CUDA=OFF or no nvcc found); rebuild with "
       "SAMEBITS_CUDA=ON on a machine with the CUDA toolkit to use cuda devices");
 }
-}  // namespace
+} // namespace
 
 void register_cuda_ops(Registry&) {}
-int cuda_device_count() { return 0; }
-void* cuda_allocate(std::size_t, int, Stream) { unavailable(); }
+int cuda_device_count() {
+  return 0;
+}
+void* cuda_allocate(std::size_t, int, Stream) {
+  unavailable();
+}
 void cuda_free(void*, int, Stream) {}
 void cuda_release_stream(int, Stream) {}
-void cuda_copy(void*, Device, const void*, Device, std::size_t) { unavailable(); }
-void cuda_copy_strided(const TensorView&, const TensorView&) { unavailable(); }
+void cuda_copy(void*, Device, const void*, Device, std::size_t) {
+  unavailable();
+}
+void cuda_copy_strided(const TensorView&, const TensorView&) {
+  unavailable();
+}
 void cuda_synchronize(Stream) {}
 CurrentDevice::CurrentDevice(Device) {}
 CurrentDevice::~CurrentDevice() = default;
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -8,4 +8,4 @@ void fill_cuda_environment(Environment& e) {
   e.cuda_error = "samebits was built without CUDA";
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -8,4 +8,4 @@ void cuda_fill_random(const TensorView&, const RandomFill&) {
   throw BackendUnavailable("random fill on a CUDA tensor: this samebits was built without CUDA");
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

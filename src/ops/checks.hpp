@@ -1,18 +1,17 @@
 // Argument checks shared by the public op entry points. Each throws InvalidArgument (or
 // IndexOutOfRange) with the op's name before anything is written.
 #pragma once
-#include <fmt/format.h>
+#include "core/overlap.hpp"
+#include "core/strided.hpp"
+#include "samebits/errors.hpp"
+#include "samebits/tensor.hpp"
 
+#include <fmt/format.h>
 #include <initializer_list>
 #include <optional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
-
-#include "core/overlap.hpp"
-#include "core/strided.hpp"
-#include "samebits/errors.hpp"
-#include "samebits/tensor.hpp"
 
 namespace samebits::detail {
 
@@ -27,17 +26,20 @@ inline void check_same_device(std::string_view op, std::initializer_list<TensorV
 
 inline void check_float(std::string_view op, std::string_view name, const TensorView& t) {
   if (!is_floating(t.dtype))
-    throw InvalidArgument(fmt::format("{}: {} must be float32 or float64, got {}", op, name, t.describe()));
+    throw InvalidArgument(
+        fmt::format("{}: {} must be float32 or float64, got {}", op, name, t.describe()));
 }
 
 inline void check_index_dtype(std::string_view op, std::string_view name, const TensorView& t) {
   if (!is_integer(t.dtype))
-    throw InvalidArgument(fmt::format("{}: {} must be int32 or int64, got {}", op, name, t.describe()));
+    throw InvalidArgument(
+        fmt::format("{}: {} must be int32 or int64, got {}", op, name, t.describe()));
 }
 
 inline void check_same_dtype(std::string_view op, const TensorView& a, const TensorView& b) {
   if (a.dtype != b.dtype)
-    throw InvalidArgument(fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
+    throw InvalidArgument(
+        fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
 }
 
 inline void check_data(std::string_view op, std::string_view name, const TensorView& t) {
@@ -56,17 +58,19 @@ inline void check_output(std::string_view op, std::string_view name, const Tenso
                                       op, name, out.describe()));
   for (const auto& [input, view] : inputs)
     if (views_overlap(out, view))
-      throw InvalidArgument(fmt::format("{}: {} shares memory with {}; write to a separate tensor",
-                                        op, name, input));
+      throw InvalidArgument(
+          fmt::format("{}: {} shares memory with {}; write to a separate tensor", op, name, input));
 }
 
 // The first value of an integer index outside [0, hi), as (row-major position, value), read on
 // the host (a copy where the index lives on a GPU); nothing when every value lies inside.
-inline std::optional<std::pair<std::int64_t, std::int64_t>> first_index_outside(const TensorView& index,
-                                                                                std::int64_t hi) {
-  if (index.numel() == 0) return std::nullopt;
+inline std::optional<std::pair<std::int64_t, std::int64_t>>
+first_index_outside(const TensorView& index, std::int64_t hi) {
+  if (index.numel() == 0)
+    return std::nullopt;
   Tensor hold;
-  if (!index.device.is_cpu()) hold = Tensor::copy_of(index, Device::cpu());
+  if (!index.device.is_cpu())
+    hold = Tensor::copy_of(index, Device::cpu());
   const TensorView h = index.device.is_cpu() ? index : hold.view();
   std::optional<std::pair<std::int64_t, std::int64_t>> bad;
   std::int64_t pos = 0;
@@ -74,7 +78,8 @@ inline std::optional<std::pair<std::int64_t, std::int64_t>> first_index_outside(
     if constexpr (std::is_integral_v<I>) {
       const I* p = static_cast<const I*>(h.data);
       for_each_element(h, h, [&](std::int64_t o, std::int64_t) {
-        if (const auto v = static_cast<std::int64_t>(p[o]); !bad && (v < 0 || v >= hi)) bad = {{pos, v}};
+        if (const auto v = static_cast<std::int64_t>(p[o]); !bad && (v < 0 || v >= hi))
+          bad = {{pos, v}};
         ++pos;
       });
     }
@@ -85,7 +90,8 @@ inline std::optional<std::pair<std::int64_t, std::int64_t>> first_index_outside(
 inline int normalize_dim(std::string_view op, int dim, int ndim) {
   const int d = dim < 0 ? dim + ndim : dim;
   if (d < 0 || d >= std::max(ndim, 1))
-    throw InvalidArgument(fmt::format("{}: dim {} is out of range for a {}-d tensor", op, dim, ndim));
+    throw InvalidArgument(
+        fmt::format("{}: dim {} is out of range for a {}-d tensor", op, dim, ndim));
   return d;
 }
 
@@ -93,9 +99,11 @@ inline void check_shape(std::string_view op, std::string_view name, const Tensor
                         const Shape& expected) {
   if (t.sizes() != expected) {
     std::string e;
-    for (std::size_t i = 0; i < expected.size(); ++i) e += (i ? ", " : "") + std::to_string(expected[i]);
-    throw InvalidArgument(fmt::format("{}: {} must have shape [{}], got {}", op, name, e, t.describe()));
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      e += (i ? ", " : "") + std::to_string(expected[i]);
+    throw InvalidArgument(
+        fmt::format("{}: {} must have shape [{}], got {}", op, name, e, t.describe()));
   }
 }
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -2,11 +2,11 @@
 // dispatch to a variant.
 #include "samebits/ops/gemm.hpp"
 
-#include <fmt/format.h>
-
 #include "core/registry.hpp"
 #include "ops/checks.hpp"
 #include "ops/gemm.hpp"
+
+#include <fmt/format.h>
 
 namespace samebits {
 
@@ -19,7 +19,7 @@ void check_2d(std::string_view name, const TensorView& t) {
     throw InvalidArgument(fmt::format("gemm: {} must be 2-D, got {}", name, t.describe()));
 }
 
-}  // namespace
+} // namespace
 
 void gemm(Transpose trans_a, Transpose trans_b, double alpha, const TensorView& a,
           const TensorView& b, double beta, const TensorView& c, const Options& opts) {
@@ -33,8 +33,8 @@ void gemm(Transpose trans_a, Transpose trans_b, double alpha, const TensorView& 
   check_data("gemm", "a", a);
   check_data("gemm", "b", b);
   check_data("gemm", "c", c);
-  const TensorView oa = trans_a == Transpose::yes ? a.transpose(0, 1) : a;  // [m, k]
-  const TensorView ob = trans_b == Transpose::yes ? b.transpose(0, 1) : b;  // [k, n]
+  const TensorView oa = trans_a == Transpose::yes ? a.transpose(0, 1) : a; // [m, k]
+  const TensorView ob = trans_b == Transpose::yes ? b.transpose(0, 1) : b; // [k, n]
   if (oa.shape[1] != ob.shape[0] || c.shape[0] != oa.shape[0] || c.shape[1] != ob.shape[1])
     throw InvalidArgument(fmt::format(
         "gemm: shapes do not fit: op(a) is [{}, {}], op(b) is [{}, {}], c is [{}, {}]; op(a) must "
@@ -45,4 +45,4 @@ void gemm(Transpose trans_a, Transpose trans_b, double alpha, const TensorView& 
   dispatch("gemm", c.device, GemmArgs{oa, ob, c, alpha, beta}, opts);
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -2,11 +2,11 @@
 // the variants, before they write), then dispatch to a variant.
 #include "samebits/ops/histogram.hpp"
 
-#include <cmath>
-
 #include "core/registry.hpp"
 #include "ops/checks.hpp"
 #include "ops/histogram.hpp"
+
+#include <cmath>
 
 namespace samebits {
 
@@ -36,7 +36,8 @@ void bincount(const TensorView& index, const TensorView& weights, const TensorVi
     check_same_device("bincount", {index, out});
     check_output("bincount", "out", out, {{"index", index}});
     if (out.dtype != DType::i64)
-      throw InvalidArgument(fmt::format("bincount: counts need an int64 out, got {}", out.describe()));
+      throw InvalidArgument(
+          fmt::format("bincount: counts need an int64 out, got {}", out.describe()));
   }
   dispatch("bincount", index.device, args, opts);
 }
@@ -49,11 +50,12 @@ void histc(const TensorView& x, double lo, double hi, const TensorView& out, con
   check_data("histc", "out", out);
   check_output("histc", "out", out, {{"x", x}});
   if (out.ndim != 1 || out.numel() == 0)
-    throw InvalidArgument(fmt::format("histc: out must be 1-d with at least one bin, got {}",
-                                      out.describe()));
+    throw InvalidArgument(
+        fmt::format("histc: out must be 1-d with at least one bin, got {}", out.describe()));
   // The range as the kernels see it, in x's dtype: finite, increasing, finite width.
   const bool ok = x.dtype == DType::f32
-                      ? std::isfinite(static_cast<float>(lo)) && std::isfinite(static_cast<float>(hi)) &&
+                      ? std::isfinite(static_cast<float>(lo)) &&
+                            std::isfinite(static_cast<float>(hi)) &&
                             static_cast<float>(lo) < static_cast<float>(hi) &&
                             std::isfinite(static_cast<float>(hi) - static_cast<float>(lo))
                       : std::isfinite(lo) && std::isfinite(hi) && lo < hi && std::isfinite(hi - lo);
@@ -64,4 +66,4 @@ void histc(const TensorView& x, double lo, double hi, const TensorView& out, con
   dispatch("histc", x.device, HistcArgs{x, lo, hi, out}, opts);
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -2,12 +2,12 @@
 // tensors) index values before anything is written, then dispatch.
 #include "ops/indexing.hpp"
 
-#include <fmt/format.h>
-
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "ops/checks.hpp"
 #include "samebits/ops/indexing.hpp"
+
+#include <fmt/format.h>
 
 namespace samebits {
 
@@ -33,10 +33,11 @@ void check_common(const char* op, const TensorView& x, const TensorView& index,
   check_data(op, "out", out);
   check_output(op, "out", out, {{"x", x}, {"index", index}});
   if (x.ndim < 1)
-    throw InvalidArgument(fmt::format("{}: x must have 1 to {} dims, got {}", op, kMaxDims, x.describe()));
+    throw InvalidArgument(
+        fmt::format("{}: x must have 1 to {} dims, got {}", op, kMaxDims, x.describe()));
 }
 
-}  // namespace
+} // namespace
 
 void index_select(const TensorView& x, int dim, const TensorView& index, const TensorView& out,
                   const Options& opts) {
@@ -49,7 +50,8 @@ void index_select(const TensorView& x, int dim, const TensorView& index, const T
   expected[static_cast<std::size_t>(d)] = index.numel();
   check_shape(op, "out", out, expected);
   const bool cpu = x.device.is_cpu();
-  if (cpu) check_index_values(op, index, x.size(d));
+  if (cpu)
+    check_index_values(op, index, x.size(d));
   dispatch(op, x.device, IndexArgs{x, d, index, out, cpu}, opts);
 }
 
@@ -69,8 +71,9 @@ void gather(const TensorView& x, int dim, const TensorView& index, const TensorV
   const bool cpu = x.device.is_cpu();
   if (cpu && x.size(d) == 0 && index.numel() > 0)
     throw IndexOutOfRange(fmt::format("{}: x has size 0 in dim {}; no index is valid", op, d));
-  if (cpu) check_index_values(op, index, x.size(d));
+  if (cpu)
+    check_index_values(op, index, x.size(d));
   dispatch(op, x.device, IndexArgs{x, d, index, out, cpu}, opts);
 }
 
-}  // namespace samebits
+} // namespace samebits

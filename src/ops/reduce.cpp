@@ -16,7 +16,8 @@ void sum(const TensorView& x, const TensorView& out, const Options& opts) {
   check_data("sum", "x", x);
   check_data("sum", "out", out);
   check_output("sum", "out", out, {{"x", x}});
-  if (out.numel() != 1) throw InvalidArgument("sum: out must have exactly one element, got " + out.describe());
+  if (out.numel() != 1)
+    throw InvalidArgument("sum: out must have exactly one element, got " + out.describe());
   dispatch("sum", x.device, SumArgs{x, out, -1}, opts);
 }
 
@@ -28,7 +29,8 @@ void sum_dim(const TensorView& x, int dim, const TensorView& out, const Options&
   check_data("sum_dim", "out", out);
   check_output("sum_dim", "out", out, {{"x", x}});
   const int d = normalize_dim("sum_dim", dim, x.ndim);
-  if (x.ndim == 0) throw InvalidArgument("sum_dim: x is 0-d; use sum");
+  if (x.ndim == 0)
+    throw InvalidArgument("sum_dim: x is 0-d; use sum");
   Shape expected = x.sizes();
   expected.erase(expected.begin() + d);
   check_shape("sum_dim", "out", out, expected);
@@ -47,8 +49,9 @@ void dot(const TensorView& a, const TensorView& b, const TensorView& out, const 
   if (a.numel() != b.numel())
     throw InvalidArgument("dot: a and b have different numbers of elements: " + a.describe() +
                           " and " + b.describe());
-  if (out.numel() != 1) throw InvalidArgument("dot: out must have exactly one element, got " + out.describe());
+  if (out.numel() != 1)
+    throw InvalidArgument("dot: out must have exactly one element, got " + out.describe());
   dispatch("dot", a.device, DotArgs{a, b, out}, opts);
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -9,7 +9,7 @@ namespace samebits::detail {
 struct SumArgs {
   TensorView x;
   TensorView out;
-  int dim = -1;  // -1: whole tensor
+  int dim = -1; // -1: whole tensor
 };
 
 struct DotArgs {
@@ -18,4 +18,4 @@ struct DotArgs {
   TensorView out;
 };
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

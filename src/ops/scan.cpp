@@ -16,15 +16,17 @@ void cumsum(const TensorView& x, int dim, const TensorView& out, const Options& 
   check_data("cumsum", "x", x);
   check_data("cumsum", "out", out);
   // out may be x itself (in place: each line is read before it is written), no other overlap.
-  if (same_elements(out, x)) check_output("cumsum", "out", out, {});
-  else check_output("cumsum", "out", out, {{"x", x}});
+  if (same_elements(out, x))
+    check_output("cumsum", "out", out, {});
+  else
+    check_output("cumsum", "out", out, {{"x", x}});
   const int d = normalize_dim("cumsum", dim, x.ndim);
   check_shape("cumsum", "out", out, x.sizes());
-  if (x.ndim == 0) {  // a 0-d tensor is a line of one element
+  if (x.ndim == 0) { // a 0-d tensor is a line of one element
     dispatch("cumsum", x.device, CumsumArgs{x.reshape({1}), out.reshape({1}), 0}, opts);
     return;
   }
   dispatch("cumsum", x.device, CumsumArgs{x, out, d}, opts);
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -1,23 +1,23 @@
 // Arguments of cumsum as its variants receive them (already validated), and the constants of
 // the canonical scan order documented in include/samebits/ops/scan.hpp.
 #pragma once
-#include <cstdint>
-
 #include "samebits/tensor.hpp"
+
+#include <cstdint>
 
 namespace samebits::detail {
 
 struct CumsumArgs {
   TensorView x;
-  TensorView out;  // x's shape and dtype
-  int dim = 0;     // normalized
+  TensorView out; // x's shape and dtype
+  int dim = 0;    // normalized
 };
 
-inline constexpr int kScanSegment = 8;                          // elements per segment
-inline constexpr int kScanGroup = 32;                           // segments per group
-inline constexpr int kScanTileGroups = 8;                       // groups per tile
-inline constexpr int kScanGroupElems = kScanSegment * kScanGroup;           // 256
-inline constexpr int kScanTile = kScanGroupElems * kScanTileGroups;         // 2048
+inline constexpr int kScanSegment = 8;                              // elements per segment
+inline constexpr int kScanGroup = 32;                               // segments per group
+inline constexpr int kScanTileGroups = 8;                           // groups per tile
+inline constexpr int kScanGroupElems = kScanSegment * kScanGroup;   // 256
+inline constexpr int kScanTile = kScanGroupElems * kScanTileGroups; // 2048
 
 // A tensor seen as [outer, len, inner] around `dim`, with x's and out's strides per part.
 // Lines are the (outer, inner) pairs; `dim` has length len.
@@ -25,4 +25,4 @@ struct ScanLayout {
   std::int64_t outer = 1, len = 1, inner = 1;
 };
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

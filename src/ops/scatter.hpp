@@ -1,10 +1,10 @@
 // Arguments of the scatter-family ops as their variants receive them (already validated except
 // for index values, which every variant checks before it writes anything).
 #pragma once
-#include <cstdint>
-
 #include "samebits/ops/scatter.hpp"
 #include "samebits/tensor.hpp"
+
+#include <cstdint>
 
 namespace samebits::detail {
 
@@ -14,19 +14,19 @@ namespace samebits::detail {
 // src's shape with stride 0 on every dim but 0; scatter ops pass src and out sliced to I.
 struct ScatterArgs {
   TensorView out;
-  TensorView index;  // int32 or int64; unused (empty) when `plan` is set
+  TensorView index; // int32 or int64; unused (empty) when `plan` is set
   TensorView src;
   int dim = 0;
   Reduce reduce = Reduce::sum;
   bool include_self = true;
-  double alpha = 1.0;               // index_add only: contributions are alpha * src
-  const IndexPlan* plan = nullptr;  // index_add with a plan (dim 0, index a vector)
-  const char* op = "scatter";       // for error messages
+  double alpha = 1.0;              // index_add only: contributions are alpha * src
+  const IndexPlan* plan = nullptr; // index_add with a plan (dim 0, index a vector)
+  const char* op = "scatter";      // for error messages
 };
 
 // make_index_plan: fills *result.
 struct PlanArgs {
-  TensorView index;  // int32 or int64, 1-D
+  TensorView index; // int32 or int64, 1-D
   std::int64_t num_targets = 0;
   IndexPlan* result = nullptr;
 };
@@ -35,4 +35,4 @@ struct PlanArgs {
 std::string index_error_message(const char* op, std::int64_t position, std::int64_t value,
                                 std::int64_t num_targets);
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

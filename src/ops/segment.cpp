@@ -3,15 +3,14 @@
 // of their inputs).
 #include "ops/segment.hpp"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <atomic>
-#include <vector>
-
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "ops/checks.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <fmt/format.h>
+#include <vector>
 
 namespace samebits {
 
@@ -27,11 +26,16 @@ std::atomic<bool> g_allow_prefetch{true};
 
 const char* reduce_name(Reduce r) {
   switch (r) {
-    case Reduce::sum: return "sum";
-    case Reduce::mean: return "mean";
-    case Reduce::amax: return "amax";
-    case Reduce::amin: return "amin";
-    case Reduce::prod: return "prod";
+  case Reduce::sum:
+    return "sum";
+  case Reduce::mean:
+    return "mean";
+  case Reduce::amax:
+    return "amax";
+  case Reduce::amin:
+    return "amin";
+  case Reduce::prod:
+    return "prod";
   }
   return "?";
 }
@@ -45,7 +49,8 @@ std::int64_t index_at(const TensorView& t, std::int64_t i) {
 
 // A contiguous view of a 1-D index tensor (itself or a copy kept in `hold`).
 TensorView contiguous_1d(const TensorView& t, Tensor& hold) {
-  if (t.is_contiguous()) return t;
+  if (t.is_contiguous())
+    return t;
   hold = Tensor::copy_of(t, t.device);
   return hold.view();
 }
@@ -54,13 +59,14 @@ void check_rows_match(const char* op, const TensorView& x, const TensorView& out
                       std::int64_t out_rows) {
   if (x.ndim < 1 || out.ndim != x.ndim)
     throw InvalidArgument(fmt::format("{}: x must have at least 1 dim and out as many as x; got "
-                                      "{} and {}", op, x.describe(), out.describe()));
+                                      "{} and {}",
+                                      op, x.describe(), out.describe()));
   Shape expected = x.sizes();
   expected[0] = out_rows;
   check_shape(op, "out", out, expected);
 }
 
-}  // namespace
+} // namespace
 
 void set_cuda_segment_launch(SegmentLaunch l) {
   g_block_threads = l.block_threads;
@@ -88,7 +94,8 @@ void check_csr_values(const char* op, const TensorView& offsets, const TensorVie
     throw IndexOutOfRange(fmt::format("{}: the last offset is {}, must equal the number of {} ({})",
                                       op, off[(n - 1) * os], identity ? "rows of src" : "indices",
                                       num_positions));
-  if (identity) return;
+  if (identity)
+    return;
   for (std::int64_t k = 0; k < num_positions; ++k) {
     const std::int64_t v = index_at(indices, k);
     if (v < 0 || v >= rows)
@@ -96,7 +103,7 @@ void check_csr_values(const char* op, const TensorView& offsets, const TensorVie
   }
 }
 
-}  // namespace detail
+} // namespace detail
 
 void segment_reduce(const TensorView& src, const TensorView& offsets, const TensorView& out,
                     Reduce reduce, const Options& opts) {
@@ -112,8 +119,8 @@ void segment_reduce(const TensorView& src, const TensorView& offsets, const Tens
     throw InvalidArgument(fmt::format("{}: offsets must be int64 [num_segments + 1], got {}", op,
                                       offsets.describe()));
   if (reduce == Reduce::prod)
-    throw InvalidArgument(fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op,
-                                      reduce_name(reduce)));
+    throw InvalidArgument(
+        fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op, reduce_name(reduce)));
   check_rows_match(op, src, out, offsets.size(0) - 1);
   Tensor hold;
   const TensorView off = contiguous_1d(offsets, hold);
@@ -136,17 +143,18 @@ void aggregate(const CsrGraph& graph, const TensorView& x, const TensorView& out
   check_data(op, "out", out);
   check_data(op, "offsets", graph.offsets);
   check_data(op, "indices", graph.indices);
-  check_output(op, "out", out, {{"x", x}, {"graph offsets", graph.offsets}, {"graph indices", graph.indices}});
+  check_output(op, "out", out,
+               {{"x", x}, {"graph offsets", graph.offsets}, {"graph indices", graph.indices}});
   if (graph.offsets.dtype != DType::i64 || graph.offsets.ndim != 1 || graph.offsets.size(0) < 1)
-    throw InvalidArgument(fmt::format("{}: graph offsets must be int64 [num_nodes + 1], got {}",
-                                      op, graph.offsets.describe()));
+    throw InvalidArgument(fmt::format("{}: graph offsets must be int64 [num_nodes + 1], got {}", op,
+                                      graph.offsets.describe()));
   check_index_dtype(op, "graph indices", graph.indices);
   if (graph.indices.ndim != 1)
-    throw InvalidArgument(fmt::format("{}: graph indices must be 1-D, got {}", op,
-                                      graph.indices.describe()));
+    throw InvalidArgument(
+        fmt::format("{}: graph indices must be 1-D, got {}", op, graph.indices.describe()));
   if (reduce == Reduce::prod)
-    throw InvalidArgument(fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op,
-                                      reduce_name(reduce)));
+    throw InvalidArgument(
+        fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op, reduce_name(reduce)));
   check_rows_match(op, x, out, graph.offsets.size(0) - 1);
   Tensor hold_off, hold_idx;
   const TensorView off = contiguous_1d(graph.offsets, hold_off);
@@ -169,7 +177,8 @@ namespace {
 template <class I>
 Csr build_csr(const I* src, const I* dst, std::int64_t e, std::int64_t num_nodes) {
   std::vector<std::int64_t> off(static_cast<std::size_t>(num_nodes + 1), 0);
-  for (std::int64_t k = 0; k < e; ++k) ++off[static_cast<std::size_t>(dst[k]) + 1];
+  for (std::int64_t k = 0; k < e; ++k)
+    ++off[static_cast<std::size_t>(dst[k]) + 1];
   for (std::int64_t i = 0; i < num_nodes; ++i)
     off[static_cast<std::size_t>(i + 1)] += off[static_cast<std::size_t>(i)];
   Csr c;
@@ -177,7 +186,8 @@ Csr build_csr(const I* src, const I* dst, std::int64_t e, std::int64_t num_nodes
   c.indices = Tensor::empty({e}, dtype_of<I>());
   I* idx = c.indices.data<I>();
   std::vector<std::int64_t> fill(off.begin(), off.end() - 1);
-  for (std::int64_t k = 0; k < e; ++k) idx[fill[static_cast<std::size_t>(dst[k])]++] = src[k];
+  for (std::int64_t k = 0; k < e; ++k)
+    idx[fill[static_cast<std::size_t>(dst[k])]++] = src[k];
   for (std::int64_t i = 0; i < num_nodes; ++i)
     std::sort(idx + off[static_cast<std::size_t>(i)], idx + off[static_cast<std::size_t>(i + 1)]);
   c.num_sources = num_nodes;
@@ -190,7 +200,7 @@ Csr to_device(Csr c, Device d) {
   return c;
 }
 
-}  // namespace
+} // namespace
 
 Csr csr_from_edges(const TensorView& src, const TensorView& dst, std::int64_t num_nodes) {
   const char* op = "csr_from_edges";
@@ -198,16 +208,17 @@ Csr csr_from_edges(const TensorView& src, const TensorView& dst, std::int64_t nu
   check_same_dtype(op, src, dst);
   check_same_device(op, {src, dst});
   if (src.ndim != 1 || dst.ndim != 1 || src.size(0) != dst.size(0))
-    throw InvalidArgument(fmt::format("{}: src and dst must be 1-D of one length, got {} and {}", op,
-                                      src.describe(), dst.describe()));
-  if (num_nodes < 0) throw InvalidArgument(fmt::format("{}: num_nodes is negative", op));
+    throw InvalidArgument(fmt::format("{}: src and dst must be 1-D of one length, got {} and {}",
+                                      op, src.describe(), dst.describe()));
+  if (num_nodes < 0)
+    throw InvalidArgument(fmt::format("{}: num_nodes is negative", op));
   const Tensor hs = Tensor::copy_of(src, Device::cpu()), hd = Tensor::copy_of(dst, Device::cpu());
   const std::int64_t e = hs.numel();
   for (std::int64_t k = 0; k < e; ++k) {
     const std::int64_t s = index_at(hs.view(), k), t = index_at(hd.view(), k);
     if (s < 0 || s >= num_nodes || t < 0 || t >= num_nodes)
-      throw IndexOutOfRange(fmt::format("{}: edge {} ({} -> {}) has a node outside [0, {})", op, k,
-                                        s, t, num_nodes));
+      throw IndexOutOfRange(
+          fmt::format("{}: edge {} ({} -> {}) has a node outside [0, {})", op, k, s, t, num_nodes));
   }
   Csr c = src.dtype == DType::i32
               ? build_csr(hs.data<std::int32_t>(), hd.data<std::int32_t>(), e, num_nodes)
@@ -220,7 +231,8 @@ Csr transpose(const Csr& csr, std::int64_t num_source_nodes) {
   if (csr.offsets.dtype() != DType::i64 || csr.offsets.ndim() != 1 || csr.offsets.numel() < 1)
     throw InvalidArgument(fmt::format("{}: offsets must be int64 [num_nodes + 1]", op));
   check_index_dtype(op, "indices", csr.indices);
-  if (num_source_nodes < 0) throw InvalidArgument(fmt::format("{}: num_source_nodes is negative", op));
+  if (num_source_nodes < 0)
+    throw InvalidArgument(fmt::format("{}: num_source_nodes is negative", op));
   const Tensor ho = csr.offsets.to(Device::cpu()), hi = csr.indices.to(Device::cpu());
   const std::int64_t n = ho.numel() - 1, e = hi.numel();
   check_csr_values(op, ho.view(), hi.view(), false, e, num_source_nodes);
@@ -244,4 +256,4 @@ Csr transpose(const Csr& csr, std::int64_t num_source_nodes) {
   return to_device(std::move(c), csr.offsets.device());
 }
 
-}  // namespace samebits
+} // namespace samebits

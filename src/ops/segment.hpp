@@ -2,12 +2,12 @@
 // both backends compute on, and the canonical combine steps (shared by the CPU and CUDA code so
 // that the two cannot drift apart).
 #pragma once
+#include "samebits/ops/segment.hpp"
+#include "samebits/tensor.hpp"
+
 #include <bit>
 #include <cstdint>
 #include <optional>
-
-#include "samebits/ops/segment.hpp"
-#include "samebits/tensor.hpp"
 
 #if defined(__CUDACC__)
 #define SAMEBITS_HD __host__ __device__ __forceinline__
@@ -19,12 +19,12 @@ namespace samebits::detail {
 
 // segment_reduce is aggregate with indices = identity (row k of x is position k).
 struct SegmentArgs {
-  TensorView x;        // float [R, ...]: the rows that are reduced
-  TensorView offsets;  // int64 [S + 1]
-  TensorView indices;  // int32/int64 [E]; unused when `identity`
-  TensorView out;      // [S, ...]
+  TensorView x;       // float [R, ...]: the rows that are reduced
+  TensorView offsets; // int64 [S + 1]
+  TensorView indices; // int32/int64 [E]; unused when `identity`
+  TensorView out;     // [S, ...]
   Reduce reduce = Reduce::sum;
-  bool identity = false;  // segment_reduce: v_k = x[k]
+  bool identity = false; // segment_reduce: v_k = x[k]
   // Offsets and indices are known valid (checked on the host, or when the Csr was built).
   // False only for device tensors: the CUDA variants then check before writing.
   bool checked = false;
@@ -45,18 +45,24 @@ inline std::optional<Rows> as_rows(const TensorView& t) {
   std::int64_t expected = 1;
   for (int d = t.ndim - 1; d >= 1; --d) {
     const auto du = static_cast<std::size_t>(d);
-    if (t.shape[du] != 1 && t.strides[du] != expected) return std::nullopt;
+    if (t.shape[du] != 1 && t.strides[du] != expected)
+      return std::nullopt;
     expected *= t.shape[du];
   }
   r.cols = expected;
   r.ld = t.ndim == 0 ? expected : t.strides[0];
-  if (t.ndim >= 1 && t.shape[0] <= 1) r.ld = expected;  // any stride of a single row is fine
+  if (t.ndim >= 1 && t.shape[0] <= 1)
+    r.ld = expected; // any stride of a single row is fine
   return r;
 }
 
 // The canonical combine steps (see include/samebits/ops/segment.hpp).
-template <class T> SAMEBITS_HD T combine_max(T acc, T v) { return (v > acc || v != v) ? v : acc; }
-template <class T> SAMEBITS_HD T combine_min(T acc, T v) { return (v < acc || v != v) ? v : acc; }
+template <class T> SAMEBITS_HD T combine_max(T acc, T v) {
+  return (v > acc || v != v) ? v : acc;
+}
+template <class T> SAMEBITS_HD T combine_min(T acc, T v) {
+  return (v < acc || v != v) ? v : acc;
+}
 
 // NaN results of arithmetic carry different bits on different hardware (x86 keeps an operand's
 // payload or makes 0xFFC00000; NVIDIA GPUs make 0x7FFFFFFF), so sum and mean write every NaN
@@ -96,4 +102,4 @@ struct SegmentLaunch {
 void set_cuda_segment_launch(SegmentLaunch l);
 SegmentLaunch cuda_segment_launch();
 
-}  // namespace samebits::detail
+} // namespace samebits::detail

@@ -2,9 +2,8 @@
 // batches in a bounded window ahead of the consumer, and in-order delivery.
 #include "samebits/loader.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
+#include <fmt/format.h>
 #include <numeric>
 
 namespace samebits {
@@ -12,14 +11,16 @@ namespace samebits {
 namespace {
 // Domain tags for derive_seed: the shuffle and the augmentation of one epoch draw from
 // independent generators.
-constexpr std::uint64_t kShuffleTag = 0x73687566666c65ull;  // "shuffle"
-constexpr std::uint64_t kAugmentTag = 0x6175676d656e74ull;  // "augment"
-}  // namespace
+constexpr std::uint64_t kShuffleTag = 0x73687566666c65ull; // "shuffle"
+constexpr std::uint64_t kAugmentTag = 0x6175676d656e74ull; // "augment"
+} // namespace
 
 DataLoader::DataLoader(Dataset dataset, LoaderOptions options)
     : dataset_(std::move(dataset)), options_(options) {
-  if (dataset_.size < 0) throw InvalidArgument("DataLoader: negative dataset size");
-  if (!dataset_.load) throw InvalidArgument("DataLoader: the dataset has no load function");
+  if (dataset_.size < 0)
+    throw InvalidArgument("DataLoader: negative dataset size");
+  if (!dataset_.load)
+    throw InvalidArgument("DataLoader: the dataset has no load function");
   if (options_.batch_size < 1)
     throw InvalidArgument(fmt::format("DataLoader: batch_size {} < 1", options_.batch_size));
   if (options_.workers < 0 || options_.workers > 1024)
@@ -32,7 +33,9 @@ DataLoader::DataLoader(Dataset dataset, LoaderOptions options)
                                         f.name, f.shape.size(), kMaxDims - 1));
 }
 
-DataLoader::~DataLoader() { stop(); }
+DataLoader::~DataLoader() {
+  stop();
+}
 
 std::int64_t DataLoader::batches_per_epoch() const {
   const std::int64_t n = dataset_.size, b = options_.batch_size;
@@ -42,8 +45,9 @@ std::int64_t DataLoader::batches_per_epoch() const {
 
 std::vector<std::int64_t> DataLoader::epoch_order(std::int64_t epoch) const {
   if (options_.shuffle)
-    return randperm(dataset_.size,
-                    rng::derive_seed(options_.seed, static_cast<std::uint64_t>(epoch), kShuffleTag));
+    return randperm(
+        dataset_.size,
+        rng::derive_seed(options_.seed, static_cast<std::uint64_t>(epoch), kShuffleTag));
   std::vector<std::int64_t> order(static_cast<std::size_t>(dataset_.size));
   std::iota(order.begin(), order.end(), std::int64_t{0});
   return order;
@@ -63,7 +67,8 @@ void DataLoader::start_epoch(std::int64_t epoch) {
     ready_.clear();
   }
   active_ = true;
-  for (int w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+  for (int w = 0; w < options_.workers; ++w)
+    workers_.emplace_back([this] { worker_loop(); });
 }
 
 void DataLoader::stop() {
@@ -73,7 +78,8 @@ void DataLoader::stop() {
   }
   work_cv_.notify_all();
   ready_cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    t.join();
   workers_.clear();
   std::lock_guard lock(m_);
   ready_.clear();
@@ -95,7 +101,8 @@ Batch DataLoader::make_batch(std::int64_t b) const {
   }
   std::vector<TensorView> views(batch.fields.size());
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::size_t k = 0; k < views.size(); ++k) views[k] = batch.fields[k].view().select(0, r);
+    for (std::size_t k = 0; k < views.size(); ++k)
+      views[k] = batch.fields[k].view().select(0, r);
     const std::int64_t index = batch.samples[static_cast<std::size_t>(r)];
     dataset_.load(index, SampleRandom(augment_key_, static_cast<std::uint64_t>(index)), views);
   }
@@ -113,7 +120,8 @@ void DataLoader::worker_loop() {
       work_cv_.wait(lock, [&] {
         return stopping_ || next_claim_ >= num_batches_ || next_claim_ < delivered_ + window;
       });
-      if (stopping_ || next_claim_ >= num_batches_) return;
+      if (stopping_ || next_claim_ >= num_batches_)
+        return;
       b = next_claim_++;
     }
     Slot slot;
@@ -124,7 +132,8 @@ void DataLoader::worker_loop() {
     }
     {
       std::lock_guard lock(m_);
-      if (stopping_) return;
+      if (stopping_)
+        return;
       ready_.emplace(b, std::move(slot));
     }
     ready_cv_.notify_all();
@@ -132,9 +141,11 @@ void DataLoader::worker_loop() {
 }
 
 std::optional<Batch> DataLoader::next() {
-  if (!active_) return std::nullopt;
+  if (!active_)
+    return std::nullopt;
   if (options_.workers == 0) {
-    if (delivered_ >= num_batches_) return std::nullopt;
+    if (delivered_ >= num_batches_)
+      return std::nullopt;
     try {
       return make_batch(delivered_++);
     } catch (...) {
@@ -145,9 +156,11 @@ std::optional<Batch> DataLoader::next() {
   Slot slot;
   {
     std::unique_lock lock(m_);
-    if (delivered_ >= num_batches_) return std::nullopt;
+    if (delivered_ >= num_batches_)
+      return std::nullopt;
     ready_cv_.wait(lock, [&] { return stopping_ || ready_.count(delivered_) > 0; });
-    if (stopping_) return std::nullopt;
+    if (stopping_)
+      return std::nullopt;
     auto it = ready_.find(delivered_);
     slot = std::move(it->second);
     ready_.erase(it);
@@ -160,10 +173,11 @@ std::optional<Batch> DataLoader::next() {
   }
   if (delivered_ >= num_batches_) {
     // The epoch is complete: the workers have exited or are about to.
-    for (auto& t : workers_) t.join();
+    for (auto& t : workers_)
+      t.join();
     workers_.clear();
   }
   return std::move(slot.batch);
 }
 
-}  // namespace samebits
+} // namespace samebits

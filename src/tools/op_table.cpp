@@ -1,16 +1,15 @@
 // The ops `samebits variability` and `samebits calibrate` can run: one entry per op, each making
 // fixed random inputs (portable Philox fills, so the inputs are the same on every device) and a
 // run function that overwrites the output.
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include <algorithm>
-#include <string>
-#include <vector>
-
 #include "samebits/random.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/variability.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <string>
+#include <vector>
 
 namespace samebits {
 
@@ -18,7 +17,8 @@ namespace {
 
 std::string dims(const TensorView& t) {
   std::string s;
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  for (int d = 0; d < t.ndim; ++d)
+    s += (d ? ", " : "") + std::to_string(t.size(d));
   return fmt::format("{}[{}]", to_string(t.dtype), s);
 }
 
@@ -41,11 +41,13 @@ Tensor indices(std::int64_t n, std::int64_t hi, Device d, std::uint64_t seed) {
 
 // A scatter index with src's shape: row i's target repeated across the features.
 Tensor expanded_index(const Tensor& index, std::int64_t features, Device d) {
-  if (features < 0) return index.to(d);
+  if (features < 0)
+    return index.to(d);
   const auto idx = index.to_vector<std::int64_t>();
   std::vector<std::int64_t> e;
   e.reserve(idx.size() * static_cast<std::size_t>(features));
-  for (auto v : idx) e.insert(e.end(), static_cast<std::size_t>(features), v);
+  for (auto v : idx)
+    e.insert(e.end(), static_cast<std::size_t>(features), v);
   return Tensor::from_vector(e, {static_cast<std::int64_t>(idx.size()), features}, d);
 }
 
@@ -53,12 +55,16 @@ Tensor expanded_index(const Tensor& index, std::int64_t features, Device d) {
 Tensor segment_offsets(std::int64_t n, std::int64_t rows, Device d, std::uint64_t seed) {
   const auto idx = indices(n, rows, Device::cpu(), seed).to_vector<std::int64_t>();
   std::vector<std::int64_t> off(static_cast<std::size_t>(rows + 1), 0);
-  for (auto v : idx) ++off[static_cast<std::size_t>(v + 1)];
-  for (std::size_t i = 1; i < off.size(); ++i) off[i] += off[i - 1];
+  for (auto v : idx)
+    ++off[static_cast<std::size_t>(v + 1)];
+  for (std::size_t i = 1; i < off.size(); ++i)
+    off[i] += off[i - 1];
   return Tensor::from_vector(off, {rows + 1}, d);
 }
 
-Reduce reduce_of(const OpShape& s) { return parse_reduce(s.reduce.empty() ? "sum" : s.reduce); }
+Reduce reduce_of(const OpShape& s) {
+  return parse_reduce(s.reduce.empty() ? "sum" : s.reduce);
+}
 
 PreparedOp prep_sum(const OpShape& s, Device d, std::uint64_t seed) {
   Tensor x = normal({s.n}, d, seed, 1);
@@ -77,10 +83,11 @@ PreparedOp prep_dot(const OpShape& s, Device d, std::uint64_t seed) {
 PreparedOp prep_sum_dim(const OpShape& s, Device d, std::uint64_t seed) {
   Tensor x = normal({s.rows, s.features}, d, seed, 1);
   const int dim = s.dim;
-  if (dim != 0 && dim != 1) throw InvalidArgument("sum_dim: --dim must be 0 or 1");
+  if (dim != 0 && dim != 1)
+    throw InvalidArgument("sum_dim: --dim must be 0 or 1");
   Tensor out = Tensor::empty({dim == 0 ? s.features : s.rows}, DType::f32, d);
-  return {"sum_dim", fmt::format("x {} summed over dim {} -> out {}", dims(x), dim, dims(out)),
-          out, [x, out, dim](const Options& o) { sum_dim(x, dim, out, o); }};
+  return {"sum_dim", fmt::format("x {} summed over dim {} -> out {}", dims(x), dim, dims(out)), out,
+          [x, out, dim](const Options& o) { sum_dim(x, dim, out, o); }};
 }
 
 PreparedOp prep_cumsum(const OpShape& s, Device d, std::uint64_t seed) {
@@ -110,12 +117,14 @@ PreparedOp prep_scatter(const OpShape& s, Device d, std::uint64_t seed, bool add
   const Reduce r = reduce_of(s);
   const std::string name = add ? "scatter_add" : "scatter_reduce";
   return {name,
-          fmt::format("src {} -> out {} ({}{})", dims(src), dims(out),
-                      add ? "sum" : to_string(r), add ? "" : ", include_self=false"),
+          fmt::format("src {} -> out {} ({}{})", dims(src), dims(out), add ? "sum" : to_string(r),
+                      add ? "" : ", include_self=false"),
           out, [src, index, out, r, add](const Options& o) {
             fill(out, 0.0);
-            if (add) scatter_add(out, 0, index, src, o);
-            else scatter_reduce(out, 0, index, src, r, false, o);
+            if (add)
+              scatter_add(out, 0, index, src, o);
+            else
+              scatter_reduce(out, 0, index, src, r, false, o);
           }};
 }
 
@@ -124,10 +133,10 @@ PreparedOp prep_segment(const OpShape& s, Device d, std::uint64_t seed) {
   Tensor offsets = segment_offsets(s.n, s.rows, d, seed);
   Tensor out = Tensor::empty(rows_shape(s.rows, s.features), DType::f32, d);
   const Reduce r = reduce_of(s);
-  return {"segment_reduce",
-          fmt::format("src {} -> out {} ({} over sorted segments)", dims(src), dims(out),
-                      to_string(r)),
-          out, [src, offsets, out, r](const Options& o) { segment_reduce(src, offsets, out, r, o); }};
+  return {
+      "segment_reduce",
+      fmt::format("src {} -> out {} ({} over sorted segments)", dims(src), dims(out), to_string(r)),
+      out, [src, offsets, out, r](const Options& o) { segment_reduce(src, offsets, out, r, o); }};
 }
 
 PreparedOp prep_aggregate(const OpShape& s, Device d, std::uint64_t seed) {
@@ -157,11 +166,12 @@ PreparedOp prep_bincount(const OpShape& s, Device d, std::uint64_t seed) {
 PreparedOp prep_gemm(const OpShape& s, Device d, std::uint64_t seed) {
   Tensor a = normal({s.rows, s.n}, d, seed, 1), b = normal({s.n, s.features}, d, seed, 2);
   Tensor c = Tensor::empty({s.rows, s.features}, DType::f32, d);
-  return {"gemm", fmt::format("a {} @ b {} -> c {}", dims(a), dims(b), dims(c)), c,
-          [a, b, c](const Options& o) { gemm(Transpose::no, Transpose::no, 1.0, a, b, 0.0, c, o); }};
+  return {
+      "gemm", fmt::format("a {} @ b {} -> c {}", dims(a), dims(b), dims(c)), c,
+      [a, b, c](const Options& o) { gemm(Transpose::no, Transpose::no, 1.0, a, b, 0.0, c, o); }};
 }
 
-}  // namespace
+} // namespace
 
 const std::vector<OpEntry>& variability_ops() {
   using P = PreparedOp;
@@ -169,28 +179,50 @@ const std::vector<OpEntry>& variability_ops() {
   static const std::vector<OpEntry> table = {
       {"sum", "sum of x[n]", {.n = 1 << 22}, prep_sum, kReadsN},
       {"dot", "dot product of a[n], b[n]", {.n = 1 << 22}, prep_dot, kReadsN},
-      {"sum_dim", "x[rows, features] summed over --dim", {.rows = 4096, .features = 1024},
-       prep_sum_dim, kReadsRows | kReadsFeatures | kReadsDim},
+      {"sum_dim",
+       "x[rows, features] summed over --dim",
+       {.rows = 4096, .features = 1024},
+       prep_sum_dim,
+       kReadsRows | kReadsFeatures | kReadsDim},
       {"cumsum", "inclusive prefix sum of x[n]", {.n = 1 << 20}, prep_cumsum, kReadsN},
-      {"index_add", "out[rows(, features)] += src[n(, features)] at random rows (features -1: 1-d)",
-       {.n = 1000000, .rows = 1000, .features = -1}, prep_index_add, scatter},
-      {"scatter_add", "as index_add, through scatter_add with an expanded index",
+      {"index_add",
+       "out[rows(, features)] += src[n(, features)] at random rows (features -1: 1-d)",
        {.n = 1000000, .rows = 1000, .features = -1},
-       [](const OpShape& s, Device d, std::uint64_t seed) -> P { return prep_scatter(s, d, seed, true); },
+       prep_index_add,
        scatter},
-      {"scatter_reduce", "scatter_reduce --reduce (sum, mean, amax, amin), include_self=false",
+      {"scatter_add",
+       "as index_add, through scatter_add with an expanded index",
+       {.n = 1000000, .rows = 1000, .features = -1},
+       [](const OpShape& s, Device d, std::uint64_t seed) -> P {
+         return prep_scatter(s, d, seed, true);
+       },
+       scatter},
+      {"scatter_reduce",
+       "scatter_reduce --reduce (sum, mean, amax, amin), include_self=false",
        {.n = 1000000, .rows = 1000, .features = -1, .reduce = "sum"},
-       [](const OpShape& s, Device d, std::uint64_t seed) -> P { return prep_scatter(s, d, seed, false); },
+       [](const OpShape& s, Device d, std::uint64_t seed) -> P {
+         return prep_scatter(s, d, seed, false);
+       },
        scatter | kReadsReduce},
-      {"segment_reduce", "--reduce of src[n(, features)] over rows sorted segments",
-       {.n = 1000000, .rows = 1000, .features = -1, .reduce = "sum"}, prep_segment,
+      {"segment_reduce",
+       "--reduce of src[n(, features)] over rows sorted segments",
+       {.n = 1000000, .rows = 1000, .features = -1, .reduce = "sum"},
+       prep_segment,
        scatter | kReadsReduce},
-      {"aggregate", "graph aggregation (--reduce) of x[rows, features] over n random edges",
-       {.n = 1000000, .rows = 10000, .features = 16, .reduce = "sum"}, prep_aggregate,
+      {"aggregate",
+       "graph aggregation (--reduce) of x[rows, features] over n random edges",
+       {.n = 1000000, .rows = 10000, .features = 16, .reduce = "sum"},
+       prep_aggregate,
        kReadsN | kReadsRows | kReadsFeatures | kReadsReduce},
-      {"bincount", "weighted bincount: n weights into rows bins", {.n = 1000000, .rows = 1000},
-       prep_bincount, kReadsN | kReadsRows},
-      {"gemm", "a[rows, n] @ b[n, features]", {.n = 512, .rows = 512, .features = 512}, prep_gemm,
+      {"bincount",
+       "weighted bincount: n weights into rows bins",
+       {.n = 1000000, .rows = 1000},
+       prep_bincount,
+       kReadsN | kReadsRows},
+      {"gemm",
+       "a[rows, n] @ b[n, features]",
+       {.n = 512, .rows = 512, .features = 512},
+       prep_gemm,
        kReadsN | kReadsRows | kReadsFeatures},
   };
   return table;
@@ -198,30 +230,43 @@ const std::vector<OpEntry>& variability_ops() {
 
 OpShape with_defaults(const OpEntry& e, const OpShape& s) {
   OpShape r = s;
-  if (r.n == 0) r.n = e.defaults.n;
-  if (r.rows == 0) r.rows = e.defaults.rows;
-  if (r.features == 0) r.features = e.defaults.features;
-  if (r.reduce.empty()) r.reduce = e.defaults.reduce;
-  if (r.dim == 0) r.dim = e.defaults.dim;
+  if (r.n == 0)
+    r.n = e.defaults.n;
+  if (r.rows == 0)
+    r.rows = e.defaults.rows;
+  if (r.features == 0)
+    r.features = e.defaults.features;
+  if (r.reduce.empty())
+    r.reduce = e.defaults.reduce;
+  if (r.dim == 0)
+    r.dim = e.defaults.dim;
   return r;
 }
 
 const OpEntry& find_op(const std::string& op) {
   for (const auto& e : variability_ops())
-    if (e.name == op) return e;
+    if (e.name == op)
+      return e;
   std::string known;
-  for (const auto& e : variability_ops()) known += (known.empty() ? "" : ", ") + e.name;
+  for (const auto& e : variability_ops())
+    known += (known.empty() ? "" : ", ") + e.name;
   throw InvalidArgument(fmt::format("unknown op '{}': known ops are {}", op, known));
 }
 
 std::string shape_value(const OpShape& s, ShapeOption bit) {
   switch (bit) {
-    case kReadsN: return std::to_string(s.n);
-    case kReadsRows: return std::to_string(s.rows);
-    case kReadsFeatures: return std::to_string(s.features);
-    case kReadsDim: return std::to_string(s.dim);
-    case kReadsReduce: return s.reduce;
-    default: return "";
+  case kReadsN:
+    return std::to_string(s.n);
+  case kReadsRows:
+    return std::to_string(s.rows);
+  case kReadsFeatures:
+    return std::to_string(s.features);
+  case kReadsDim:
+    return std::to_string(s.dim);
+  case kReadsReduce:
+    return s.reduce;
+  default:
+    return "";
   }
 }
 
@@ -229,13 +274,15 @@ void check_shape(const OpEntry& e, const OpShape& s) {
   std::vector<std::string> unread, read;
   for (const auto& [bit, flag] : kShapeFlags) {
     const std::string value = shape_value(s, bit);
-    if (e.reads & bit) read.emplace_back(flag);
-    else if (!value.empty() && value != "0") unread.emplace_back(flag);
+    if (e.reads & bit)
+      read.emplace_back(flag);
+    else if (!value.empty() && value != "0")
+      unread.emplace_back(flag);
   }
   if (!unread.empty())
-    throw InvalidArgument(fmt::format("{} {} not apply to {} (it reads {})", fmt::join(unread, ", "),
-                                      unread.size() == 1 ? "does" : "do", e.name,
-                                      fmt::join(read, ", ")));
+    throw InvalidArgument(fmt::format("{} {} not apply to {} (it reads {})",
+                                      fmt::join(unread, ", "), unread.size() == 1 ? "does" : "do",
+                                      e.name, fmt::join(read, ", ")));
   if (s.features < 0 && !(e.reads & kOneDimensional))
     throw InvalidArgument(fmt::format(
         "--features {} (1-d tensors) does not apply to {}: give 1 or more", s.features, e.name));
@@ -248,4 +295,4 @@ PreparedOp prepare_op(const std::string& op, const OpShape& shape, Device device
   return e.prepare(with_defaults(e, shape), device, seed);
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -1,26 +1,27 @@
 // Calibrated tolerances: spread of named tensors over runs, the JSON file, and the closeness check.
 #include "samebits/tolerance.hpp"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
-
 #include "core/files.hpp"
 #include "core/json_text.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace samebits {
 
 namespace {
 
 using detail::host_values;
-std::vector<double> host_doubles(const TensorView& t) { return host_values<double>(t); }
+std::vector<double> host_doubles(const TensorView& t) {
+  return host_values<double>(t);
+}
 
 // |a - b| without overflow, rounded once to a double (at least 1 when a != b).
 double integer_distance(std::int64_t a, std::int64_t b) {
@@ -31,36 +32,42 @@ double integer_distance(std::int64_t a, std::int64_t b) {
 // abs + rel * |expected|; an infinite abs or rel (calibrated on runs that gave NaN) allows any
 // difference, also where expected is 0 (where inf * 0 would make the allowance NaN).
 double allowed_difference(const Tolerance& tol, double expected) {
-  if (std::isinf(tol.abs) || std::isinf(tol.rel)) return INFINITY;
+  if (std::isinf(tol.abs) || std::isinf(tol.rel))
+    return INFINITY;
   return tol.abs + tol.rel * std::fabs(expected);
 }
 
 std::string shape_text(const Shape& s) {
   std::string t;
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    t += (i ? ", " : "") + std::to_string(s[i]);
   return "[" + t + "]";
 }
 
 // Row-major multi-index of a flat index, for messages.
 std::string index_text(std::int64_t flat, const Shape& s) {
-  if (s.empty()) return "[]";
+  if (s.empty())
+    return "[]";
   std::vector<std::int64_t> idx(s.size());
   for (std::size_t d = s.size(); d-- > 0;) {
     idx[d] = s[d] ? flat % s[d] : 0;
     flat = s[d] ? flat / s[d] : 0;
   }
   std::string t;
-  for (std::size_t d = 0; d < idx.size(); ++d) t += (d ? ", " : "") + std::to_string(idx[d]);
+  for (std::size_t d = 0; d < idx.size(); ++d)
+    t += (d ? ", " : "") + std::to_string(idx[d]);
   return "[" + t + "]";
 }
 
-}  // namespace
+} // namespace
 
 const Tolerance& Tolerances::at(const std::string& name) const {
   auto it = tensors.find(name);
-  if (it != tensors.end()) return it->second;
+  if (it != tensors.end())
+    return it->second;
   std::string known;
-  for (const auto& [k, v] : tensors) known += (known.empty() ? "" : ", ") + k;
+  for (const auto& [k, v] : tensors)
+    known += (known.empty() ? "" : ", ") + k;
   throw InvalidArgument(fmt::format("no tolerance for tensor '{}'; the calibration has: {}", name,
                                     known.empty() ? "(none)" : known));
 }
@@ -106,15 +113,18 @@ Tolerances Calibrator::tolerances(const std::string& source) const {
     t.runs = std::max(t.runs, s.runs);
     double largest = 0;
     for (double x : s.first)
-      if (std::isfinite(x)) largest = std::max(largest, std::fabs(x));
+      if (std::isfinite(x))
+        largest = std::max(largest, std::fabs(x));
     const double floor = std::max(rel_floor_ * largest, 1e-300);
     Tolerance tol;
     tol.shape = s.shape;
     for (std::size_t i = 0; i < s.first.size(); ++i) {
-      if (std::isnan(s.first[i]) && std::isnan(s.lo[i])) continue;  // NaN in every run
+      if (std::isnan(s.first[i]) && std::isnan(s.lo[i]))
+        continue; // NaN in every run
       const double spread = s.hi[i] == s.lo[i] ? 0.0 : s.hi[i] - s.lo[i];
       tol.max_abs_diff = std::max(tol.max_abs_diff, spread);
-      tol.max_rel_diff = std::max(tol.max_rel_diff, spread / std::max(std::fabs(s.first[i]), floor));
+      tol.max_rel_diff =
+          std::max(tol.max_rel_diff, spread / std::max(std::fabs(s.first[i]), floor));
     }
     tol.abs = safety_ * tol.max_abs_diff;
     tol.rel = safety_ * tol.max_rel_diff;
@@ -139,14 +149,16 @@ std::string to_json(const Tolerances& t) {
             {"source", t.source},
             {"rule", "|actual - expected| <= abs + rel * |expected|, or both NaN, or equal"},
             {"tensors", tensors}};
-  if (!t.environment_json.empty()) j["environment"] = json::parse(t.environment_json);
+  if (!t.environment_json.empty())
+    j["environment"] = json::parse(t.environment_json);
   return detail::json_text(j, 2);
 }
 
 Tolerances tolerances_from_json(const std::string& text) {
   using json = nlohmann::json;
   auto num = [](const json& v) {
-    if (v.is_string() && v.get<std::string>() == "inf") return INFINITY * 1.0;
+    if (v.is_string() && v.get<std::string>() == "inf")
+      return INFINITY * 1.0;
     return v.get<double>();
   };
   try {
@@ -157,7 +169,8 @@ Tolerances tolerances_from_json(const std::string& text) {
     t.safety_factor = j.at("safety_factor").get<double>();
     t.runs = j.at("runs").get<int>();
     t.source = j.value("source", "");
-    if (j.contains("environment")) t.environment_json = detail::json_text(j["environment"]);
+    if (j.contains("environment"))
+      t.environment_json = detail::json_text(j["environment"]);
     for (const auto& [name, v] : j.at("tensors").items()) {
       Tolerance tol;
       tol.shape = v.at("shape").get<Shape>();
@@ -181,7 +194,8 @@ void save_tolerances(const Tolerances& t, const std::string& path) {
 
 Tolerances load_tolerances(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw DataError(fmt::format("cannot open tolerance file '{}'", path));
+  if (!in)
+    throw DataError(fmt::format("cannot open tolerance file '{}'", path));
   std::stringstream ss;
   ss << in.rdbuf();
   try {
@@ -191,7 +205,8 @@ Tolerances load_tolerances(const std::string& path) {
   }
 }
 
-CloseResult check_close(const TensorView& actual, const TensorView& expected, const Tolerance& tol) {
+CloseResult check_close(const TensorView& actual, const TensorView& expected,
+                        const Tolerance& tol) {
   CloseResult r;
   if (actual.sizes() != expected.sizes()) {
     r.ok = false;
@@ -214,19 +229,22 @@ CloseResult check_close(const TensorView& actual, const TensorView& expected, co
   for (std::size_t i = 0; i < a.size(); ++i) {
     double diff = 0;
     if (integers) {
-      if (ai[i] == ei[i]) continue;
+      if (ai[i] == ei[i])
+        continue;
       diff = integer_distance(ai[i], ei[i]);
     } else {
       const bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
-      if (both_nan || a[i] == e[i]) continue;
+      if (both_nan || a[i] == e[i])
+        continue;
       diff = std::fabs(a[i] - e[i]);
     }
     const double allowed = allowed_difference(tol, e[i]);
-    const bool pass = diff <= allowed;  // false for NaN on one side or inf vs finite
+    const bool pass = diff <= allowed; // false for NaN on one side or inf vs finite
     const double ratio = allowed > 0 ? diff / allowed : INFINITY;
     if (!pass) {
       ++r.failures;
-      if (r.first_failure < 0) r.first_failure = static_cast<std::int64_t>(i);
+      if (r.first_failure < 0)
+        r.first_failure = static_cast<std::int64_t>(i);
     }
     if (!pass && (std::isnan(ratio) || ratio > worst_ratio || r.worst < 0)) {
       worst_ratio = std::isnan(ratio) ? INFINITY : ratio;
@@ -249,4 +267,4 @@ CloseResult check_close(const TensorView& actual, const TensorView& expected, co
   return r;
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -1,16 +1,15 @@
 // Comparing two traces: the first entry whose output differs, how far apart the two runs are
 // there, and how the difference grows afterwards (per step, and as an SVG chart).
-#include <fmt/format.h>
+#include "core/excerpt.hpp"
+#include "samebits/trace.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <limits>
 #include <map>
 #include <string_view>
 #include <utility>
-
-#include "core/excerpt.hpp"
-#include "samebits/trace.hpp"
 
 namespace samebits::trace {
 
@@ -19,37 +18,49 @@ namespace {
 double rel(double a, double b) {
   if (std::isnan(a) || std::isnan(b))
     return std::isnan(a) && std::isnan(b) ? 0.0 : std::numeric_limits<double>::infinity();
-  if (a == b) return 0.0;  // also equal infinities
-  if (std::isinf(a) || std::isinf(b)) return std::numeric_limits<double>::infinity();
+  if (a == b)
+    return 0.0; // also equal infinities
+  if (std::isinf(a) || std::isinf(b))
+    return std::numeric_limits<double>::infinity();
   return std::fabs(a - b) / std::max({std::fabs(a), std::fabs(b), 1e-300});
 }
 
 std::string shape_text(const Shape& s) {
   std::string t;
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    t += (i ? ", " : "") + std::to_string(s[i]);
   return "[" + t + "]";
 }
 
 // Names read from a trace file, made safe for a terminal (escaped, cut at 120 bytes).
-std::string shown(std::string_view text) { return samebits::detail::printable_excerpt(text, 120); }
+std::string shown(std::string_view text) {
+  return samebits::detail::printable_excerpt(text, 120);
+}
 
 // The same, also safe inside SVG text.
-std::string shown_in_xml(std::string_view text) { return samebits::detail::xml_escaped(shown(text)); }
+std::string shown_in_xml(std::string_view text) {
+  return samebits::detail::xml_escaped(shown(text));
+}
 
 std::string sci(double v) {
-  if (std::isinf(v)) return "inf";
-  if (v == 0) return "0";
+  if (std::isinf(v))
+    return "inf";
+  if (v == 0)
+    return "0";
   return fmt::format("{:.2e}", v);
 }
 
-}  // namespace
+} // namespace
 
 double distance(const Entry& a, const Entry& b) {
-  if (a.hash == b.hash) return 0.0;
-  if (a.nan_count != b.nan_count) return std::numeric_limits<double>::infinity();
+  if (a.hash == b.hash)
+    return 0.0;
+  if (a.nan_count != b.nan_count)
+    return std::numeric_limits<double>::infinity();
   double d = std::max({rel(a.min, b.min), rel(a.max, b.max), rel(a.mean, b.mean), rel(a.l2, b.l2)});
   const std::size_t k = std::min(a.samples.size(), b.samples.size());
-  for (std::size_t i = 0; i < k; ++i) d = std::max(d, rel(a.samples[i], b.samples[i]));
+  for (std::size_t i = 0; i < k; ++i)
+    d = std::max(d, rel(a.samples[i], b.samples[i]));
   // Different bits with equal statistics: the difference lies between the sampled values. Report
   // the smallest positive distance so that it still shows as a difference.
   return d == 0 ? std::numeric_limits<double>::denorm_min() : d;
@@ -60,7 +71,7 @@ DiffReport diff(const TraceFile& a, const TraceFile& b) {
   r.entries_a = static_cast<std::int64_t>(a.entries.size());
   r.entries_b = static_cast<std::int64_t>(b.entries.size());
   const std::size_t n = std::min(a.entries.size(), b.entries.size());
-  std::map<std::pair<std::string, std::int64_t>, std::size_t> step_row;  // (context, step) -> row
+  std::map<std::pair<std::string, std::int64_t>, std::size_t> step_row; // (context, step) -> row
   for (std::size_t i = 0; i < n; ++i) {
     const Entry& x = a.entries[i];
     const Entry& y = b.entries[i];
@@ -74,7 +85,12 @@ DiffReport diff(const TraceFile& a, const TraceFile& b) {
           shown(y.layer), shown(y.op), shown(y.dtype), shape_text(y.shape));
       break;
     }
-    EntryDiff d{static_cast<std::int64_t>(i), x.step, x.layer, x.op, x.context, x.hash == y.hash,
+    EntryDiff d{static_cast<std::int64_t>(i),
+                x.step,
+                x.layer,
+                x.op,
+                x.context,
+                x.hash == y.hash,
                 distance(x, y)};
     if (!d.same_hash && r.first_diff < 0) {
       r.first_diff = d.index;
@@ -82,10 +98,12 @@ DiffReport diff(const TraceFile& a, const TraceFile& b) {
       r.first_b = y;
     }
     auto [it, inserted] = step_row.emplace(std::pair(x.context, x.step), r.steps.size());
-    if (inserted) r.steps.push_back(StepDiff{x.context, x.step, 0, 0, 0.0});
+    if (inserted)
+      r.steps.push_back(StepDiff{x.context, x.step, 0, 0, 0.0});
     StepDiff& s = r.steps[it->second];
     ++s.entries;
-    if (!d.same_hash) ++s.differing;
+    if (!d.same_hash)
+      ++s.differing;
     s.max_distance = std::max(s.max_distance, d.distance);
     r.entries.push_back(std::move(d));
   }
@@ -94,14 +112,16 @@ DiffReport diff(const TraceFile& a, const TraceFile& b) {
 }
 
 std::string format_diff(const DiffReport& r) {
-  std::string s = fmt::format("entries: A {}, B {}; compared {}\n", r.entries_a, r.entries_b,
-                              r.compared);
-  if (r.structure_mismatch >= 0) s += "STRUCTURE DIFFERS at " + r.structure_message + "\n";
+  std::string s =
+      fmt::format("entries: A {}, B {}; compared {}\n", r.entries_a, r.entries_b, r.compared);
+  if (r.structure_mismatch >= 0)
+    s += "STRUCTURE DIFFERS at " + r.structure_message + "\n";
   else if (r.entries_a != r.entries_b)
     s += fmt::format("one trace is longer: only the first {} entries were compared\n", r.compared);
   if (r.first_diff < 0) {
     s += fmt::format("{}: all {} compared entries have identical output hashes\n",
-                     r.agree() ? "no difference" : "the traces differ in length or structure", r.compared);
+                     r.agree() ? "no difference" : "the traces differ in length or structure",
+                     r.compared);
     return s;
   }
   const Entry& a = r.first_a;
@@ -127,25 +147,31 @@ std::string format_diff(const DiffReport& r) {
   s += fmt::format("  largest relative difference of the {} sampled values: {}\n",
                    std::min(a.samples.size(), b.samples.size()), sci(sd));
   std::int64_t differing = 0;
-  for (const auto& e : r.entries) differing += e.same_hash ? 0 : 1;
+  for (const auto& e : r.entries)
+    differing += e.same_hash ? 0 : 1;
   s += fmt::format("entries that differ: {} of {}\n", differing, r.compared);
 
   // Growth per step: every step while there are few, else log-spaced steps after the first
   // difference (the early growth is where the story is), always including the last.
   const bool with_context = std::any_of(r.steps.begin(), r.steps.end(),
-                                       [](const StepDiff& st) { return !st.context.empty(); });
+                                        [](const StepDiff& st) { return !st.context.empty(); });
   s += fmt::format("growth  {:>8} {:>8} {:>10} {:>14}{}\n", "step", "entries", "differing",
                    "max distance", with_context ? "  context (A)" : "");
   std::vector<std::size_t> rows;
   const std::size_t ns = r.steps.size();
   std::size_t first_row = 0;
-  while (first_row < ns && r.steps[first_row].differing == 0) ++first_row;
+  while (first_row < ns && r.steps[first_row].differing == 0)
+    ++first_row;
   if (ns <= 30) {
-    for (std::size_t i = 0; i < ns; ++i) rows.push_back(i);
+    for (std::size_t i = 0; i < ns; ++i)
+      rows.push_back(i);
   } else {
-    if (first_row > 0) rows.push_back(first_row - 1);
-    for (std::size_t k = 0; first_row + k < ns; k = k < 4 ? k + 1 : k * 2) rows.push_back(first_row + k);
-    if (rows.back() != ns - 1) rows.push_back(ns - 1);
+    if (first_row > 0)
+      rows.push_back(first_row - 1);
+    for (std::size_t k = 0; first_row + k < ns; k = k < 4 ? k + 1 : k * 2)
+      rows.push_back(first_row + k);
+    if (rows.back() != ns - 1)
+      rows.push_back(ns - 1);
   }
   for (std::size_t i : rows) {
     const StepDiff& st = r.steps[i];
@@ -176,14 +202,17 @@ std::string diff_svg(const DiffReport& r) {
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
       "fill=\"white\"/>\n",
       W, H);
-  s += fmt::format("<text x=\"{}\" y=\"22\" font-size=\"14\">Distance between traces A and B per "
-                   "entry (log10 of largest relative difference; {} of {} entries differ)</text>\n",
-                   L, [&] {
-                     std::int64_t k = 0;
-                     for (const auto& e : r.entries) k += e.same_hash ? 0 : 1;
-                     return k;
-                   }(),
-                   r.entries.size());
+  s += fmt::format(
+      "<text x=\"{}\" y=\"22\" font-size=\"14\">Distance between traces A and B per "
+      "entry (log10 of largest relative difference; {} of {} entries differ)</text>\n",
+      L,
+      [&] {
+        std::int64_t k = 0;
+        for (const auto& e : r.entries)
+          k += e.same_hash ? 0 : 1;
+        return k;
+      }(),
+      r.entries.size());
   for (double e = floor_exp; e <= top_exp; e += 1) {
     const double y = y_of(std::pow(10.0, e));
     s += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
@@ -218,4 +247,4 @@ std::string diff_svg(const DiffReport& r) {
   return s + "</svg>\n";
 }
 
-}  // namespace samebits::trace
+} // namespace samebits::trace

@@ -3,35 +3,38 @@
 // variability).
 #include "samebits/variability.hpp"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <limits>
-#include <nlohmann/json.hpp>
-#include <set>
-
 #include "core/json_text.hpp"
 #include "core/memory.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
 namespace samebits {
 
 namespace {
 
-std::vector<double> host_doubles(const Tensor& t) { return detail::host_values<double>(t); }
+std::vector<double> host_doubles(const Tensor& t) {
+  return detail::host_values<double>(t);
+}
 
 // Bitwise comparison of two values that came from the same dtype (as doubles, exactly).
 bool same_bits(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isnan(a) || std::isnan(b))
+    return std::isnan(a) && std::isnan(b);
   return a == b && std::signbit(a) == std::signbit(b);
 }
 
 double rel_diff(double x, double ref, double guard) {
-  if (same_bits(x, ref)) return 0.0;
+  if (same_bits(x, ref))
+    return 0.0;
   if (std::isnan(x) || std::isnan(ref) || std::isinf(x) || std::isinf(ref))
     return std::numeric_limits<double>::infinity();
   return std::fabs(x - ref) / std::max(std::fabs(ref), guard);
@@ -39,20 +42,24 @@ double rel_diff(double x, double ref, double guard) {
 
 // |x - ref|, infinite where one side is NaN (fabs would give NaN, which std::max then drops).
 double abs_diff(double x, double ref) {
-  if (same_bits(x, ref)) return 0.0;
-  if (std::isnan(x) || std::isnan(ref)) return std::numeric_limits<double>::infinity();
+  if (same_bits(x, ref))
+    return 0.0;
+  if (std::isnan(x) || std::isnan(ref))
+    return std::numeric_limits<double>::infinity();
   return std::fabs(x - ref);
 }
 
 double full_sum(const std::vector<double>& v) {
-  double s = 0;  // float64, in order: the reduction adds no variability of its own
-  for (double x : v) s += x;
+  double s = 0; // float64, in order: the reduction adds no variability of its own
+  for (double x : v)
+    s += x;
   return s;
 }
 
 std::string variant_of(const std::string& explain) {
   const auto b = explain.find("ran ");
-  if (b == std::string::npos) return "?";
+  if (b == std::string::npos)
+    return "?";
   const auto e = explain.find(' ', b + 4);
   return explain.substr(b + 4, e == std::string::npos ? std::string::npos : e - b - 4);
 }
@@ -60,16 +67,18 @@ std::string variant_of(const std::string& explain) {
 // Waits for the default stream of `d` itself (not of whichever GPU is current), so that a run's
 // time includes its kernels on any GPU.
 void synchronize(Device d) {
-  if (!d.is_cuda()) return;
+  if (!d.is_cuda())
+    return;
   const detail::CurrentDevice on_device(d);
   detail::cuda_synchronize(Stream{});
 }
 
-}  // namespace
+} // namespace
 
 VariabilityReport measure_variability(const std::string& op, const OpShape& shape,
                                       const VariabilityOptions& o) {
-  if (o.runs < 1) throw InvalidArgument("variability: --runs must be at least 1");
+  if (o.runs < 1)
+    throw InvalidArgument("variability: --runs must be at least 1");
   PreparedOp p = prepare_op(op, shape, o.device, o.seed);
   VariabilityReport r;
   r.op = p.op;
@@ -108,8 +117,10 @@ VariabilityReport measure_variability(const std::string& op, const OpShape& shap
     const auto t0 = std::chrono::steady_clock::now();
     p.run({.level = o.level});
     synchronize(o.device);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    if (run == 0) r.variant = variant_of(last_explain());
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (run == 0)
+      r.variant = variant_of(last_explain());
     hashes.insert(content_hash(p.output));
     auto v = host_doubles(p.output);
     if (ref.empty() && !o.reference_deterministic) {
@@ -119,7 +130,8 @@ VariabilityReport measure_variability(const std::string& op, const OpShape& shap
     }
     ++compared_runs;
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (same_bits(v[i], ref[i])) continue;
+      if (same_bits(v[i], ref[i]))
+        continue;
       varies[i] = 1;
       const double d = rel_diff(v[i], ref[i], r.guard);
       rel_sum += d;
@@ -134,21 +146,25 @@ VariabilityReport measure_variability(const std::string& op, const OpShape& shap
   r.varying = std::count(varies.begin(), varies.end(), 1);
   if (compared_runs > 0 && r.elements > 0)
     r.mean_rel = rel_sum / (static_cast<double>(compared_runs) * static_cast<double>(r.elements));
-  if (compared_runs > 0) r.scalar_mean_rel = scalar_sum / static_cast<double>(compared_runs);
+  if (compared_runs > 0)
+    r.scalar_mean_rel = scalar_sum / static_cast<double>(compared_runs);
   std::sort(times.begin(), times.end());
   r.median_ms = times[times.size() / 2];
   return r;
 }
 
 std::string format_report(const VariabilityReport& r) {
-  auto row = [](std::string_view k, const std::string& v) { return fmt::format("  {:<34}{}\n", k, v); };
+  auto row = [](std::string_view k, const std::string& v) {
+    return fmt::format("  {:<34}{}\n", k, v);
+  };
   std::string s = fmt::format("variability of {}: {}\n", r.op, r.description);
   s += row("device, level", fmt::format("{}, {} (ran {})", r.device, r.level, r.variant));
   s += row("runs, reference", fmt::format("{}, compared with the {}", r.runs, r.reference));
   s += row("distinct outputs", fmt::format("{} of {} runs", r.distinct, r.runs));
-  s += row("elements that vary",
-           fmt::format("{} of {} ({:.2f}%)", r.varying, r.elements,
-                       r.elements ? 100.0 * static_cast<double>(r.varying) / static_cast<double>(r.elements) : 0.0));
+  s += row("elements that vary", fmt::format("{} of {} ({:.2f}%)", r.varying, r.elements,
+                                             r.elements ? 100.0 * static_cast<double>(r.varying) /
+                                                              static_cast<double>(r.elements)
+                                                        : 0.0));
   s += row("elementwise relative variability",
            fmt::format("mean {:.3g}, max {:.3g} (|x - ref| / max(|ref|, {:.3g}))", r.mean_rel,
                        r.max_rel, r.guard));
@@ -180,12 +196,17 @@ std::string to_json(const VariabilityReport& r) {
   };
   // Infinite differences (NaN on one side) have no JSON number: write them as strings.
   for (auto* key : {"max_abs_difference"})
-    if (std::isinf(r.max_abs)) j[key] = "inf";
-  if (std::isinf(r.max_rel)) j["elementwise_relative_variability"]["max"] = "inf";
-  if (std::isinf(r.mean_rel)) j["elementwise_relative_variability"]["mean"] = "inf";
-  if (std::isinf(r.scalar_max_rel)) j["scalar_relative_variability"]["max"] = "inf";
-  if (std::isinf(r.scalar_mean_rel)) j["scalar_relative_variability"]["mean"] = "inf";
+    if (std::isinf(r.max_abs))
+      j[key] = "inf";
+  if (std::isinf(r.max_rel))
+    j["elementwise_relative_variability"]["max"] = "inf";
+  if (std::isinf(r.mean_rel))
+    j["elementwise_relative_variability"]["mean"] = "inf";
+  if (std::isinf(r.scalar_max_rel))
+    j["scalar_relative_variability"]["max"] = "inf";
+  if (std::isinf(r.scalar_mean_rel))
+    j["scalar_relative_variability"]["mean"] = "inf";
   return detail::json_text(j, 2);
 }
 
-}  // namespace samebits
+} // namespace samebits

@@ -1,16 +1,15 @@
 // The CUDA backend's runtime: the caching allocator, copies between host and device (contiguous
 // and strided), fills, synchronization, and error reporting (a failing CUDA call surfaces as a
 // CudaError that names the call).
-#include <cuda_runtime.h>
-
-#include <cmath>
-#include <string>
-#include <vector>
-
 #include "core/backends.hpp"
 #include "core/memory.hpp"
 #include "cuda/check.cuh"
 #include "testing.hpp"
+
+#include <cmath>
+#include <cuda_runtime.h>
+#include <string>
+#include <vector>
 
 namespace samebits {
 namespace {
@@ -23,21 +22,23 @@ const Device kGpu = Device::cuda();
 // again afterwards. Needs two GPUs.
 TEST(CudaRuntime, OpsRunOnTheDeviceOfTheirTensors) {
   SAMEBITS_REQUIRE_CUDA();
-  if (detail::cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  if (detail::cuda_device_count() < 2)
+    GTEST_SKIP() << "needs two CUDA devices";
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Device d1 = Device::cuda(1);
   const Tensor x = testing::random_normal({300001}, DType::f32, seed, d1);
   const Tensor src = testing::random_normal({300001, 8}, DType::f32, seed + 1, d1);
   const Tensor index = testing::random_index(300001, 5000, DType::i64, seed + 2, d1);
-  const Tensor offsets = Tensor::from_vector<std::int64_t>({0, 1000, 1000, 250000, 300001}, {5}, d1);
+  const Tensor offsets =
+      Tensor::from_vector<std::int64_t>({0, 1000, 1000, 250000, 300001}, {5}, d1);
   const Tensor a = testing::random_normal({300, 200}, DType::f32, seed + 3, d1);
   const auto run_all = [&] {
     std::vector<Tensor> r;
     r.push_back(Tensor::empty({300001}, DType::f32, d1));
     cumsum(x, 0, r.back(), {.level = Determinism::portable});
     r.push_back(Tensor::empty({300001}, DType::f32, d1));
-    cumsum(x, 0, r.back(), {.level = Determinism::not_guaranteed});  // CUB's scan: checked below
+    cumsum(x, 0, r.back(), {.level = Determinism::not_guaranteed}); // CUB's scan: checked below
     r.push_back(Tensor::full({5000, 8}, 0.5, DType::f32, d1));
     index_add(r.back(), index, src, 1.0, {.level = Determinism::portable});
     r.push_back(Tensor::empty({4, 8}, DType::f32, d1));
@@ -46,7 +47,8 @@ TEST(CudaRuntime, OpsRunOnTheDeviceOfTheirTensors) {
     sum(x, r.back(), {.level = Determinism::portable});
     r.push_back(Tensor::empty({300, 300}, DType::f32, d1));
     gemm(Transpose::no, Transpose::yes, 1.0, a, a, 0.0, r.back(), {.level = Determinism::portable});
-    for (Tensor& t : r) t = t.to(Device::cpu());
+    for (Tensor& t : r)
+      t = t.to(Device::cpu());
     return r;
   };
   int before = -1;
@@ -61,7 +63,8 @@ TEST(CudaRuntime, OpsRunOnTheDeviceOfTheirTensors) {
   SAMEBITS_CUDA_CHECK(cudaSetDevice(before));
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
-    if (i == 1) continue;  // the not_guaranteed scan may differ in its last bits
+    if (i == 1)
+      continue; // the not_guaranteed scan may differ in its last bits
     EXPECT_TRUE(bitwise_equal(got[i], want[i])) << "result " << i;
   }
   const auto g = got[1].to_vector<float>(), w = want[0].to_vector<float>();
@@ -74,14 +77,14 @@ TEST(CudaRuntime, AllocatorReusesFreedBlocksAndAllowsZeroBytes) {
   void* p = detail::allocate_bytes(1000, kGpu);
   ASSERT_NE(p, nullptr);
   detail::free_bytes(p, kGpu);
-  void* q = detail::allocate_bytes(1000, kGpu);  // same size class: the cached block comes back
+  void* q = detail::allocate_bytes(1000, kGpu); // same size class: the cached block comes back
   EXPECT_EQ(p, q);
   void* z = detail::allocate_bytes(0, kGpu);
   EXPECT_NE(z, nullptr);
   EXPECT_NE(z, q);
   detail::free_bytes(q, kGpu);
   detail::free_bytes(z, kGpu);
-  detail::free_bytes(nullptr, kGpu);  // a no-op
+  detail::free_bytes(nullptr, kGpu); // a no-op
 }
 
 // release_stream gives back what a stream used: its cuBLAS handle and 32 MiB workspace, and the
@@ -95,21 +98,22 @@ TEST(CudaRuntime, ReleaseStreamGivesBackWhatTheStreamUsed) {
   const auto seed = testing::fresh_seed();
   Tensor a = testing::random_normal({256, 256}, DType::f32, seed, gpu);
   Tensor c = Tensor::empty({256, 256}, DType::f32, gpu, stream);
-  Tensor big = Tensor::empty({std::int64_t{64} << 20}, DType::f32, gpu, stream);  // 256 MiB
+  Tensor big = Tensor::empty({std::int64_t{64} << 20}, DType::f32, gpu, stream); // 256 MiB
   auto use_stream = [&] {
-    gemm(Transpose::no, Transpose::no, 1.0, a, a, 0.0, c, {.level = Determinism::run_to_run, .stream = stream});
+    gemm(Transpose::no, Transpose::no, 1.0, a, a, 0.0, c,
+         {.level = Determinism::run_to_run, .stream = stream});
     SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(s));
   };
   use_stream();
   const Tensor first = c.to(Device::cpu());
-  big = Tensor{};  // its 256 MiB block goes to the stream's cache
+  big = Tensor{}; // its 256 MiB block goes to the stream's cache
   std::size_t free_before = 0, free_after = 0, total = 0;
   SAMEBITS_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
   release_stream(stream, gpu);
   SAMEBITS_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
   EXPECT_GE(free_after, free_before + (std::size_t{256} << 20) + (std::size_t{32} << 20))
       << "the cached block and the cuBLAS workspace should both be back";
-  use_stream();  // a new handle, the same bits
+  use_stream(); // a new handle, the same bits
   EXPECT_TRUE(bitwise_equal(c.to(Device::cpu()), first));
   release_stream(stream, gpu);
   c = Tensor{};
@@ -121,7 +125,7 @@ TEST(CudaRuntime, ReleaseStreamGivesBackWhatTheStreamUsed) {
 TEST(CudaRuntime, AllocationFailureIsCudaErrorNamingCudaMalloc) {
   SAMEBITS_REQUIRE_CUDA();
   try {
-    detail::allocate_bytes(std::size_t{1} << 50, kGpu);  // 1 PiB
+    detail::allocate_bytes(std::size_t{1} << 50, kGpu); // 1 PiB
     FAIL() << "expected CudaError";
   } catch (const CudaError& e) {
     EXPECT_NE(std::string(e.what()).find("cudaMalloc"), std::string::npos) << e.what();
@@ -133,7 +137,8 @@ TEST(CudaRuntime, AllocationFailureIsCudaErrorNamingCudaMalloc) {
 
 TEST(CudaRuntime, MissingDeviceIsBackendUnavailable) {
   SAMEBITS_REQUIRE_CUDA();
-  EXPECT_THROW(detail::allocate_bytes(16, Device::cuda(detail::cuda_device_count())), BackendUnavailable);
+  EXPECT_THROW(detail::allocate_bytes(16, Device::cuda(detail::cuda_device_count())),
+               BackendUnavailable);
   EXPECT_THROW(detail::allocate_bytes(16, Device::cuda(-1)), BackendUnavailable);
 }
 
@@ -157,7 +162,7 @@ TEST(CudaRuntime, FailingCallThrowsCudaErrorWithCallFileAndReason) {
   }
   cudaGetLastError();
   int dev = -1;
-  SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev));  // still usable
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev)); // still usable
   EXPECT_EQ(dev, 0);
 }
 
@@ -170,7 +175,7 @@ TEST(CudaRuntime, CopiesRoundTripBitwiseForEveryDtype) {
     Tensor d = h.to(kGpu);
     EXPECT_TRUE(d.device().is_cuda());
     EXPECT_TRUE(bitwise_equal(h, d.to(Device::cpu())));
-    Tensor d2 = d.clone();  // device to device
+    Tensor d2 = d.clone(); // device to device
     EXPECT_NE(d2.raw(), d.raw());
     EXPECT_TRUE(bitwise_equal(h, d2.to(Device::cpu())));
     EXPECT_EQ(content_hash(h), content_hash(d2));
@@ -179,7 +184,7 @@ TEST(CudaRuntime, CopiesRoundTripBitwiseForEveryDtype) {
     Tensor h = testing::random_index(5000, 1 << 30, dtype, seed);
     EXPECT_TRUE(bitwise_equal(h, h.to(kGpu).to(Device::cpu())));
   }
-  Tensor e = Tensor::empty({0, 3}, DType::f32, kGpu);  // empty tensors copy to nothing
+  Tensor e = Tensor::empty({0, 3}, DType::f32, kGpu); // empty tensors copy to nothing
   EXPECT_EQ(e.to(Device::cpu()).numel(), 0);
 }
 
@@ -204,7 +209,7 @@ TEST(CudaRuntime, StridedViewsCopyAcrossDevices) {
       if (j % 2 == 0)
         ASSERT_EQ(v, hv[static_cast<std::size_t>(i * 30 + j / 2)]) << i << "," << j;
       else
-        ASSERT_EQ(v, -1.0) << i << "," << j;  // the gaps are untouched
+        ASSERT_EQ(v, -1.0) << i << "," << j; // the gaps are untouched
     }
 }
 
@@ -228,7 +233,7 @@ TEST(CudaRuntime, StridedViewsCopyOnTheDevice) {
     };
     for (const auto& c : cases) {
       const Tensor want = Tensor::copy_of(c.src_host, Device::cpu());
-      Tensor packed = Tensor::copy_of(c.src_dev, kGpu);  // strided -> contiguous
+      Tensor packed = Tensor::copy_of(c.src_dev, kGpu); // strided -> contiguous
       EXPECT_TRUE(packed.view().is_contiguous());
       EXPECT_TRUE(bitwise_equal(packed, want)) << c.src_dev.describe();
       // contiguous or strided -> every other element of a larger buffer
@@ -238,16 +243,19 @@ TEST(CudaRuntime, StridedViewsCopyOnTheDevice) {
       const int last = c.src_dev.ndim - 1;
       const TensorView gaps = big.view().slice(last, 0, wide.back(), 2);
       copy(c.src_dev, gaps);
-      EXPECT_TRUE(bitwise_equal(Tensor::copy_of(gaps, Device::cpu()), want)) << c.src_dev.describe();
+      EXPECT_TRUE(bitwise_equal(Tensor::copy_of(gaps, Device::cpu()), want))
+          << c.src_dev.describe();
       const auto all = testing::to_doubles(big);
-      for (std::size_t i = 1; i < all.size(); i += 2) ASSERT_EQ(all[i], -5.0) << i;
+      for (std::size_t i = 1; i < all.size(); i += 2)
+        ASSERT_EQ(all[i], -5.0) << i;
     }
   }
   Tensor a = Tensor::empty({0, 4}, DType::f32, kGpu), b = Tensor::empty({4, 0}, DType::f32, kGpu);
   EXPECT_NO_THROW(copy(a.view(), b.view().transpose(0, 1)));
   // Overlapping views of one tensor: dst gets src as it was before the copy.
   std::vector<float> ramp(100);
-  for (int i = 0; i < 100; ++i) ramp[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  for (int i = 0; i < 100; ++i)
+    ramp[static_cast<std::size_t>(i)] = static_cast<float>(i);
   Tensor t = Tensor::from_vector(ramp, {100}).to(kGpu);
   copy(t.view().slice(0, 0, 90), t.view().slice(0, 10, 100));
   const auto shifted = t.to_vector<float>();
@@ -298,11 +306,13 @@ TEST(CudaRuntime, CopiesHaveLandedForNonBlockingStreams) {
     Tensor dev = host.to(kGpu);
     sum(dev, out, {.level = Determinism::portable, .stream = Stream{s}});
     detail::cuda_synchronize(Stream{s});
-    EXPECT_EQ(content_hash(out), content_hash(expect)) << "host to device, round " << r << ", seed " << seed;
+    EXPECT_EQ(content_hash(out), content_hash(expect))
+        << "host to device, round " << r << ", seed " << seed;
     Tensor twin = dev.clone();
     sum(twin, out, {.level = Determinism::portable, .stream = Stream{s}});
     detail::cuda_synchronize(Stream{s});
-    EXPECT_EQ(content_hash(out), content_hash(expect)) << "device to device, round " << r << ", seed " << seed;
+    EXPECT_EQ(content_hash(out), content_hash(expect))
+        << "device to device, round " << r << ", seed " << seed;
   }
   SAMEBITS_CUDA_CHECK(cudaStreamDestroy(s));
 }
@@ -316,7 +326,8 @@ TEST(CudaRuntime, FewMiBCopiesHaveLandedForNonBlockingStreams) {
   cudaStream_t s = nullptr;
   SAMEBITS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   Tensor out = Tensor::empty({1}, DType::f32, kGpu);
-  for (const std::int64_t n : {std::int64_t{1} << 20, std::int64_t{3} << 20, std::int64_t{961} << 10}) {
+  for (const std::int64_t n :
+       {std::int64_t{1} << 20, std::int64_t{3} << 20, std::int64_t{961} << 10}) {
     Tensor host = testing::random_normal({n}, DType::f32, seed + static_cast<std::uint64_t>(n));
     Tensor expect = Tensor::empty({1}, DType::f32);
     sum(host, expect, {.level = Determinism::portable});
@@ -325,12 +336,13 @@ TEST(CudaRuntime, FewMiBCopiesHaveLandedForNonBlockingStreams) {
       Tensor dev = host.to(kGpu);
       sum(dev, out, {.level = Determinism::portable, .stream = Stream{s}});
       detail::cuda_synchronize(Stream{s});
-      if (content_hash(out) != content_hash(expect)) ++wrong;
+      if (content_hash(out) != content_hash(expect))
+        ++wrong;
     }
     EXPECT_EQ(wrong, 0) << "of 40 copies of " << n << " floats, seed " << seed;
   }
   SAMEBITS_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -2,17 +2,16 @@
 // column-major and strided operands, alpha/beta rules); the portable kernel bitwise equal to the
 // CPU's portable variant for two tile shapes; cuBLAS run_to_run over 100 repeats and under
 // concurrent streams; split-K's nondeterminism; bad input.
-#include <cuda_runtime.h>
-#include <fmt/format.h>
+#include "gemm_reference.hpp"
+#include "ops/gemm.hpp"
+#include "testing.hpp"
 
 #include <cmath>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
 #include <limits>
 #include <set>
 #include <thread>
-
-#include "ops/gemm.hpp"
-#include "gemm_reference.hpp"
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -43,7 +42,8 @@ const VariantCase kVariants[] = {{"cuda.split_k_atomic", Determinism::not_guaran
                                  {"cuda.cublas", Determinism::run_to_run},
                                  {"cuda.tiled", Determinism::portable}};
 
-class GemmGpuReference : public ::testing::TestWithParam<std::tuple<DType, Transpose, Transpose>> {};
+class GemmGpuReference : public ::testing::TestWithParam<std::tuple<DType, Transpose, Transpose>> {
+};
 
 TEST_P(GemmGpuReference, EveryVariantShapeAndLayout) {
   SAMEBITS_REQUIRE_CUDA();
@@ -52,7 +52,8 @@ TEST_P(GemmGpuReference, EveryVariantShapeAndLayout) {
   const Shape3 shapes[] = {{1, 1, 1},  {0, 5, 3},     {5, 0, 3},     {4, 3, 0},
                            {7, 13, 5}, {37, 19, 300}, {130, 33, 70}, {100, 70, 600}};
   for (const auto& s : shapes)
-    for (Layout layout : {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
+    for (Layout layout :
+         {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
       for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-1.5, 0.75}, std::pair{0.5, 1.0}}) {
         const auto seed = fresh_seed();
         Operand a = ta == kT ? gpu_operand(s.k, s.m, dtype, seed, layout)
@@ -68,16 +69,20 @@ TEST_P(GemmGpuReference, EveryVariantShapeAndLayout) {
           SCOPED_TRACE(fmt::format("{} seed {} m={} n={} k={} layout={} alpha={} beta={}", v.name,
                                    seed, s.m, s.n, s.k, static_cast<int>(layout), alpha, beta));
           Tensor c = c_host.to(kGpu);
-          if (beta == 0) fill(c, std::nan(""));  // must be ignored
+          if (beta == 0)
+            fill(c, std::nan("")); // must be ignored
           // cuBLAS needs a unit stride; strided operands go through selection instead.
           const bool force = !(layout == Layout::strided && std::string(v.name) == "cuda.cublas");
           Options o{.level = v.level};
-          if (force) o.variant = v.name;
+          if (force)
+            o.variant = v.name;
           gemm(ta, tb, alpha, a.view, b.view, beta, c, o);
           const auto got = testing::to_doubles(c);
           int bad = 0;
           for (std::size_t e = 0; e < ref.size(); ++e)
-            if (!(std::abs(got[e] - ref[e]) <= eps * static_cast<double>(s.k + 3) * mag[e] + 1e-300)) ++bad;
+            if (!(std::abs(got[e] - ref[e]) <=
+                  eps * static_cast<double>(s.k + 3) * mag[e] + 1e-300))
+              ++bad;
           EXPECT_EQ(bad, 0);
         }
       }
@@ -102,25 +107,27 @@ struct Case {
 TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
   SAMEBITS_REQUIRE_CUDA();
   const Case cases[] = {
-      {kN, kN, {2708, 16, 1433}, 1.0, 0.0},  // Cora: x @ W1
-      {kT, kN, {1433, 16, 2708}, 1.0, 1.0},  // x^T @ dH, accumulated
-      {kN, kN, {2708, 7, 16}, 1.0, 0.0},     // h @ W2
-      {kT, kN, {16, 7, 2708}, 1.0, 0.0},     // h^T @ dO
-      {kN, kT, {2708, 16, 7}, 1.0, 0.0},     // dO @ W2^T
-      {kN, kN, {1, 1, 1}, 1.0, 0.0},         {kN, kN, {3, 5, 0}, 2.0, -1.0},
-      {kT, kT, {129, 257, 33}, 0.3, 0.0},    {kN, kT, {300, 200, 517}, -1.25, 0.5},
-      {kT, kN, {65, 130, 1000}, 1.0, -1.0},  {kN, kN, {1000, 128, 128}, 1.0, 0.0},
+      {kN, kN, {2708, 16, 1433}, 1.0, 0.0}, // Cora: x @ W1
+      {kT, kN, {1433, 16, 2708}, 1.0, 1.0}, // x^T @ dH, accumulated
+      {kN, kN, {2708, 7, 16}, 1.0, 0.0},    // h @ W2
+      {kT, kN, {16, 7, 2708}, 1.0, 0.0},    // h^T @ dO
+      {kN, kT, {2708, 16, 7}, 1.0, 0.0},    // dO @ W2^T
+      {kN, kN, {1, 1, 1}, 1.0, 0.0},        {kN, kN, {3, 5, 0}, 2.0, -1.0},
+      {kT, kT, {129, 257, 33}, 0.3, 0.0},   {kN, kT, {300, 200, 517}, -1.25, 0.5},
+      {kT, kN, {65, 130, 1000}, 1.0, -1.0}, {kN, kN, {1000, 128, 128}, 1.0, 0.0},
       {kN, kN, {17, 3, 4097}, 0.0, 1.5},    {kN, kT, {3, 40, 600}, 1.0, 0.0},
       {kT, kT, {33, 20, 300}, -0.5, 1.0},   {kT, kN, {5, 9, 3000}, 0.7, 0.3},
       {kN, kT, {32, 32, 1500}, 1.0, 0.0},   {kN, kN, {1, 1, 1024}, -2.0, 0.0},
-      {kN, kN, {260, 300, 1000}, 1.0, 0.5},  // whole 16-byte tiles, then a last k step of 8
-      {kN, kN, {70000, 16, 128}, 1.0, 0.0},  // many rows, 16 columns: the thin kernel by itself
-      {kT, kN, {66000, 20, 37}, 0.5, 1.0},   // the same with a transposed a, two column tiles, a k tail
+      {kN, kN, {260, 300, 1000}, 1.0, 0.5}, // whole 16-byte tiles, then a last k step of 8
+      {kN, kN, {70000, 16, 128}, 1.0, 0.0}, // many rows, 16 columns: the thin kernel by itself
+      {kT, kN, {66000, 20, 37}, 0.5, 1.0},  // the same with a transposed a, two column tiles, a k
+                                            // tail
   };
   int case_number = 0;
   for (DType dtype : {DType::f32, DType::f64})
     for (const auto& cs : cases) {
-      if (!testing::case_in_shard(case_number++)) continue;
+      if (!testing::case_in_shard(case_number++))
+        continue;
       const auto seed = fresh_seed();
       SCOPED_TRACE(fmt::format("seed {} dtype {} m={} n={} k={} ta={} tb={}", seed,
                                to_string(dtype), cs.s.m, cs.s.n, cs.s.k, cs.ta == kT, cs.tb == kT));
@@ -151,7 +158,7 @@ TEST(GemmGpu, PortableStridedOperandsEqualCpu) {
   Tensor cpu = Tensor::empty({90, 70}, DType::f32);
   gemm(kN, kT, 1.0, a.values, b.values, 0.0, cpu, {.level = Determinism::portable});
   Tensor big = Tensor::full({90, 100}, std::nan(""), DType::f32, kGpu);
-  TensorView c = big.view().slice(1, 10, 80);  // an output with a leading dimension
+  TensorView c = big.view().slice(1, 10, 80); // an output with a leading dimension
   for (int tiles : {1, 2, 3, 4}) {
     TileOverride o(tiles);
     gemm(kN, kT, 1.0, a.view, b.view, 0.0, c, {.level = Determinism::portable});
@@ -167,13 +174,14 @@ TEST(GemmGpu, ThinKernelEqualsCpuForEveryLayout) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t m = 70000, n = 16, k = 64;
-  auto check = [&](const TensorView& a, const Tensor& a_values, const TensorView& b, const Tensor& b_values,
-                   const std::string& what) {
+  auto check = [&](const TensorView& a, const Tensor& a_values, const TensorView& b,
+                   const Tensor& b_values, const std::string& what) {
     Tensor cpu = Tensor::empty({m, n}, DType::f32);
     gemm(kN, kN, 1.0, a_values, b_values, 0.0, cpu, {.level = Determinism::portable});
     Tensor gc = Tensor::empty({m, n}, DType::f32, kGpu);
     gemm(kN, kN, 1.0, a, b, 0.0, gc, {.level = Determinism::portable});
-    EXPECT_NE(last_explain().find("thin kernel"), std::string::npos) << what << ": " << last_explain();
+    EXPECT_NE(last_explain().find("thin kernel"), std::string::npos)
+        << what << ": " << last_explain();
     EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu)) << what;
   };
   int number = 0;
@@ -184,9 +192,10 @@ TEST(GemmGpu, ThinKernelEqualsCpuForEveryLayout) {
       check(a.view, a.values, b.view, b.values, "layouts " + std::to_string(number++));
     }
   const Tensor wide = testing::random_normal({m, k + 4}, DType::f32, seed + 100).to(kGpu);
-  const TensorView shifted = wide.view().slice(1, 1, k + 1);  // starts 4 bytes into each 16
+  const TensorView shifted = wide.view().slice(1, 1, k + 1); // starts 4 bytes into each 16
   const Operand b = gpu_operand(k, n, DType::f32, seed + 101, Layout::contiguous);
-  check(shifted, Tensor::copy_of(shifted, Device::cpu()), b.view, b.values, "a starting off 16 bytes");
+  check(shifted, Tensor::copy_of(shifted, Device::cpu()), b.view, b.values,
+        "a starting off 16 bytes");
 }
 
 TEST(GemmGpu, CublasBitwiseOver100Repeats) {
@@ -228,16 +237,24 @@ TEST(GemmGpu, CublasSameBitsUnderConcurrentStreams) {
     threads.emplace_back([&, t] {
       try {
         cudaStream_t s = nullptr;
-        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) { ++errors[t]; return; }
+        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+          ++errors[t];
+          return;
+        }
         std::vector<Tensor> outs;
-        for (const auto& sh : shapes) outs.push_back(Tensor::empty({sh.m, sh.n}, DType::f32, kGpu));
+        for (const auto& sh : shapes)
+          outs.push_back(Tensor::empty({sh.m, sh.n}, DType::f32, kGpu));
         for (int r = 0; r < 10; ++r)
           for (std::size_t i = 0; i < std::size(shapes); ++i) {
             const std::size_t j = (i + static_cast<std::size_t>(t)) % std::size(shapes);
             gemm(kN, kN, 1.0, as[j], bs[j], 0.0, outs[j],
                  {.level = Determinism::run_to_run, .stream = Stream{s}});
-            if (cudaStreamSynchronize(s) != cudaSuccess) { ++errors[t]; return; }
-            if (!bitwise_equal(outs[j].to(Device::cpu()), expect[j])) ++mismatches[t];
+            if (cudaStreamSynchronize(s) != cudaSuccess) {
+              ++errors[t];
+              return;
+            }
+            if (!bitwise_equal(outs[j].to(Device::cpu()), expect[j]))
+              ++mismatches[t];
           }
         cudaStreamSynchronize(s);
         cudaStreamDestroy(s);
@@ -246,7 +263,8 @@ TEST(GemmGpu, CublasSameBitsUnderConcurrentStreams) {
         ++errors[t];
       }
     });
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(errors[t], 0) << "thread " << t;
     EXPECT_EQ(mismatches[t], 0) << "thread " << t;
@@ -262,7 +280,8 @@ TEST(GemmGpu, SplitKVariesRunToRun) {
   std::set<std::uint64_t> hashes;
   for (int r = 0; r < 1000 && hashes.size() < 2; ++r) {
     Tensor c = c0.clone();
-    gemm(kN, kN, 1.0, a, b, 0.5, c, {.level = Determinism::not_guaranteed, .variant = "cuda.split_k_atomic"});
+    gemm(kN, kN, 1.0, a, b, 0.5, c,
+         {.level = Determinism::not_guaranteed, .variant = "cuda.split_k_atomic"});
     hashes.insert(content_hash(c));
   }
   EXPECT_GE(hashes.size(), 2u) << "seed " << seed;
@@ -278,16 +297,19 @@ TEST(GemmGpu, SplitKThroughEveryTileShapeMatchesReference) {
   Tensor b = testing::random_normal({k, n}, DType::f32, seed + 1);
   Tensor c_host = testing::random_normal({m, n}, DType::f32, seed + 2);
   std::vector<double> mag;
-  const auto ref = testing::gemm_reference(kN, kN, 1.0, a, b, 0.5, testing::to_doubles(c_host), m, n, k, &mag);
+  const auto ref =
+      testing::gemm_reference(kN, kN, 1.0, a, b, 0.5, testing::to_doubles(c_host), m, n, k, &mag);
   Tensor ga = a.to(kGpu), gb = b.to(kGpu);
   for (int tiles : {1, 2, 3}) {
     TileOverride o(tiles);
     Tensor c = c_host.to(kGpu);
-    gemm(kN, kN, 1.0, ga, gb, 0.5, c, {.level = Determinism::not_guaranteed, .variant = "cuda.split_k_atomic"});
+    gemm(kN, kN, 1.0, ga, gb, 0.5, c,
+         {.level = Determinism::not_guaranteed, .variant = "cuda.split_k_atomic"});
     const auto got = testing::to_doubles(c);
     int bad = 0;
     for (std::size_t e = 0; e < ref.size(); ++e)
-      if (!(std::abs(got[e] - ref[e]) <= 6e-8 * static_cast<double>(k + 3) * mag[e])) ++bad;
+      if (!(std::abs(got[e] - ref[e]) <= 6e-8 * static_cast<double>(k + 3) * mag[e]))
+        ++bad;
     EXPECT_EQ(bad, 0) << "tile setting " << tiles << " seed " << seed;
   }
 }
@@ -335,13 +357,13 @@ TEST(GemmGpu, BadInputThrowsAndLeavesOutputUntouched) {
   const auto before = content_hash(c);
   for (auto level : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable}) {
     const Options o{.level = level};
-    EXPECT_THROW(gemm(kN, kN, 1.0, a, b_cpu, 1.0, c, o), InvalidArgument);  // device
-    EXPECT_THROW(gemm(kN, kN, 1.0, a, b64, 1.0, c, o), InvalidArgument);    // dtype
-    EXPECT_THROW(gemm(kN, kN, 1.0, a, bad_k, 1.0, c, o), InvalidArgument);  // k differs
-    EXPECT_THROW(gemm(kN, kT, 1.0, a, b, 1.0, c, o), InvalidArgument);      // op(b) is [5, 6]
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, b_cpu, 1.0, c, o), InvalidArgument); // device
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, b64, 1.0, c, o), InvalidArgument);   // dtype
+    EXPECT_THROW(gemm(kN, kN, 1.0, a, bad_k, 1.0, c, o), InvalidArgument); // k differs
+    EXPECT_THROW(gemm(kN, kT, 1.0, a, b, 1.0, c, o), InvalidArgument);     // op(b) is [5, 6]
     EXPECT_EQ(content_hash(c), before);
   }
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -1,18 +1,17 @@
 // GraphSAGE on CUDA: the model kernels bitwise equal to the CPU's on fresh random inputs and two
 // block sizes; portable training on CUDA gives the CPU's weight hash; run_to_run repeats are
 // identical; not_guaranteed is shown to vary.
-#include <cuda_runtime.h>
-#include <gtest/gtest.h>
-
-#include <cstdlib>
-#include <random>
-#include <set>
-
 #include "core/backends.hpp"
 #include "nn/cora.hpp"
 #include "nn/graphsage.hpp"
 #include "nn/kernels.hpp"
 #include "testing.hpp"
+
+#include <cstdlib>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <random>
+#include <set>
 
 namespace samebits::nn {
 namespace {
@@ -27,7 +26,7 @@ const Dataset& cora() {
 
 // Sets SAMEBITS_NN_BLOCK for its lifetime (the launch-configuration test hook of src/cuda/nn.cu).
 class BlockSize {
- public:
+public:
   explicit BlockSize(int b) { ::setenv("SAMEBITS_NN_BLOCK", std::to_string(b).c_str(), 1); }
   ~BlockSize() { ::unsetenv("SAMEBITS_NN_BLOCK"); }
 };
@@ -70,22 +69,26 @@ TEST(GraphSageGpuKernels, BitwiseEqualToCpu) {
       dg.offsets = dc.offsets.to(gpu);
       dg.cols = dc.cols.to(gpu);
       dg.values = dc.values.to(gpu);
-      const Tensor a = random_normal({k, h}, DType::f32, seed + 1), b = random_normal({k, h}, DType::f32, seed + 2);
+      const Tensor a = random_normal({k, h}, DType::f32, seed + 1),
+                   b = random_normal({k, h}, DType::f32, seed + 2);
       Tensor oa = Tensor::empty({rows, h}, DType::f32), ob = Tensor::empty({rows, h}, DType::f32);
-      Tensor ga = Tensor::empty({rows, h}, DType::f32, gpu), gb = Tensor::empty({rows, h}, DType::f32, gpu);
+      Tensor ga = Tensor::empty({rows, h}, DType::f32, gpu),
+             gb = Tensor::empty({rows, h}, DType::f32, gpu);
       kernels::spmm_pair(dc, a, b, oa, ob, {});
       kernels::spmm_pair(dg, a.to(gpu), b.to(gpu), ga, gb, {});
       expect_same_bits(oa, ga, unit ? "spmm_pair unit" : "spmm_pair values");
       expect_same_bits(ob, gb, "spmm_pair second output");
     }
     // Log-softmax + NLL on the CPU and on the GPU, compared bit for bit.
-    auto check_log_softmax = [&](const Tensor& logits, const std::vector<std::int32_t>& targets, double count,
-                                 const std::string& what) {
+    auto check_log_softmax = [&](const Tensor& logits, const std::vector<std::int32_t>& targets,
+                                 double count, const std::string& what) {
       const std::int64_t rows_n = logits.size(0), classes = logits.size(1);
       const Tensor tg = Tensor::from_vector(targets, {rows_n});
-      Tensor l1 = Tensor::empty({rows_n, classes}, DType::f32), g1 = Tensor::empty({rows_n, classes}, DType::f32),
+      Tensor l1 = Tensor::empty({rows_n, classes}, DType::f32),
+             g1 = Tensor::empty({rows_n, classes}, DType::f32),
              n1 = Tensor::empty({rows_n}, DType::f32);
-      Tensor l2 = Tensor::empty({rows_n, classes}, DType::f32, gpu), g2 = Tensor::empty({rows_n, classes}, DType::f32, gpu),
+      Tensor l2 = Tensor::empty({rows_n, classes}, DType::f32, gpu),
+             g2 = Tensor::empty({rows_n, classes}, DType::f32, gpu),
              n2 = Tensor::empty({rows_n}, DType::f32, gpu);
       kernels::log_softmax_nll(logits, tg, count, l1, g1, n1, {});
       kernels::log_softmax_nll(logits.to(gpu), tg.to(gpu), count, l2, g2, n2, {});
@@ -97,16 +100,20 @@ TEST(GraphSageGpuKernels, BitwiseEqualToCpu) {
     // its row from global memory), over 1000 rows: a last block of 104.
     for (const std::int64_t classes : {1, 16, 17}) {
       std::vector<std::int32_t> tt(1000);
-      for (auto& t : tt) t = static_cast<std::int32_t>(gen() % (classes + 1)) - 1;
-      check_log_softmax(random_normal({1000, classes}, DType::f32, seed + 10 + static_cast<std::uint64_t>(classes)),
+      for (auto& t : tt)
+        t = static_cast<std::int32_t>(gen() % (classes + 1)) - 1;
+      check_log_softmax(random_normal({1000, classes}, DType::f32,
+                                      seed + 10 + static_cast<std::uint64_t>(classes)),
                         tt, 500.0, "log_softmax_nll, " + std::to_string(classes) + " classes");
     }
     // 7 classes over logits of a wide range, some rows without a target.
     const std::int64_t n = 5000, c = 7;
     Tensor z = random_normal({n, c}, DType::f32, seed + 3);
-    for (std::int64_t i = 0; i < n * c; ++i) z.data<float>()[i] *= static_cast<float>(1 + i % 40);
+    for (std::int64_t i = 0; i < n * c; ++i)
+      z.data<float>()[i] *= static_cast<float>(1 + i % 40);
     std::vector<std::int32_t> tv(static_cast<std::size_t>(n));
-    for (auto& t : tv) t = static_cast<std::int32_t>(gen() % (c + 2)) - 2;
+    for (auto& t : tv)
+      t = static_cast<std::int32_t>(gen() % (c + 2)) - 2;
     check_log_softmax(z, tv, 140.0, "log_softmax_nll, 7 classes");
     Tensor lp = Tensor::empty({n, c}, DType::f32), glp = Tensor::empty({n, c}, DType::f32, gpu);
     // Elementwise steps.
@@ -131,20 +138,27 @@ TEST(GraphSageGpuKernels, BitwiseEqualToCpu) {
     // bytes in: the elementwise kernels' element-by-element path.
     for (const std::int64_t first : {0, 1}) {
       const Tensor big = random_normal({1002, 3}, DType::f32, seed + 11), gbig = big.to(gpu);
-      const TensorView hv = big.view().slice(0, first, first + 1001), dv = gbig.view().slice(0, first, first + 1001);
-      Tensor o1 = Tensor::empty({1001, 3}, DType::f32), o2 = Tensor::empty({1001, 3}, DType::f32, gpu);
+      const TensorView hv = big.view().slice(0, first, first + 1001),
+                       dv = gbig.view().slice(0, first, first + 1001);
+      Tensor o1 = Tensor::empty({1001, 3}, DType::f32),
+             o2 = Tensor::empty({1001, 3}, DType::f32, gpu);
       kernels::relu_dropout(hv, o1, true, seed, 5, 0.3f, 1.0 / 0.7, {});
       kernels::relu_dropout(dv, o2, true, seed, 5, 0.3f, 1.0 / 0.7, {});
-      expect_same_bits(o1, o2, first == 0 ? "relu_dropout, 3003 elements" : "relu_dropout, unaligned view");
+      expect_same_bits(o1, o2,
+                       first == 0 ? "relu_dropout, 3003 elements" : "relu_dropout, unaligned view");
       kernels::add_bias(hv, hv, deg.view().slice(0, 0, 3), o1, {});
       kernels::add_bias(dv, dv, gdeg.view().slice(0, 0, 3), o2, {});
       expect_same_bits(o1, o2, first == 0 ? "add_bias, 3003 elements" : "add_bias, unaligned view");
     }
-    Tensor p = random_normal({n}, DType::f32, seed + 6), g = random_normal({n}, DType::f32, seed + 7);
-    Tensor mm = random_normal({n}, DType::f32, seed + 8), vv = random_normal({n}, DType::f32, seed + 9);
-    for (std::int64_t i = 0; i < n; ++i) vv.data<float>()[i] = std::fabs(vv.data<float>()[i]);
+    Tensor p = random_normal({n}, DType::f32, seed + 6),
+           g = random_normal({n}, DType::f32, seed + 7);
+    Tensor mm = random_normal({n}, DType::f32, seed + 8),
+           vv = random_normal({n}, DType::f32, seed + 9);
+    for (std::int64_t i = 0; i < n; ++i)
+      vv.data<float>()[i] = std::fabs(vv.data<float>()[i]);
     Tensor gp = p.to(gpu), gg = g.to(gpu), gm = mm.to(gpu), gv = vv.to(gpu);
-    kernels::AdamStep st{0.01, 0.9, 0.999, 1e-8, 5e-4, 0.01 / (1 - 0.9 * 0.9), std::sqrt(1 - 0.999 * 0.999)};
+    kernels::AdamStep st{
+        0.01, 0.9, 0.999, 1e-8, 5e-4, 0.01 / (1 - 0.9 * 0.9), std::sqrt(1 - 0.999 * 0.999)};
     kernels::adam(p, g, mm, vv, st, {});
     kernels::adam(gp, gg, gm, gv, st, {});
     expect_same_bits(p, gp, "adam parameters");
@@ -153,14 +167,17 @@ TEST(GraphSageGpuKernels, BitwiseEqualToCpu) {
   }
 }
 
-std::uint64_t train(Device d, Determinism level, std::uint64_t seed, int epochs, double* acc = nullptr) {
+std::uint64_t train(Device d, Determinism level, std::uint64_t seed, int epochs,
+                    double* acc = nullptr) {
   SageConfig cfg;
   cfg.device = d;
   cfg.level = level;
   GraphSage model(cora(), cfg);
   model.init(seed);
-  for (int e = 0; e < epochs; ++e) model.train_epoch();
-  if (acc) *acc = model.accuracy(Split::test);
+  for (int e = 0; e < epochs; ++e)
+    model.train_epoch();
+  if (acc)
+    *acc = model.accuracy(Split::test);
   return model.parameter_hash();
 }
 
@@ -185,7 +202,8 @@ TEST(GraphSageGpu, PortableHashEqualsCpu) {
 // are, with the CPU's bits, and the caller's device is current again afterwards.
 TEST(GraphSageGpu, ModelOnTheSecondGpuEqualsCpu) {
   SAMEBITS_REQUIRE_CUDA();
-  if (detail::cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  if (detail::cuda_device_count() < 2)
+    GTEST_SKIP() << "needs two CUDA devices";
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
@@ -212,7 +230,8 @@ TEST(GraphSageGpu, PortableHashEqualsCpuWithValuedFeatures) {
     cfg.device = dev;
     GraphSage model(d, cfg);
     model.init(5);
-    for (int e = 0; e < 5; ++e) model.train_epoch();
+    for (int e = 0; e < 5; ++e)
+      model.train_epoch();
     h[i++] = model.parameter_hash();
   }
   EXPECT_EQ(hash_hex(h[0]), hash_hex(h[1]));
@@ -229,7 +248,8 @@ TEST(GraphSageGpu, RunToRunRepeatsAreIdentical) {
   std::set<std::uint64_t> hashes;
   for (int r = 0; r < 100; ++r) {
     model.init(seed);
-    for (int e = 0; e < 10; ++e) model.train_epoch();
+    for (int e = 0; e < 10; ++e)
+      model.train_epoch();
     hashes.insert(model.parameter_hash());
   }
   EXPECT_EQ(hashes.size(), 1u);
@@ -244,11 +264,12 @@ TEST(GraphSageGpu, NotGuaranteedVaries) {
   std::set<std::uint64_t> hashes;
   for (int r = 0; r < 200 && hashes.size() < 2; ++r) {
     model.init(0);
-    for (int e = 0; e < 10; ++e) model.train_epoch();
+    for (int e = 0; e < 10; ++e)
+      model.train_epoch();
     hashes.insert(model.parameter_hash());
   }
   EXPECT_GE(hashes.size(), 2u) << "200 trainings with atomics gave identical weights";
 }
 
-}  // namespace
-}  // namespace samebits::nn
+} // namespace
+} // namespace samebits::nn

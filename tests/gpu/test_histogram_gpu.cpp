@@ -2,13 +2,13 @@
 // two launch shapes (edges, NaN, inf and non-finite weights included), run-to-run stability over
 // 100 repeats, the float-atomic variant's nondeterminism, bad indices reported with nothing
 // written.
+#include "core/strided.hpp"
+#include "testing.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <set>
-
-#include "core/strided.hpp"
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -19,11 +19,13 @@ constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kPo = Determinism::portable;
 const Device kGpu = Device::cuda();
 
-class AltLaunch {  // the launch-shape test hook of src/cuda/histogram.cu
- public:
+class AltLaunch { // the launch-shape test hook of src/cuda/histogram.cu
+public:
   explicit AltLaunch(bool on) {
-    if (on) setenv("SAMEBITS_CUDA_ALT_LAUNCH", "1", 1);
-    else unsetenv("SAMEBITS_CUDA_ALT_LAUNCH");
+    if (on)
+      setenv("SAMEBITS_CUDA_ALT_LAUNCH", "1", 1);
+    else
+      unsetenv("SAMEBITS_CUDA_ALT_LAUNCH");
   }
   ~AltLaunch() { unsetenv("SAMEBITS_CUDA_ALT_LAUNCH"); }
 };
@@ -53,7 +55,7 @@ TEST(BincountGpu, WeightedPortableBitwiseEqualsCpuUnderTwoLaunchShapes) {
       for (std::int64_t n : {0, 1, 1000, 1'000'000}) {
         Tensor idx = testing::random_index(n, bins, DType::i64, seed);
         Tensor w = testing::random_normal({n}, dt, seed + 1);
-        if (n == 1000) {  // non-finite weights in a few bins
+        if (n == 1000) { // non-finite weights in a few bins
           detail::visit_float(dt, "test", [&]<class T>() {
             w.data<T>()[3] = std::numeric_limits<T>::infinity();
             w.data<T>()[500] = std::numeric_limits<T>::quiet_NaN();
@@ -79,7 +81,8 @@ TEST(BincountGpu, StridedIndexWeightsAndOut) {
   Tensor want = Tensor::empty({50}, DType::f32);
   bincount(idx, w, want, {.level = kPo});
   Tensor k1, k2, k3;
-  TensorView is = testing::strided_copy(idx.to(kGpu), k1), ws = testing::strided_copy(w.to(kGpu), k2);
+  TensorView is = testing::strided_copy(idx.to(kGpu), k1),
+             ws = testing::strided_copy(w.to(kGpu), k2);
   TensorView os = testing::strided_copy(Tensor::zeros({50}, DType::f32, kGpu), k3);
   bincount(is, ws, os, {.level = kPo});
   EXPECT_TRUE(bitwise_equal(Tensor::copy_of(os, Device::cpu()), want));
@@ -89,14 +92,18 @@ TEST(BincountGpu, FloatAtomicsCloseToReferenceAndVaryRunToRun) {
   SAMEBITS_REQUIRE_CUDA();
   Tensor idx = testing::random_index(4'000'000, 4, DType::i64, fresh_seed(), kGpu);
   Tensor w = testing::random_normal({4'000'000}, DType::f32, fresh_seed(), kGpu);
-  {  // float64 reference
+  { // float64 reference
     const auto iv = testing::to_doubles(idx), wv = testing::to_doubles(w);
     std::vector<double> r(4, 0), mag(4, 0);
-    for (std::size_t i = 0; i < iv.size(); ++i) { r[static_cast<std::size_t>(iv[i])] += wv[i]; mag[static_cast<std::size_t>(iv[i])] += std::abs(wv[i]); }
+    for (std::size_t i = 0; i < iv.size(); ++i) {
+      r[static_cast<std::size_t>(iv[i])] += wv[i];
+      mag[static_cast<std::size_t>(iv[i])] += std::abs(wv[i]);
+    }
     Tensor out = Tensor::empty({4}, DType::f32, kGpu);
     bincount(idx, w, out, {.level = kNg});
     const auto o = testing::to_doubles(out);
-    for (int b = 0; b < 4; ++b) EXPECT_NEAR(o[b], r[b], 1e-5 * mag[b]);
+    for (int b = 0; b < 4; ++b)
+      EXPECT_NEAR(o[b], r[b], 1e-5 * mag[b]);
   }
   Tensor out = Tensor::empty({4}, DType::f32, kGpu);
   std::set<std::uint64_t> hashes;
@@ -134,9 +141,12 @@ TEST(BincountGpu, BadIndexThrowsAndWritesNothing) {
           bincount(idx.to(kGpu), weighted ? w.view() : TensorView{}, out, {.level = level});
           ADD_FAILURE() << "no throw";
         } catch (const IndexOutOfRange& e) {
-          EXPECT_NE(std::string(e.what()).find("index[277777] = " + std::to_string(bad)), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("index[277777] = " + std::to_string(bad)),
+                    std::string::npos)
+              << e.what();
         }
-        for (double v : testing::to_doubles(out)) ASSERT_EQ(v, 42.0);
+        for (double v : testing::to_doubles(out))
+          ASSERT_EQ(v, 42.0);
       }
   // No bins at all: every index is out of range, the first one is named.
   Tensor idx = testing::random_index(1000, 10, DType::i32, fresh_seed(), kGpu);
@@ -187,7 +197,8 @@ TEST(HistcGpu, BitwiseEqualsCpuUnderTwoLaunchShapes) {
         AltLaunch hook(alt);
         Tensor out = Tensor::full({bins}, 9.0, dt, kGpu);
         histc(x.to(kGpu), -2.1, 1.7, out);
-        EXPECT_TRUE(bitwise_equal(out.to(Device::cpu()), want)) << "bins " << bins << " alt " << alt;
+        EXPECT_TRUE(bitwise_equal(out.to(Device::cpu()), want))
+            << "bins " << bins << " alt " << alt;
       }
     }
 }
@@ -213,5 +224,5 @@ TEST(HistcGpu, StridedEmptyAndRunToRun) {
   EXPECT_EQ(testing::to_doubles(eo), (std::vector<double>{0, 0, 0}));
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -20,7 +20,8 @@ TEST(IndexingGpu, IndexSelectEqualsCpu) {
       for (DType it : {DType::i32, DType::i64})
         for (int dim = 0; dim < static_cast<int>(shape.size()); ++dim) {
           Tensor x = random_values(shape, dt, seed + static_cast<std::uint64_t>(dim));
-          Tensor idx = testing::random_index(50, shape[static_cast<std::size_t>(dim)], it, seed + 5);
+          Tensor idx =
+              testing::random_index(50, shape[static_cast<std::size_t>(dim)], it, seed + 5);
           Shape os = shape;
           os[static_cast<std::size_t>(dim)] = 50;
           Tensor cpu = Tensor::empty(os, dt);
@@ -44,11 +45,15 @@ TEST(IndexingGpu, GatherEqualsCpu) {
           Tensor x = random_values(shape, dt, seed);
           Shape is = shape;
           for (std::size_t d = 0; d < is.size(); ++d)
-            is[d] = static_cast<int>(d) == dim ? shape[d] + 3 : std::max<std::int64_t>(1, shape[d] - 1);
+            is[d] =
+                static_cast<int>(d) == dim ? shape[d] + 3 : std::max<std::int64_t>(1, shape[d] - 1);
           std::int64_t n = 1;
-          for (auto v : is) n *= v;
+          for (auto v : is)
+            n *= v;
           Tensor idx = Tensor::copy_of(
-              testing::random_index(n, shape[static_cast<std::size_t>(dim)], it, seed + 2).view().reshape(is));
+              testing::random_index(n, shape[static_cast<std::size_t>(dim)], it, seed + 2)
+                  .view()
+                  .reshape(is));
           Tensor cpu = Tensor::empty(is, dt);
           gather(x, dim, idx, cpu);
           Tensor gpu = Tensor::full(is, 3.0, dt, kGpu);
@@ -69,14 +74,16 @@ TEST(IndexingGpu, StridedAndEmpty) {
   index_select(xsg, 0, idx.to(kGpu), gpu);
   EXPECT_TRUE(bitwise_equal(gpu, cpu));
   // Transposed x (not contiguous) along dim 1.
-  Tensor cpu_t = Tensor::empty({30, 25}, DType::f32), gpu_t = Tensor::empty({30, 25}, DType::f32, kGpu);
+  Tensor cpu_t = Tensor::empty({30, 25}, DType::f32),
+         gpu_t = Tensor::empty({30, 25}, DType::f32, kGpu);
   index_select(x.view().transpose(0, 1), 1, idx, cpu_t);
   index_select(xg.view().transpose(0, 1), 1, idx.to(kGpu), gpu_t);
   EXPECT_TRUE(bitwise_equal(gpu_t, cpu_t));
   // Empty index and empty rows.
   Tensor e = Tensor::empty({0, 30}, DType::f32, kGpu);
   index_select(xg, 0, Tensor::empty({0}, DType::i64, kGpu), e);
-  Tensor x0 = Tensor::empty({40, 0}, DType::f32, kGpu), e0 = Tensor::empty({25, 0}, DType::f32, kGpu);
+  Tensor x0 = Tensor::empty({40, 0}, DType::f32, kGpu),
+         e0 = Tensor::empty({25, 0}, DType::f32, kGpu);
   index_select(x0, 0, idx.to(kGpu), e0);
 }
 
@@ -92,13 +99,16 @@ TEST(IndexingGpu, OutOfRangeReportedNothingWritten) {
     } catch (const IndexOutOfRange& e) {
       EXPECT_NE(std::string(e.what()).find("position 2"), std::string::npos) << e.what();
     }
-    for (float v : out.to_vector<float>()) EXPECT_EQ(v, 42.0f);
-    Tensor gidx = Tensor::from_vector<std::int32_t>({0, 1, 2, static_cast<std::int32_t>(bad)}, {2, 2}, kGpu);
+    for (float v : out.to_vector<float>())
+      EXPECT_EQ(v, 42.0f);
+    Tensor gidx =
+        Tensor::from_vector<std::int32_t>({0, 1, 2, static_cast<std::int32_t>(bad)}, {2, 2}, kGpu);
     Tensor gout = Tensor::full({2, 2}, 42.0, DType::f32, kGpu);
     EXPECT_THROW(gather(x, 0, gidx, gout), IndexOutOfRange);
-    for (float v : gout.to_vector<float>()) EXPECT_EQ(v, 42.0f);
+    for (float v : gout.to_vector<float>())
+      EXPECT_EQ(v, 42.0f);
   }
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

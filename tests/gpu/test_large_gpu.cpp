@@ -8,17 +8,16 @@
 // (8.6 GB) with a few non-zero values on both sides of 2^31, so that a position truncated to 32
 // bits reads or misses one of them. Those tests, and the whole-tensor sum (a 17 GB gathered copy),
 // need about 30 GB of device memory and skip on smaller GPUs; the host needs 9 GB.
-#include <cuda_runtime.h>
-#include <gmock/gmock.h>
+#include "ops/segment.hpp"
+#include "testing.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cuda_runtime.h>
+#include <gmock/gmock.h>
 #include <string>
 #include <vector>
-
-#include "ops/segment.hpp"
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -33,7 +32,7 @@ const Device kGpu = Device::cuda();
 
 constexpr std::int64_t kTwo31 = std::int64_t{1} << 31;
 constexpr std::int64_t kTwo32 = std::int64_t{1} << 32;
-constexpr std::int64_t kBig = kTwo31 + 8;  // 2^31 + 8 = 8 * (2^28 + 1)
+constexpr std::int64_t kBig = kTwo31 + 8; // 2^31 + 8 = 8 * (2^28 + 1)
 
 // Device memory the tests with real 2^31-element buffers need (both at once, with the allocator's
 // rounding): GPUs with less skip them.
@@ -46,10 +45,11 @@ bool device_memory_at_least(std::size_t bytes) {
   }
   return total >= bytes;
 }
-#define REQUIRE_LARGE_DEVICE_MEMORY()                                                          \
-  do {                                                                                         \
-    SAMEBITS_REQUIRE_CUDA();                                                                   \
-    if (!device_memory_at_least(kLargeTestBytes)) GTEST_SKIP() << "needs 32 GiB of GPU memory"; \
+#define REQUIRE_LARGE_DEVICE_MEMORY()                                                              \
+  do {                                                                                             \
+    SAMEBITS_REQUIRE_CUDA();                                                                       \
+    if (!device_memory_at_least(kLargeTestBytes))                                                  \
+      GTEST_SKIP() << "needs 32 GiB of GPU memory";                                                \
   } while (0)
 
 // `rows` copies of the one row `row` holds (shape [1, ...], any device): every row of the view
@@ -88,7 +88,6 @@ template <class E, class F> std::string thrown(F&& f) {
   return "";
 }
 
-
 // --- indexing ---------------------------------------------------------------------------------
 
 // index_select and gather address rows past 2^31 of a dim of 2^31 + 8 rows; an index one past the
@@ -106,18 +105,21 @@ TEST(LargeGpu, IndexSelectAndGatherReachRowsPastTwoToThe31) {
     for (std::int64_t bad_value : {kBig, kTwo32}) {
       Tensor bad = Tensor::from_vector(std::vector<std::int64_t>{0, bad_value}, {2}, kGpu);
       Tensor out2 = Tensor::full({2, 2}, 7.0, DType::f64, kGpu);
-      const std::string m = thrown<IndexOutOfRange>([&] { index_select(x, 0, bad, out2, {.level = level}); });
-      EXPECT_THAT(m, AllOf(HasSubstr("index_select"), HasSubstr("position 1"), HasSubstr(std::to_string(kBig))));
+      const std::string m =
+          thrown<IndexOutOfRange>([&] { index_select(x, 0, bad, out2, {.level = level}); });
+      EXPECT_THAT(m, AllOf(HasSubstr("index_select"), HasSubstr("position 1"),
+                           HasSubstr(std::to_string(kBig))));
       EXPECT_EQ(mismatch(out2, std::vector<double>(4, 7.0)), "") << "index " << bad_value;
     }
-    Tensor gidx = Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, kTwo31, 0, kTwo31 + 7, 1, kBig - 2},
-                                      {3, 2}, kGpu);
+    Tensor gidx = Tensor::from_vector(
+        std::vector<std::int64_t>{kBig - 1, kTwo31, 0, kTwo31 + 7, 1, kBig - 2}, {3, 2}, kGpu);
     Tensor gout = Tensor::full({3, 2}, 7.0, DType::f64, kGpu);
     gather(x, 0, gidx, gout, {.level = level});
     EXPECT_EQ(mismatch(gout, {1.5, -2.25, 1.5, -2.25, 1.5, -2.25}), "");
     Tensor gbad = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2, kTwo32 + 1}, {2, 2}, kGpu);
     Tensor gout2 = Tensor::full({2, 2}, 7.0, DType::f64, kGpu);
-    const std::string m = thrown<IndexOutOfRange>([&] { gather(x, 0, gbad, gout2, {.level = level}); });
+    const std::string m =
+        thrown<IndexOutOfRange>([&] { gather(x, 0, gbad, gout2, {.level = level}); });
     EXPECT_THAT(m, AllOf(HasSubstr("gather"), HasSubstr("position 3"))) << m;
     EXPECT_EQ(mismatch(gout2, std::vector<double>(4, 7.0)), "");
   }
@@ -130,7 +132,7 @@ TEST(LargeGpu, IndexSelectAndGatherReachRowsPastTwoToThe31) {
 // rows) and into two (the column kernel), at every level.
 TEST(LargeGpu, SumAndSumDimOverMoreThanTwoToThe31Elements) {
   REQUIRE_LARGE_DEVICE_MEMORY();
-  const double total = 0.25 * static_cast<double>(kBig);  // 536870914, exact
+  const double total = 0.25 * static_cast<double>(kBig); // 536870914, exact
   const Tensor one = Tensor::from_vector(std::vector<double>{0.25}, {1}, kGpu);
   const Tensor two = Tensor::from_vector(std::vector<double>{0.25, -0.5}, {1, 2}, kGpu);
   const Tensor one_col = Tensor::from_vector(std::vector<double>{0.25}, {1, 1}, kGpu);
@@ -148,14 +150,16 @@ TEST(LargeGpu, SumAndSumDimOverMoreThanTwoToThe31Elements) {
   }
 }
 
-// --- segment reductions ---------------------------------------------------------------------------
+// --- segment reductions
+// ---------------------------------------------------------------------------
 
 // Offsets of 2^16 + 3 segments over 2^31 + 8 positions: segments of about 2^15 positions up to
 // 2^31 - 5, one across 2^31, an empty one past it, and the last six positions.
 std::vector<std::int64_t> many_segments() {
   constexpr std::int64_t kBulk = 1 << 16, kEnd = kTwo31 - 5;
   std::vector<std::int64_t> off;
-  for (std::int64_t s = 0; s <= kBulk; ++s) off.push_back(s * kEnd / kBulk);
+  for (std::int64_t s = 0; s <= kBulk; ++s)
+    off.push_back(s * kEnd / kBulk);
   off.push_back(kTwo31 + 2);
   off.push_back(kTwo31 + 2);
   off.push_back(kBig);
@@ -192,7 +196,8 @@ TEST(LargeGpu, SegmentReduceOverMoreThanTwoToThe31Positions) {
   const Tensor host_row = Tensor::from_vector(std::vector<double>{0.25}, {1, 1});
   const Tensor row = host_row.to(kGpu);
   const TensorView x_cpu = repeated_row(host_row, kBig), x = repeated_row(row, kBig);
-  const detail::SegmentLaunch launches[] = {{}, {256, true, false, true, 0}, {128, true, false, false, 4}};
+  const detail::SegmentLaunch launches[] = {
+      {}, {256, true, false, true, 0}, {128, true, false, false, 4}};
   for (Reduce r : {Reduce::sum, Reduce::mean}) {
     SCOPED_TRACE(std::string(to_string(r)));
     const std::vector<double> want = quarter_segments(offv, r);
@@ -216,7 +221,8 @@ TEST(LargeGpu, SegmentReduceOverMoreThanTwoToThe31Positions) {
     const Tensor bad = Tensor::from_vector(badv, {segs + 1}, kGpu);
     for (auto level : {kNg, kPo}) {
       Tensor out = Tensor::full({segs, 1}, 7.0, DType::f64, kGpu);
-      const std::string m = thrown<IndexOutOfRange>([&] { segment_reduce(x, bad, out, Reduce::sum, {.level = level}); });
+      const std::string m = thrown<IndexOutOfRange>(
+          [&] { segment_reduce(x, bad, out, Reduce::sum, {.level = level}); });
       EXPECT_THAT(m, AllOf(HasSubstr("segment_reduce"), HasSubstr(std::to_string(kBig)))) << m;
       EXPECT_EQ(mismatch(out, std::vector<double>(static_cast<std::size_t>(segs), 7.0)), "")
           << "last offset " << last << " at " << to_string(level);
@@ -238,11 +244,13 @@ TEST(LargeGpu, AggregateOverMoreThanTwoToThe31Edges) {
     for (Reduce r : {Reduce::sum, Reduce::mean}) {
       Tensor out = Tensor::full({nodes, 1}, 7.0, DType::f64, kGpu);
       aggregate(graph, x, out, r, {.level = level});
-      EXPECT_EQ(mismatch(out, quarter_segments(offv, r)), "") << to_string(level) << " " << to_string(r);
+      EXPECT_EQ(mismatch(out, quarter_segments(offv, r)), "")
+          << to_string(level) << " " << to_string(r);
     }
 }
 
-// --- bincount -------------------------------------------------------------------------------------
+// --- bincount
+// -------------------------------------------------------------------------------------
 
 // 2^31 + 8 entries, all in bin 3: the count is exact in int64 and the weighted sum of 0.25 each is
 // exact in float64, at every level.
@@ -250,8 +258,9 @@ TEST(LargeGpu, BincountOverMoreThanTwoToThe31Entries) {
   SAMEBITS_REQUIRE_CUDA();
   const Tensor w = Tensor::from_vector(std::vector<double>{0.25}, {1}, kGpu);
   for (DType it : {DType::i32, DType::i64}) {
-    const Tensor bin3 = it == DType::i32 ? Tensor::from_vector(std::vector<std::int32_t>{3}, {1}, kGpu)
-                                         : Tensor::from_vector(std::vector<std::int64_t>{3}, {1}, kGpu);
+    const Tensor bin3 = it == DType::i32
+                            ? Tensor::from_vector(std::vector<std::int32_t>{3}, {1}, kGpu)
+                            : Tensor::from_vector(std::vector<std::int64_t>{3}, {1}, kGpu);
     const TensorView index = repeated_row(bin3, kBig);
     for (auto level : {kNg, kPo}) {
       SCOPED_TRACE(std::string(to_string(it)) + " " + std::string(to_string(level)));
@@ -265,7 +274,8 @@ TEST(LargeGpu, BincountOverMoreThanTwoToThe31Entries) {
   }
 }
 
-// --- scatter --------------------------------------------------------------------------------------
+// --- scatter
+// --------------------------------------------------------------------------------------
 //
 // index_add, scatter_add and scatter_reduce with 2^31 + 8 sources (rows of one feature, all sent
 // to target 2 of 4). The sort and pull (the portable variant) takes fewer than 2^31 - 1 source
@@ -281,7 +291,7 @@ constexpr std::int64_t kTargets = 4, kTarget = 2;
 
 struct ScatterInputs {
   Tensor src_row, target;
-  TensorView src, index_vector, index;  // src [kBig, 1]; index as a vector [kBig] and as [kBig, 1]
+  TensorView src, index_vector, index; // src [kBig, 1]; index as a vector [kBig] and as [kBig, 1]
   ScatterInputs(DType dt, double value) {
     src_row = Tensor::full({1, 1}, value, dt, kGpu);
     target = Tensor::from_vector(std::vector<std::int64_t>{kTarget}, {1}, kGpu);
@@ -294,15 +304,21 @@ struct ScatterInputs {
 
 enum class ScatterOp { index_add, scatter_add, scatter_reduce_sum };
 const char* name_of(ScatterOp op) {
-  return op == ScatterOp::index_add ? "index_add" : op == ScatterOp::scatter_add ? "scatter_add" : "scatter_reduce";
+  return op == ScatterOp::index_add     ? "index_add"
+         : op == ScatterOp::scatter_add ? "scatter_add"
+                                        : "scatter_reduce";
 }
 void run_scatter(ScatterOp op, const ScatterInputs& in, const Tensor& out, Determinism level) {
   switch (op) {
-    case ScatterOp::index_add: index_add(out, in.index_vector, in.src, 1.0, {.level = level}); break;
-    case ScatterOp::scatter_add: scatter_add(out, 0, in.index, in.src, {.level = level}); break;
-    case ScatterOp::scatter_reduce_sum:
-      scatter_reduce(out, 0, in.index, in.src, Reduce::sum, true, {.level = level});
-      break;
+  case ScatterOp::index_add:
+    index_add(out, in.index_vector, in.src, 1.0, {.level = level});
+    break;
+  case ScatterOp::scatter_add:
+    scatter_add(out, 0, in.index, in.src, {.level = level});
+    break;
+  case ScatterOp::scatter_reduce_sum:
+    scatter_reduce(out, 0, in.index, in.src, Reduce::sum, true, {.level = level});
+    break;
   }
 }
 
@@ -310,14 +326,18 @@ TEST(LargeGpu, ScatterRefusesWhereNoVariantTakesTheSources) {
   SAMEBITS_REQUIRE_CUDA();
   for (DType dt : {DType::f32, DType::f64}) {
     const ScatterInputs in(dt, 0.25);
-    for (ScatterOp op : {ScatterOp::index_add, ScatterOp::scatter_add, ScatterOp::scatter_reduce_sum})
+    for (ScatterOp op :
+         {ScatterOp::index_add, ScatterOp::scatter_add, ScatterOp::scatter_reduce_sum})
       for (auto level : {kR2r, kPo}) {
-        const bool fixed_point = level == kR2r && dt == DType::f32 && op != ScatterOp::scatter_reduce_sum;
-        if (fixed_point) continue;  // computes: ScatterFixedPointAtRunToRunCountsEverySource
+        const bool fixed_point =
+            level == kR2r && dt == DType::f32 && op != ScatterOp::scatter_reduce_sum;
+        if (fixed_point)
+          continue; // computes: ScatterFixedPointAtRunToRunCountsEverySource
         SCOPED_TRACE(std::string(name_of(op)) + " " + std::string(to_string(dt)) + " at " +
                      std::string(to_string(level)));
         Tensor out = Tensor::full({kTargets, 1}, 7.0, dt, kGpu);
-        const std::string m = thrown<NondeterministicError>([&] { run_scatter(op, in, out, level); });
+        const std::string m =
+            thrown<NondeterministicError>([&] { run_scatter(op, in, out, level); });
         EXPECT_THAT(m, HasSubstr(name_of(op))) << "the error names the op: " << m;
         EXPECT_THAT(m, HasSubstr("2^31")) << "the error names the limit the sources passed: " << m;
         EXPECT_EQ(mismatch(out, std::vector<double>(kTargets, 7.0)), "") << "nothing written";
@@ -332,7 +352,8 @@ TEST(LargeGpu, ScatterFixedPointAtRunToRunCountsEverySource) {
   SAMEBITS_REQUIRE_CUDA();
   const ScatterInputs in(DType::f32, 0.25);
   for (ScatterOp op : {ScatterOp::index_add, ScatterOp::scatter_add}) {
-    Tensor out = Tensor::from_vector(std::vector<float>{7, 7, -536870912.0f, 7}, {kTargets, 1}, kGpu);
+    Tensor out =
+        Tensor::from_vector(std::vector<float>{7, 7, -536870912.0f, 7}, {kTargets, 1}, kGpu);
     run_scatter(op, in, out, kR2r);
     EXPECT_THAT(last_explain(), HasSubstr("ran cuda.fixed_point")) << last_explain();
     EXPECT_EQ(mismatch(out, {7, 7, 2, 7}), "") << name_of(op);
@@ -366,11 +387,13 @@ TEST(LargeGpu, ScatterReduceMeanAtNotGuaranteedDividesByTheFullCount) {
 TEST(LargeGpu, MakeIndexPlanRefusesMoreThanTwoToThe31Sources) {
   SAMEBITS_REQUIRE_CUDA();
   const ScatterInputs in(DType::f64, 0.25);
-  const std::string m = thrown<InvalidArgument>([&] { (void)make_index_plan(in.index_vector, kTargets); });
+  const std::string m =
+      thrown<InvalidArgument>([&] { (void)make_index_plan(in.index_vector, kTargets); });
   EXPECT_THAT(m, AllOf(HasSubstr("make_index_plan"), HasSubstr("2^31"))) << m;
 }
 
-// --- a real tensor of 2^31 + 8 float32 ------------------------------------------------------------
+// --- a real tensor of 2^31 + 8 float32
+// ------------------------------------------------------------
 
 // Zeros, except these positions (on both sides of 2^31, and the last one). Seen as [2^28 + 1, 8]
 // they are (0, 0), (2^27, 5), (2^28 - 1, 7), (2^28, 0), (2^28, 3) and (2^28, 7).
@@ -378,25 +401,29 @@ struct Marker {
   std::int64_t pos;
   float value;
 };
-constexpr Marker kMarkers[] = {{0, 1},          {(std::int64_t{1} << 30) + 5, 32}, {kTwo31 - 1, 2},
-                               {kTwo31, 4},     {kTwo31 + 3, 8},                   {kBig - 1, 16}};
-constexpr std::int64_t kRows8 = kBig / 8;  // the tensor as [kRows8, 8]
+constexpr Marker kMarkers[] = {{0, 1},          {(std::int64_t{1} << 30) + 5, 32},
+                               {kTwo31 - 1, 2}, {kTwo31, 4},
+                               {kTwo31 + 3, 8}, {kBig - 1, 16}};
+constexpr std::int64_t kRows8 = kBig / 8; // the tensor as [kRows8, 8]
 
 // Sum of the markers at positions <= pos (in column `col` of the [kRows8, 8] view when col >= 0).
 double marked_prefix(std::int64_t pos, int col = -1) {
   double s = 0;
   for (const auto& m : kMarkers)
-    if (m.pos <= pos && (col < 0 || m.pos % 8 == col)) s += m.value;
+    if (m.pos <= pos && (col < 0 || m.pos % 8 == col))
+      s += m.value;
   return s;
 }
 
 class LargeGpuTensor : public ::testing::Test {
- protected:
+protected:
   // Filled on the host and copied to the device once: no device kernel writes the input.
   static void SetUpTestSuite() {
-    if (!cuda_available() || !device_memory_at_least(kLargeTestBytes)) return;
+    if (!cuda_available() || !device_memory_at_least(kLargeTestBytes))
+      return;
     Tensor host = Tensor::zeros({kBig}, DType::f32);
-    for (const auto& m : kMarkers) host.data<float>()[m.pos] = m.value;
+    for (const auto& m : kMarkers)
+      host.data<float>()[m.pos] = m.value;
     x_ = new Tensor(host.to(kGpu));
   }
   static void TearDownTestSuite() {
@@ -407,7 +434,7 @@ class LargeGpuTensor : public ::testing::Test {
   static const Tensor& x() { return *x_; }
   static TensorView x8() { return x_->view().reshape({kRows8, 8}); }
 
- private:
+private:
   static inline Tensor* x_ = nullptr;
 };
 
@@ -432,23 +459,27 @@ TEST_F(LargeGpuTensor, SumDotAndSumDimSeeEveryMarkedPosition) {
 // int32 index) and gather's element copies all land on the marked values.
 TEST_F(LargeGpuTensor, IndexSelectAndGatherReadRowsPastTwoToThe31) {
   const TensorView col = x().view().reshape({kBig, 1});
-  Tensor idx = Tensor::from_vector(
-      std::vector<std::int64_t>{kBig - 1, kTwo31, kTwo31 + 3, kTwo31 - 1, (std::int64_t{1} << 30) + 5, 0, 1, kTwo31 + 1},
-      {8}, kGpu);
+  Tensor idx =
+      Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, kTwo31, kTwo31 + 3, kTwo31 - 1,
+                                                    (std::int64_t{1} << 30) + 5, 0, 1, kTwo31 + 1},
+                          {8}, kGpu);
   Tensor out = Tensor::full({8, 1}, 7.0, DType::f32, kGpu);
   index_select(col, 0, idx, out);
   EXPECT_EQ(mismatch(out, {16, 4, 8, 2, 32, 1, 0, 0}), "") << "rows of one float";
 
-  Tensor idx32 = Tensor::from_vector(
-      std::vector<std::int32_t>{static_cast<std::int32_t>(kRows8 - 1), (1 << 28) - 1, 1 << 27, 0, 1}, {5}, kGpu);
+  Tensor idx32 =
+      Tensor::from_vector(std::vector<std::int32_t>{static_cast<std::int32_t>(kRows8 - 1),
+                                                    (1 << 28) - 1, 1 << 27, 0, 1},
+                          {5}, kGpu);
   Tensor out8 = Tensor::full({5, 8}, 7.0, DType::f32, kGpu);
   index_select(x8(), 0, idx32, out8);
-  EXPECT_EQ(mismatch(out8, {4, 0, 0, 8, 0, 0, 0, 16,  0, 0, 0, 0, 0, 0, 0, 2,  0, 0, 0, 0, 0, 32, 0, 0,
-                            1, 0, 0, 0, 0, 0, 0, 0,   0, 0, 0, 0, 0, 0, 0, 0}),
+  EXPECT_EQ(mismatch(out8, {4, 0,  0, 8, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0,
+                            0, 32, 0, 0, 1, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
             "")
       << "rows of eight floats";
 
-  Tensor gidx = Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, kTwo31, 0, kTwo31 - 1}, {4, 1}, kGpu);
+  Tensor gidx =
+      Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, kTwo31, 0, kTwo31 - 1}, {4, 1}, kGpu);
   Tensor gout = Tensor::full({4, 1}, 7.0, DType::f32, kGpu);
   gather(col, 0, gidx, gout);
   EXPECT_EQ(mismatch(gout, {16, 4, 1, 2}), "") << "gather";
@@ -461,7 +492,8 @@ TEST_F(LargeGpuTensor, HistcCountsEveryPosition) {
   histc(x(), 0.0, 64.0, out);
   std::vector<double> want(64, 0.0);
   want[0] = static_cast<float>(static_cast<std::uint64_t>(kBig - 6));
-  for (const auto& m : kMarkers) want[static_cast<std::size_t>(m.value)] = 1;
+  for (const auto& m : kMarkers)
+    want[static_cast<std::size_t>(m.value)] = 1;
   EXPECT_EQ(mismatch(out, want), "");
 }
 
@@ -484,27 +516,31 @@ TEST_F(LargeGpuTensor, CumsumCarriesPastTwoToThe31) {
   }
   for (auto level : {kNg, kPo}) {
     SCOPED_TRACE(std::string(to_string(level)));
-    for (std::int64_t a : starts) poison(line, a, std::min(kBig, a + 16));
+    for (std::int64_t a : starts)
+      poison(line, a, std::min(kBig, a + 16));
     cumsum(x(), 0, line, {.level = level});
     for (std::int64_t a : starts) {
       const std::int64_t b = std::min(kBig, a + 16);
       std::vector<double> want;
-      for (std::int64_t i = a; i < b; ++i) want.push_back(marked_prefix(i));
+      for (std::int64_t i = a; i < b; ++i)
+        want.push_back(marked_prefix(i));
       EXPECT_EQ(mismatch(Tensor::copy_of(line.slice(0, a, b), Device::cpu()), want), "")
           << "line, positions [" << a << ", " << b << ")";
     }
-    for (std::int64_t a : rows) poison(out8, a, std::min(kRows8, a + 4));
+    for (std::int64_t a : rows)
+      poison(out8, a, std::min(kRows8, a + 4));
     cumsum(x8(), 0, out8, {.level = level});
     for (std::int64_t a : rows) {
       const std::int64_t b = std::min(kRows8, a + 4);
       std::vector<double> want;
       for (std::int64_t r = a; r < b; ++r)
-        for (int c = 0; c < 8; ++c) want.push_back(marked_prefix(r * 8 + 7, c));
+        for (int c = 0; c < 8; ++c)
+          want.push_back(marked_prefix(r * 8 + 7, c));
       EXPECT_EQ(mismatch(Tensor::copy_of(out8.slice(0, a, b), Device::cpu()), want), "")
           << "columns, rows [" << a << ", " << b << ")";
     }
   }
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

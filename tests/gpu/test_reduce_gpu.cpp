@@ -1,6 +1,8 @@
 // sum, sum_dim and dot on CUDA: accuracy against float64, the portable variant bitwise equal to
 // the CPU's on fresh inputs of many sizes under two launch configurations, run_to_run repeats,
 // the atomic variant's nondeterminism, special values, strided and misaligned inputs.
+#include "testing.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -9,8 +11,6 @@
 #include <optional>
 #include <set>
 #include <string>
-
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -24,7 +24,7 @@ const Device kGpu = Device::cuda();
 
 // Sets the CUDA launch override (cuda/launch.cuh) for its lifetime.
 class LaunchConfig {
- public:
+public:
   LaunchConfig(const char* block, const char* grid) {
     save("SAMEBITS_CUDA_BLOCK", block_);
     save("SAMEBITS_CUDA_GRID", grid_);
@@ -36,9 +36,10 @@ class LaunchConfig {
     set("SAMEBITS_CUDA_GRID", grid_ ? grid_->c_str() : nullptr);
   }
 
- private:
+private:
   static void save(const char* name, std::optional<std::string>& to) {
-    if (const char* v = std::getenv(name)) to = v;
+    if (const char* v = std::getenv(name))
+      to = v;
   }
   static void set(const char* name, const char* v) {
     if (v != nullptr)
@@ -56,25 +57,29 @@ struct Config {
   const char* block;
   const char* grid;
 };
-const Config kConfigs[] = {{"default", nullptr, nullptr}, {"block 64, grid 5", "64", "5"},
+const Config kConfigs[] = {{"default", nullptr, nullptr},
+                           {"block 64, grid 5", "64", "5"},
                            {"block 256, grid 3", "256", "3"}};
 
 // Same bits, or both NaN (NaN payloads are not part of the contract: CUDA produces the canonical
 // NaN where the CPU keeps an operand's payload).
 bool same_value(double a, double b) {
-  if (std::isnan(a) && std::isnan(b)) return true;
+  if (std::isnan(a) && std::isnan(b))
+    return true;
   std::uint64_t ua, ub;
   std::memcpy(&ua, &a, 8);
   std::memcpy(&ub, &b, 8);
-  return ua == ub;  // float32 values widen exactly, so this compares their bits too
+  return ua == ub; // float32 values widen exactly, so this compares their bits too
 }
 
 // Index of the first element where a and b differ (same_value), or -1.
 std::int64_t first_difference(const TensorView& a, const TensorView& b) {
   const auto va = testing::to_doubles(a), vb = testing::to_doubles(b);
-  if (va.size() != vb.size()) return 0;
+  if (va.size() != vb.size())
+    return 0;
   for (std::size_t i = 0; i < va.size(); ++i)
-    if (!same_value(va[i], vb[i])) return static_cast<std::int64_t>(i);
+    if (!same_value(va[i], vb[i]))
+      return static_cast<std::int64_t>(i);
   return -1;
 }
 
@@ -113,7 +118,8 @@ TEST_P(SumGpu, EveryVariantMatchesFloat64AndPortableEqualsCpu) {
   }
   for (auto level : {kNg, kRr, kPo}) {
     const double got = testing::to_doubles(gpu_sum(x, level))[0];
-    EXPECT_LE(std::abs(got - static_cast<double>(ref)), bound(dtype, n, mag)) << "level " << to_string(level);
+    EXPECT_LE(std::abs(got - static_cast<double>(ref)), bound(dtype, n, mag))
+        << "level " << to_string(level);
   }
   const Tensor want = cpu_sum(h);
   for (const auto& c : kConfigs) {
@@ -128,8 +134,8 @@ TEST_P(SumGpu, EveryVariantMatchesFloat64AndPortableEqualsCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, SumGpu,
-                         ::testing::Combine(::testing::Values(1, 2, 255, 256, 4095, 4096, 4097, 8192,
-                                                              65537, 1000003, (1 << 24) + 5),
+                         ::testing::Combine(::testing::Values(1, 2, 255, 256, 4095, 4096, 4097,
+                                                              8192, 65537, 1000003, (1 << 24) + 5),
                                             ::testing::Values(DType::f32, DType::f64)));
 
 TEST(SumGpu, ManyRandomSizesBitwiseEqualToCpu) {
@@ -153,7 +159,7 @@ TEST(SumGpu, StridedInputEqualsCpu) {
   for (DType dtype : {DType::f32, DType::f64}) {
     Tensor h = testing::random_normal({300, 70}, dtype, seed);
     Tensor x = h.to(kGpu), keep;
-    const TensorView xs = testing::strided_copy(x, keep);  // NaN in the gaps
+    const TensorView xs = testing::strided_copy(x, keep); // NaN in the gaps
     ASSERT_FALSE(xs.is_contiguous());
     for (auto level : {kNg, kPo}) {
       const Tensor got = gpu_sum(xs, level);
@@ -163,7 +169,7 @@ TEST(SumGpu, StridedInputEqualsCpu) {
         EXPECT_FALSE(std::isnan(testing::to_doubles(got)[0]));
       }
     }
-    const Tensor t = gpu_sum(x.view().transpose(0, 1), kPo);  // row-major order of the transpose
+    const Tensor t = gpu_sum(x.view().transpose(0, 1), kPo); // row-major order of the transpose
     EXPECT_EQ(first_difference(t, cpu_sum(h.view().transpose(0, 1))), -1);
   }
 }
@@ -183,13 +189,22 @@ TEST(SumGpu, EmptyIsPositiveZeroAndSpecialValuesMatchCpu) {
     Tensor h = testing::random_normal({n}, DType::f32, seed);
     float* p = h.data<float>();
     std::vector<std::function<void()>> cases = {
-        [&] { p[n / 3] = inf; },                                      // +inf
-        [&] { p[n / 2] = -inf; },                                     // +inf + -inf = NaN
-        [&] { p[7] = std::nanf(""); },                                // NaN
-        [&] { for (std::int64_t i = 0; i < n; ++i) p[i] = tiny * static_cast<float>(i % 5); },  // denormals
-        [&] { for (std::int64_t i = 0; i < n; ++i) p[i] = -0.0f; },  // all -0.0: result -0.0
+        [&] { p[n / 3] = inf; },       // +inf
+        [&] { p[n / 2] = -inf; },      // +inf + -inf = NaN
+        [&] { p[7] = std::nanf(""); }, // NaN
+        [&] {
+          for (std::int64_t i = 0; i < n; ++i)
+            p[i] = tiny * static_cast<float>(i % 5);
+        }, // denormals
+        [&] {
+          for (std::int64_t i = 0; i < n; ++i)
+            p[i] = -0.0f;
+        }, // all -0.0: result -0.0
         [&] { EXPECT_TRUE(std::signbit(gpu_sum(h.to(kGpu), kPo).to_vector<float>()[0])); },
-        [&] { for (std::int64_t i = 0; i < n; ++i) p[i] = (i % 2 ? -1.0f : 1.0f) * 3e38f; },  // overflow
+        [&] {
+          for (std::int64_t i = 0; i < n; ++i)
+            p[i] = (i % 2 ? -1.0f : 1.0f) * 3e38f;
+        }, // overflow
     };
     for (std::size_t k = 0; k < cases.size(); ++k) {
       cases[k]();
@@ -198,7 +213,7 @@ TEST(SumGpu, EmptyIsPositiveZeroAndSpecialValuesMatchCpu) {
     }
   }
   Tensor dn = Tensor::full({3000}, static_cast<double>(tiny), DType::f32, kGpu);
-  EXPECT_EQ(gpu_sum(dn, kPo).to_vector<float>()[0], 3000 * tiny);  // not flushed to zero
+  EXPECT_EQ(gpu_sum(dn, kPo).to_vector<float>()[0], 3000 * tiny); // not flushed to zero
 }
 
 TEST(SumGpu, PortableAndRunToRunBitwiseOver100Repeats) {
@@ -238,7 +253,8 @@ TEST(SumGpu, AtomicVariantVariesRunToRun) {
 // float64 reference of sum_dim over a contiguous CPU tensor of up to 3 dims.
 std::vector<double> ref_sum_dim(const Tensor& h, int dim) {
   Shape s = h.sizes();
-  while (s.size() < 3) s.insert(s.begin(), 1);
+  while (s.size() < 3)
+    s.insert(s.begin(), 1);
   const int d = dim + (3 - h.ndim());
   const auto v = testing::to_doubles(h);
   Shape os = s;
@@ -258,7 +274,8 @@ TEST(SumDimGpu, EveryDimContiguousStridedTransposedEqualsCpu) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const Shape shapes[] = {{5, 33, 700}, {3, 9001}, {3, 12288}, {9000, 40}, {4097, 3}, {2, 5000, 7}, {1, 1}, {17}};
+  const Shape shapes[] = {{5, 33, 700}, {3, 9001},    {3, 12288}, {9000, 40},
+                          {4097, 3},    {2, 5000, 7}, {1, 1},     {17}};
   for (DType dtype : {DType::f32, DType::f64})
     for (const auto& shape : shapes) {
       Tensor h = testing::random_normal(shape, dtype, seed);
@@ -278,16 +295,18 @@ TEST(SumDimGpu, EveryDimContiguousStridedTransposedEqualsCpu) {
             sum_dim(in, dim, out, {.level = level});
             EXPECT_LT(testing::relative_error(out, ref), dtype == DType::f32 ? 1e-5 : 1e-13)
                 << where << (strided ? " strided" : "") << " " << to_string(level);
-            if (level != kPo) continue;
+            if (level != kPo)
+              continue;
             for (const auto& c : kConfigs) {
               LaunchConfig lc(c.block, c.grid);
               Tensor o2 = Tensor::full(os, 9.0, dtype, kGpu);
               sum_dim(in, dim, o2, {.level = kPo});
-              EXPECT_EQ(first_difference(o2, want), -1) << where << (strided ? " strided " : " ") << c.name;
+              EXPECT_EQ(first_difference(o2, want), -1)
+                  << where << (strided ? " strided " : " ") << c.name;
             }
           }
       }
-      if (h.ndim() >= 2) {  // a transposed view: the reduced dim's stride is 1 for dim 0
+      if (h.ndim() >= 2) { // a transposed view: the reduced dim's stride is 1 for dim 0
         const TensorView t = x.view().transpose(0, h.ndim() - 1);
         const TensorView ht = h.view().transpose(0, h.ndim() - 1);
         for (int dim = 0; dim < t.ndim; ++dim) {
@@ -296,7 +315,8 @@ TEST(SumDimGpu, EveryDimContiguousStridedTransposedEqualsCpu) {
           Tensor want = Tensor::empty(os, dtype), out = Tensor::empty(os, dtype, kGpu);
           sum_dim(ht, dim, want, {.level = kPo});
           sum_dim(t, dim, out, {.level = kPo});
-          EXPECT_EQ(first_difference(out, want), -1) << "transposed " << t.describe() << " dim " << dim;
+          EXPECT_EQ(first_difference(out, want), -1)
+              << "transposed " << t.describe() << " dim " << dim;
         }
       }
     }
@@ -307,12 +327,12 @@ TEST(SumDimGpu, StridedOutputAndEmptyDims) {
   const auto seed = fresh_seed();
   Tensor h = testing::random_normal({6, 5000}, DType::f32, seed);
   Tensor big = Tensor::full({6, 2}, 5.0, DType::f32, kGpu);
-  const TensorView out = big.view().select(1, 1);  // stride 2
+  const TensorView out = big.view().select(1, 1); // stride 2
   sum_dim(h.to(kGpu), 1, out, {.level = kPo});
   Tensor want = Tensor::empty({6}, DType::f32);
   sum_dim(h, 1, want, {.level = kPo});
   EXPECT_EQ(first_difference(out, want), -1) << "seed " << seed;
-  EXPECT_EQ(testing::to_doubles(big.view().select(1, 0)), std::vector<double>(6, 5.0));  // untouched
+  EXPECT_EQ(testing::to_doubles(big.view().select(1, 0)), std::vector<double>(6, 5.0)); // untouched
 
   Tensor zero_len = Tensor::empty({4, 0}, DType::f64, kGpu);
   for (auto level : {kNg, kPo}) {
@@ -323,7 +343,7 @@ TEST(SumDimGpu, StridedOutputAndEmptyDims) {
       EXPECT_FALSE(std::signbit(v));
     }
     Tensor none = Tensor::empty({0}, DType::f64, kGpu);
-    sum_dim(zero_len, 0, none, {.level = level});  // no outputs: nothing to do
+    sum_dim(zero_len, 0, none, {.level = level}); // no outputs: nothing to do
   }
 }
 
@@ -358,7 +378,8 @@ TEST(DotGpu, MatchesReferenceAndEqualsCpuBitwise) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (DType dtype : {DType::f32, DType::f64})
     for (std::int64_t n : {1, 300, 4096, 4097, 100003, 1 << 20, (1 << 24) + 5}) {
-      Tensor ha = testing::random_normal({n}, dtype, seed), hb = testing::random_normal({n}, dtype, seed + 1);
+      Tensor ha = testing::random_normal({n}, dtype, seed),
+             hb = testing::random_normal({n}, dtype, seed + 1);
       Tensor a = ha.to(kGpu), b = hb.to(kGpu);
       const auto va = testing::to_doubles(ha), vb = testing::to_doubles(hb);
       long double ref = 0;
@@ -372,7 +393,8 @@ TEST(DotGpu, MatchesReferenceAndEqualsCpuBitwise) {
       for (auto level : {kNg, kPo}) {
         Tensor out = Tensor::empty({1}, dtype, kGpu);
         dot(a, b, out, {.level = level});
-        EXPECT_LE(std::abs(testing::to_doubles(out)[0] - static_cast<double>(ref)), bound(dtype, n, mag))
+        EXPECT_LE(std::abs(testing::to_doubles(out)[0] - static_cast<double>(ref)),
+                  bound(dtype, n, mag))
             << "n " << n;
       }
       for (const auto& c : kConfigs) {
@@ -381,7 +403,7 @@ TEST(DotGpu, MatchesReferenceAndEqualsCpuBitwise) {
         dot(a, b, out, {.level = kPo});
         EXPECT_EQ(first_difference(out, want), -1) << "n " << n << " " << c.name;
       }
-      if (n > 2) {  // misaligned and strided operands
+      if (n > 2) { // misaligned and strided operands
         Tensor keep;
         const TensorView bs = testing::strided_copy(b, keep);
         Tensor out = Tensor::empty({1}, dtype, kGpu), w2 = Tensor::empty({1}, dtype);
@@ -438,5 +460,5 @@ TEST(ReduceGpuErrors, BadInputThrowsAndLeavesOutputUntouched) {
   EXPECT_EQ(out_cpu.data<float>()[0], 42.0f);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

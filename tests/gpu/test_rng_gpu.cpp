@@ -1,10 +1,10 @@
 // Random fills on a CUDA device give the same bits as on the CPU: every distribution and dtype,
 // many sizes (including ones that are not multiples of a Philox block or of the launch), strided
 // outputs, and the per-device generators after manual_seed.
-#include <gtest/gtest.h>
-
 #include "samebits/random.hpp"
 #include "testing.hpp"
+
+#include <gtest/gtest.h>
 
 namespace samebits {
 namespace {
@@ -41,7 +41,7 @@ TEST(RngGpu, FillsAreBitwiseEqualToTheCpu) {
       expect_same_bits(c, g, "integers");
     }
     Tensor c = Tensor::empty({n}, DType::i64), g = Tensor::empty({n}, DType::i64, Device::cuda());
-    const std::int64_t lo = INT64_MIN / 2, hi = INT64_MAX / 4 * 3;  // rejection happens here
+    const std::int64_t lo = INT64_MIN / 2, hi = INT64_MAX / 4 * 3; // rejection happens here
     fill_integers(c, lo, hi, seed, 5);
     fill_integers(g, lo, hi, seed, 5);
     expect_same_bits(c, g, "integers, wide range");
@@ -63,7 +63,8 @@ TEST(RngGpu, StridedOutputsAndKnownAnswers) {
   const auto v = g.to_vector<float>();
   const std::uint32_t expected[8] = {0x3f8856dau, 0xbf514952u, 0xbf28902eu, 0x3f9101bfu,
                                      0xbea8419bu, 0x3ea7c2c7u, 0x3efc8bdeu, 0x3f743a4fu};
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(rng::fp::bits(v[static_cast<std::size_t>(i)]), expected[i]);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(rng::fp::bits(v[static_cast<std::size_t>(i)]), expected[i]);
 }
 
 TEST(RngGpu, DeviceGeneratorsFollowManualSeed) {
@@ -85,5 +86,5 @@ TEST(RngGpu, DeviceGeneratorsFollowManualSeed) {
   manual_seed(kDefaultSeed);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

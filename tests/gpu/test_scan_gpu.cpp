@@ -1,13 +1,13 @@
 // cumsum on CUDA: against a long-double reference, the portable variant bitwise equal to the CPU
 // on many shapes under two launch shapes, run-to-run stability over 100 repeats, the unordered
 // look-back's nondeterminism, strided / in-place / empty inputs.
+#include "scan_reference.hpp"
+#include "testing.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <set>
-
-#include "scan_reference.hpp"
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -20,15 +20,18 @@ const Device kGpu = Device::cuda();
 
 // The launch-shape test hook of src/cuda/scan.cu (small persistent grid, 64-thread blocks).
 class AltLaunch {
- public:
+public:
   explicit AltLaunch(bool on) {
-    if (on) setenv("SAMEBITS_CUDA_ALT_LAUNCH", "1", 1);
-    else unsetenv("SAMEBITS_CUDA_ALT_LAUNCH");
+    if (on)
+      setenv("SAMEBITS_CUDA_ALT_LAUNCH", "1", 1);
+    else
+      unsetenv("SAMEBITS_CUDA_ALT_LAUNCH");
   }
   ~AltLaunch() { unsetenv("SAMEBITS_CUDA_ALT_LAUNCH"); }
 };
 
-Tensor gpu_cumsum(const TensorView& x_gpu, int dim, Determinism level, const std::string& variant = {}) {
+Tensor gpu_cumsum(const TensorView& x_gpu, int dim, Determinism level,
+                  const std::string& variant = {}) {
   Tensor out = Tensor::full(x_gpu.sizes(), 7.0, x_gpu.dtype, kGpu);
   cumsum(x_gpu, dim, out, {.level = level, .variant = variant});
   return out;
@@ -52,15 +55,18 @@ TEST(CumsumGpu, MatchesLongDoubleReference) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (const Shape& shape : {Shape{1}, Shape{9}, Shape{2049}, Shape{300001}, Shape{3, 5000}, Shape{9, 3, 300}, Shape{500, 37}})
+  for (const Shape& shape : {Shape{1}, Shape{9}, Shape{2049}, Shape{300001}, Shape{3, 5000},
+                             Shape{9, 3, 300}, Shape{500, 37}})
     for (DType dt : {DType::f32, DType::f64})
       for (auto level : {kNg, kPo})
         for (const std::string variant : {"", "cuda.lookback_unordered"}) {
-          if (level == kPo && !variant.empty()) continue;
+          if (level == kPo && !variant.empty())
+            continue;
           Tensor x = testing::random_normal(shape, dt, seed);
           Tensor xg = x.to(kGpu);
           for (int dim = 0; dim < x.ndim(); ++dim) {
-            SCOPED_TRACE("numel " + std::to_string(x.numel()) + " dim " + std::to_string(dim) + " " + variant);
+            SCOPED_TRACE("numel " + std::to_string(x.numel()) + " dim " + std::to_string(dim) +
+                         " " + variant);
             expect_close(x, dim, gpu_cumsum(xg, dim, level, variant), level);
           }
         }
@@ -70,16 +76,37 @@ TEST(CumsumGpu, PortableBitwiseEqualsCpuUnderTwoLaunchShapes) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const Shape shapes[] = {{1},       {8},          {255},       {2048},         {2049},
-                          {1 << 22}, {4096, 4096}, {7, 3000, 5}, {5000, 33},   {2, 300, 2, 9},
-                          {1, 1 << 20, 1}, {100000, 3}, {5, 40000}, {100003}, {3, 2048 * 33 + 5},
-                          {300, 256}, {70, 257}, {1000, 255}, {20000, 1}, {3000, 16}, {3000, 17},  // around the line kernels' limits
-                          {3, 2048 * 63}, {3, 2048 * 64 - 1}, {4, 2048 * 70 + 5}};  // several lines of many units each
+  const Shape shapes[] = {{1},
+                          {8},
+                          {255},
+                          {2048},
+                          {2049},
+                          {1 << 22},
+                          {4096, 4096},
+                          {7, 3000, 5},
+                          {5000, 33},
+                          {2, 300, 2, 9},
+                          {1, 1 << 20, 1},
+                          {100000, 3},
+                          {5, 40000},
+                          {100003},
+                          {3, 2048 * 33 + 5},
+                          {300, 256},
+                          {70, 257},
+                          {1000, 255},
+                          {20000, 1},
+                          {3000, 16},
+                          {3000, 17}, // around the line kernels' limits
+                          {3, 2048 * 63},
+                          {3, 2048 * 64 - 1},
+                          {4, 2048 * 70 + 5}}; // several lines of many units each
   int case_number = 0;
   for (const Shape& shape : shapes)
     for (DType dt : {DType::f32, DType::f64}) {
-      if (dt == DType::f64 && shape.size() == 2 && shape[0] == 4096) continue;  // keep it quick
-      if (!testing::case_in_shard(case_number++)) continue;
+      if (dt == DType::f64 && shape.size() == 2 && shape[0] == 4096)
+        continue; // keep it quick
+      if (!testing::case_in_shard(case_number++))
+        continue;
       Tensor x = testing::random_normal(shape, dt, seed);
       Tensor xg = x.to(kGpu);
       for (int dim = 0; dim < x.ndim(); ++dim) {
@@ -114,7 +141,8 @@ TEST(CumsumGpu, StridedInPlaceAndEmpty) {
   for (const Shape& s : {Shape{0}, Shape{3, 0}, Shape{0, 5}}) {
     Tensor e = Tensor::empty(s, DType::f32, kGpu), out = Tensor::empty(s, DType::f32, kGpu);
     for (int dim = 0; dim < e.ndim(); ++dim)
-      for (auto level : {kNg, kPo}) EXPECT_NO_THROW(cumsum(e, dim, out, {.level = level}));
+      for (auto level : {kNg, kPo})
+        EXPECT_NO_THROW(cumsum(e, dim, out, {.level = level}));
   }
 }
 
@@ -127,7 +155,8 @@ TEST(CumsumGpu, NanAndInfPropagate) {
     const auto o = gpu_cumsum(x.to(kGpu), 0, level).to_vector<float>();
     EXPECT_TRUE(std::isfinite(o[99]));
     EXPECT_EQ(o[29999], std::numeric_limits<float>::infinity());
-    for (int i = 30000; i < 50000; ++i) ASSERT_TRUE(std::isnan(o[i])) << i;
+    for (int i = 30000; i < 50000; ++i)
+      ASSERT_TRUE(std::isnan(o[i])) << i;
   }
 }
 
@@ -172,7 +201,8 @@ TEST(CumsumGpu, CubScanTakesOneContiguousLineOnly) {
   // Several lines, or a strided line: the look-back variant, with the reason in the explanation.
   Tensor m = testing::random_normal({3, 5000}, DType::f64, seed);
   expect_close(m, 1, gpu_cumsum(m.to(kGpu), 1, kNg), kNg);
-  EXPECT_NE(last_explain().find("ran cuda.lookback_unordered"), std::string::npos) << last_explain();
+  EXPECT_NE(last_explain().find("ran cuda.lookback_unordered"), std::string::npos)
+      << last_explain();
   EXPECT_NE(last_explain().find("several along dim"), std::string::npos) << last_explain();
   Tensor keep;
   const TensorView strided = testing::strided_copy(xg, keep);
@@ -182,5 +212,5 @@ TEST(CumsumGpu, CubScanTakesOneContiguousLineOnly) {
   expect_close(x, 0, out, kNg);
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -4,6 +4,9 @@
 // over 100 repeats; the atomic variant's nondeterminism; out-of-range indices reported with
 // nothing written. The run_to_run fixed-point sum is held bit for bit to its definition, computed
 // here on the host.
+#include "ops/fixed_point.hpp"
+#include "testing.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -13,9 +16,6 @@
 #include <set>
 #include <string>
 #include <utility>
-
-#include "ops/fixed_point.hpp"
-#include "testing.hpp"
 
 namespace samebits {
 namespace {
@@ -30,48 +30,55 @@ const Device kGpu = Device::cuda();
 // These tests hold the sort that runs on every call to its results, so automatic plan reuse is
 // off here (test_plan_cache_gpu.cpp tests it).
 class SortEveryCall : public ::testing::Environment {
- public:
+public:
   void SetUp() override { set_plan_cache_limit(0); }
 };
 const auto* const kSortEveryCall = ::testing::AddGlobalTestEnvironment(new SortEveryCall);
 
 // Switches the CUDA scatter kernels to their alternative launch configuration for its lifetime.
 class LaunchConfig {
- public:
-  explicit LaunchConfig(bool alternative) { setenv("SAMEBITS_CUDA_SCATTER_CONFIG", alternative ? "1" : "0", 1); }
+public:
+  explicit LaunchConfig(bool alternative) {
+    setenv("SAMEBITS_CUDA_SCATTER_CONFIG", alternative ? "1" : "0", 1);
+  }
   ~LaunchConfig() { unsetenv("SAMEBITS_CUDA_SCATTER_CONFIG"); }
 };
 
-double index_add_ref_error(const Tensor& gpu_out, const Tensor& out0, const Tensor& index, const Tensor& src) {
+double index_add_ref_error(const Tensor& gpu_out, const Tensor& out0, const Tensor& index,
+                           const Tensor& src) {
   auto ref = testing::to_doubles(out0);
   const auto s = testing::to_doubles(src), idx = testing::to_doubles(index);
   const std::int64_t f = src.numel() / std::max<std::int64_t>(src.size(0), 1);
   for (std::size_t i = 0; i < idx.size(); ++i)
     for (std::int64_t k = 0; k < f; ++k)
-      ref[static_cast<std::size_t>(static_cast<std::int64_t>(idx[i]) * f + k)] += s[i * static_cast<std::size_t>(f) + static_cast<std::size_t>(k)];
+      ref[static_cast<std::size_t>(static_cast<std::int64_t>(idx[i]) * f + k)] +=
+          s[i * static_cast<std::size_t>(f) + static_cast<std::size_t>(k)];
   return testing::relative_error(gpu_out, ref);
 }
 
 struct AddShape {
   std::int64_t e, n, f;
 };
-const AddShape kAddShapes[] = {{0, 4, 3},      {1, 1, 1},        {1000, 10, 1},   {100000, 30000, 1},
-                               {200000, 100, 1}, {5000, 300, 7},  {4000, 50, 31},  {4000, 50, 32},
-                               {4000, 50, 33},   {30000, 1000, 64}, {20000, 2708, 128}, {3000, 1, 100},
-                               {6000, 200, 2},   {8000, 400, 16},  {6000, 20, 200}, {5000, 30, 130}, {3000, 10, 300},
-                               {50001, 1000, 1}};  // odd: int32 index, several sort tiles, 50 sources per target
+const AddShape kAddShapes[] = {
+    {0, 4, 3},          {1, 1, 1},       {1000, 10, 1},   {100000, 30000, 1}, {200000, 100, 1},
+    {5000, 300, 7},     {4000, 50, 31},  {4000, 50, 32},  {4000, 50, 33},     {30000, 1000, 64},
+    {20000, 2708, 128}, {3000, 1, 100},  {6000, 200, 2},  {8000, 400, 16},    {6000, 20, 200},
+    {5000, 30, 130},    {3000, 10, 300}, {50001, 1000, 1}}; // odd: int32 index, several sort tiles,
+                                                            // 50 sources per target
 
 TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
   SAMEBITS_REQUIRE_CUDA();
   int case_number = 0;
   for (const auto& sh : kAddShapes)
     for (DType dtype : {DType::f32, DType::f64}) {
-      if (!testing::case_in_shard(case_number++)) continue;
+      if (!testing::case_in_shard(case_number++))
+        continue;
       const auto seed = fresh_seed();
       SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " "
                                         << to_string(dtype) << " seed " << seed);
       Tensor src = testing::random_normal({sh.e, sh.f}, dtype, seed);
-      Tensor index = testing::random_index(sh.e, sh.n, sh.e % 2 ? DType::i32 : DType::i64, seed + 1);
+      Tensor index =
+          testing::random_index(sh.e, sh.n, sh.e % 2 ? DType::i32 : DType::i64, seed + 1);
       Tensor out0 = testing::random_normal({sh.n, sh.f}, dtype, seed + 2);
       for (double alpha : {1.0, 0.3}) {
         Tensor cpu = out0.clone();
@@ -83,13 +90,18 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
           for (auto level : {kNg, kR2r, kPo}) {
             Tensor out = out0.to(kGpu);
             index_add(out, gidx, gsrc, alpha, {.level = level});
-            if (alpha == 1.0) EXPECT_LT(index_add_ref_error(out, out0, index, src), dtype == DType::f32 ? 1e-5 : 1e-13);
+            if (alpha == 1.0)
+              EXPECT_LT(index_add_ref_error(out, out0, index, src),
+                        dtype == DType::f32 ? 1e-5 : 1e-13);
             // run_to_run: float32 rows of <= 4 features take the fixed-point sum (tested below).
             const bool fixed = level == kR2r && dtype == DType::f32 && sh.f <= 4;
-            EXPECT_EQ(last_explain().find("ran cuda.fixed_point") != std::string::npos, fixed) << last_explain();
-            if (level != kNg && !fixed) EXPECT_TRUE(bitwise_equal(out, cpu)) << "level " << to_string(level) << " alt " << alt;
+            EXPECT_EQ(last_explain().find("ran cuda.fixed_point") != std::string::npos, fixed)
+                << last_explain();
+            if (level != kNg && !fixed)
+              EXPECT_TRUE(bitwise_equal(out, cpu))
+                  << "level " << to_string(level) << " alt " << alt;
           }
-          for (const char* batch : {"4", "8", "16"}) {  // rows in flight per group: same bits
+          for (const char* batch : {"4", "8", "16"}) { // rows in flight per group: same bits
             setenv("SAMEBITS_CUDA_PULL_BATCH", batch, 1);
             Tensor out = out0.to(kGpu);
             index_add(out, plan, gsrc, alpha);
@@ -108,11 +120,14 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
 // vectors would print every value of a plan with millions of targets).
 std::string first_difference(const Tensor& got, const Tensor& want) {
   const auto g = got.to_vector<std::int64_t>(), w = want.to_vector<std::int64_t>();
-  if (g.size() != w.size()) return "sizes " + std::to_string(g.size()) + " and " + std::to_string(w.size());
+  if (g.size() != w.size())
+    return "sizes " + std::to_string(g.size()) + " and " + std::to_string(w.size());
   const auto at = std::mismatch(g.begin(), g.end(), w.begin());
-  if (at.first == g.end()) return "";
+  if (at.first == g.end())
+    return "";
   const auto i = at.first - g.begin();
-  return "position " + std::to_string(i) + ": " + std::to_string(*at.first) + " instead of " + std::to_string(*at.second);
+  return "position " + std::to_string(i) + ": " + std::to_string(*at.first) + " instead of " +
+         std::to_string(*at.second);
 }
 
 TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
@@ -121,14 +136,18 @@ TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
   // Keys of 1 to 26 bits: the counting sort up to 1536 targets, the radix sort in two (5000), three
   // (100000, 2^20) and four (2^25 + 3 targets) digit passes.
   for (bool alt : {false, true})
-    for (std::int64_t m : {std::int64_t{1}, std::int64_t{777}, std::int64_t{1536}, std::int64_t{1537},
-                           std::int64_t{5000}, std::int64_t{100000}, std::int64_t{1} << 20, (std::int64_t{1} << 25) + 3})
+    for (std::int64_t m : {std::int64_t{1}, std::int64_t{777}, std::int64_t{1536},
+                           std::int64_t{1537}, std::int64_t{5000}, std::int64_t{100000},
+                           std::int64_t{1} << 20, (std::int64_t{1} << 25) + 3})
       for (std::int64_t n : {0, 1, 1000, 4095, 4096, 4097, 300000}) {
-        if (m > (1 << 20) && n < 4097) continue;
-        if (!testing::case_in_shard(case_number++)) continue;
+        if (m > (1 << 20) && n < 4097)
+          continue;
+        if (!testing::case_in_shard(case_number++))
+          continue;
         LaunchConfig lc(alt);
         const auto seed = fresh_seed();
-        SCOPED_TRACE(::testing::Message() << "alt " << alt << " m " << m << " n " << n << " seed " << seed);
+        SCOPED_TRACE(::testing::Message()
+                     << "alt " << alt << " m " << m << " n " << n << " seed " << seed);
         const DType dt = n % 2 == 0 ? DType::i64 : DType::i32;
         Tensor index = testing::random_index(n, m, dt, seed);
         const IndexPlan c = make_index_plan(index, m);
@@ -139,7 +158,7 @@ TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
       }
   LaunchConfig lc(false);
   Tensor wide = testing::random_index(2 * 10000, 300, DType::i64, fresh_seed(), kGpu);
-  TensorView strided = wide.view();  // every second element: stride 2
+  TensorView strided = wide.view(); // every second element: stride 2
   strided.shape[0] = 10000;
   strided.strides[0] = 2;
   const IndexPlan g = make_index_plan(strided, 300);
@@ -155,29 +174,37 @@ TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
 TEST(ScatterGpu, ManyTargetsOfEverySourceCountEqualTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
   for (bool long_segments : {false, true}) {
-    std::vector<std::int64_t> lengths = {0, 1, 2, 3, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200, 255, 256};
-    if (long_segments) lengths.insert(lengths.end(), {257, 1000});
+    std::vector<std::int64_t> lengths = {0,  1,  2,   3,   31,  32,  33,  63,
+                                         64, 65, 127, 128, 129, 200, 255, 256};
+    if (long_segments)
+      lengths.insert(lengths.end(), {257, 1000});
     const auto seed = fresh_seed();
     std::mt19937_64 rng(seed);
-    while (lengths.size() < 3000) lengths.push_back(static_cast<std::int64_t>(rng() % 7));
+    while (lengths.size() < 3000)
+      lengths.push_back(static_cast<std::int64_t>(rng() % 7));
     std::shuffle(lengths.begin(), lengths.end(), rng);
     const auto m = static_cast<std::int64_t>(lengths.size());
     std::vector<std::int64_t> idx;
-    for (std::int64_t t = 0; t < m; ++t) idx.insert(idx.end(), static_cast<std::size_t>(lengths[t]), t);
+    for (std::int64_t t = 0; t < m; ++t)
+      idx.insert(idx.end(), static_cast<std::size_t>(lengths[t]), t);
     std::shuffle(idx.begin(), idx.end(), rng);
     const auto e = static_cast<std::int64_t>(idx.size());
-    SCOPED_TRACE(::testing::Message() << "long segments " << long_segments << " E=" << e << " seed " << seed);
+    SCOPED_TRACE(::testing::Message()
+                 << "long segments " << long_segments << " E=" << e << " seed " << seed);
     Tensor index = Tensor::from_vector(idx, {e});
     Tensor gindex = index.to(kGpu);
     const IndexPlan c = make_index_plan(index, m);
     for (bool alt : {false, true}) {
       LaunchConfig lc(alt);
       const IndexPlan g = make_index_plan(gindex, m);
-      EXPECT_EQ(g.order.to_vector<std::int64_t>(), c.order.to_vector<std::int64_t>()) << "alt " << alt;
-      EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>()) << "alt " << alt;
+      EXPECT_EQ(g.order.to_vector<std::int64_t>(), c.order.to_vector<std::int64_t>())
+          << "alt " << alt;
+      EXPECT_EQ(g.offsets.to_vector<std::int64_t>(), c.offsets.to_vector<std::int64_t>())
+          << "alt " << alt;
     }
-    for (const auto& [dtype, f] : {std::pair{DType::f32, std::int64_t{1}}, std::pair{DType::f64, std::int64_t{1}},
-                                   std::pair{DType::f32, std::int64_t{64}}}) {
+    for (const auto& [dtype, f] :
+         {std::pair{DType::f32, std::int64_t{1}}, std::pair{DType::f64, std::int64_t{1}},
+          std::pair{DType::f32, std::int64_t{64}}}) {
       Tensor src = testing::random_normal({e, f}, dtype, seed + 1);
       Tensor out0 = testing::random_normal({m, f}, dtype, seed + 2);
       Tensor cpu = out0.clone();
@@ -196,7 +223,7 @@ TEST(ScatterGpu, ManyTargetsOfEverySourceCountEqualTheCpu) {
 struct ScatterCase {
   Shape out, index, src;
   int dim;
-  bool expand;  // index expanded from a vector along dim 0 (the rows path)
+  bool expand; // index expanded from a vector along dim 0 (the rows path)
 };
 const ScatterCase kCases[] = {
     {{50}, {400}, {400}, 0, false},
@@ -216,9 +243,11 @@ TEST(ScatterGpu, ScatterReducePortableEqualsCpuEveryReduce) {
   for (const auto& c : kCases)
     for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin, Reduce::prod})
       for (bool self : {false, true}) {
-        if (!testing::case_in_shard(case_number++)) continue;
+        if (!testing::case_in_shard(case_number++))
+          continue;
         const auto seed = fresh_seed();
-        SCOPED_TRACE(::testing::Message() << "dim " << c.dim << " " << to_string(r) << " self " << self << " seed " << seed);
+        SCOPED_TRACE(::testing::Message() << "dim " << c.dim << " " << to_string(r) << " self "
+                                          << self << " seed " << seed);
         auto make = [&](const Shape& s, std::uint64_t sd) {
           return r == Reduce::prod ? testing::random_uniform(s, DType::f32, 0.9, 1.1, sd)
                                    : testing::random_normal(s, DType::f32, sd);
@@ -226,9 +255,9 @@ TEST(ScatterGpu, ScatterReducePortableEqualsCpuEveryReduce) {
         Tensor src = make(c.src, seed), out0 = make(c.out, seed + 1);
         const std::int64_t m = c.out[static_cast<std::size_t>(c.dim)];
         Tensor vec = testing::random_index(c.index[0], m, DType::i64, seed + 2);
-        Tensor dense = testing::random_index(std::accumulate(c.index.begin(), c.index.end(), std::int64_t{1},
-                                                             std::multiplies<>()),
-                                             m, DType::i32, seed + 3);
+        Tensor dense = testing::random_index(
+            std::accumulate(c.index.begin(), c.index.end(), std::int64_t{1}, std::multiplies<>()),
+            m, DType::i32, seed + 3);
         dense = Tensor::copy_of(dense.view().reshape(c.index));
         Tensor gvec = vec.to(kGpu), gdense = dense.to(kGpu);
         const TensorView cidx = c.expand ? expanded_index(vec, c.index) : dense.view();
@@ -245,8 +274,11 @@ TEST(ScatterGpu, ScatterReducePortableEqualsCpuEveryReduce) {
               TensorView o = strided ? testing::strided_copy(out, keep_out) : out.view();
               TensorView s = strided ? testing::strided_copy(gsrc, keep_src) : gsrc.view();
               scatter_reduce(o, c.dim, gidx, s, r, self, {.level = level});
-              if (level == kPo) EXPECT_TRUE(bitwise_equal(o, cpu)) << "alt " << alt << " strided " << strided;
-              else EXPECT_LT(testing::relative_error(o, testing::to_doubles(cpu)), 1e-5) << "strided " << strided;
+              if (level == kPo)
+                EXPECT_TRUE(bitwise_equal(o, cpu)) << "alt " << alt << " strided " << strided;
+              else
+                EXPECT_LT(testing::relative_error(o, testing::to_doubles(cpu)), 1e-5)
+                    << "strided " << strided;
             }
           if (r == Reduce::sum && self) {
             Tensor out = out0.to(kGpu);
@@ -259,28 +291,34 @@ TEST(ScatterGpu, ScatterReducePortableEqualsCpuEveryReduce) {
 
 // --- the fixed-point sum (run_to_run) ----------------------------------------------------------
 
-using Adds = std::vector<std::pair<std::int64_t, float>>;  // (row-major target, contribution)
+using Adds = std::vector<std::pair<std::int64_t, float>>; // (row-major target, contribution)
 
 // include/samebits/ops/scatter.hpp's fixed-point definition, on the host, from the list of
 // contributions (any order: integer sums) and the starting values (a contiguous float32 tensor).
 Tensor fixed_point_reference(const Tensor& out0, const Adds& adds) {
   double max_abs = 0;
   for (const auto& [t, c] : adds)
-    if (std::isfinite(c)) max_abs = std::max(max_abs, std::fabs(static_cast<double>(c)));
+    if (std::isfinite(c))
+      max_abs = std::max(max_abs, std::fabs(static_cast<double>(c)));
   const int s = detail::fixed_point_shift(static_cast<std::int64_t>(adds.size()), max_abs);
   const auto n = static_cast<std::size_t>(out0.numel());
   std::vector<std::int64_t> q(n, 0);
   std::vector<unsigned> mask(n, 0);
   for (const auto& [t, c] : adds) {
     const auto k = static_cast<std::size_t>(t);
-    if (std::isfinite(c)) q[k] += std::llrint(detail::scale_pow2(c, s));
-    else mask[k] |= detail::special_bit(c);
+    if (std::isfinite(c))
+      q[k] += std::llrint(detail::scale_pow2(c, s));
+    else
+      mask[k] |= detail::special_bit(c);
   }
   Tensor r = Tensor::copy_of(out0.view(), Device::cpu());
   float* p = r.data<float>();
   for (std::size_t k = 0; k < n; ++k) {
-    if (mask[k] != 0) p[k] = p[k] + detail::special_value<float>(mask[k]);
-    else if (q[k] != 0) p[k] = static_cast<float>(static_cast<double>(p[k]) + detail::scale_pow2(static_cast<double>(q[k]), -s));
+    if (mask[k] != 0)
+      p[k] = p[k] + detail::special_value<float>(mask[k]);
+    else if (q[k] != 0)
+      p[k] = static_cast<float>(static_cast<double>(p[k]) +
+                                detail::scale_pow2(static_cast<double>(q[k]), -s));
   }
   return r;
 }
@@ -294,7 +332,8 @@ Adds index_add_contributions(const Tensor& index, const Tensor& src, double alph
   for (std::size_t i = 0; i < idx.size(); ++i)
     for (std::size_t k = 0; k < f; ++k) {
       const auto c = static_cast<float>(v[i * f + k]);
-      adds.emplace_back(static_cast<std::int64_t>(idx[i]) * static_cast<std::int64_t>(f) + static_cast<std::int64_t>(k),
+      adds.emplace_back(static_cast<std::int64_t>(idx[i]) * static_cast<std::int64_t>(f) +
+                            static_cast<std::int64_t>(k),
                         alpha == 1.0 ? c : static_cast<float>(alpha) * c);
     }
   return adds;
@@ -302,11 +341,15 @@ Adds index_add_contributions(const Tensor& index, const Tensor& src, double alph
 
 TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
   SAMEBITS_REQUIRE_CUDA();
-  struct S { std::int64_t e, n, f; };
-  for (const S sh : {S{1, 1, 1}, S{1000, 10, 1}, S{300000, 1000, 1}, S{200000, 100000, 1}, S{50000, 7, 2},
-                     S{40000, 3000, 3}, S{60000, 500, 4}, S{100, 20000, 4}, S{5000, std::int64_t{1} << 21, 1}}) {
+  struct S {
+    std::int64_t e, n, f;
+  };
+  for (const S sh :
+       {S{1, 1, 1}, S{1000, 10, 1}, S{300000, 1000, 1}, S{200000, 100000, 1}, S{50000, 7, 2},
+        S{40000, 3000, 3}, S{60000, 500, 4}, S{100, 20000, 4}, S{5000, std::int64_t{1} << 21, 1}}) {
     const auto seed = fresh_seed();
-    SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " seed " << seed);
+    SCOPED_TRACE(::testing::Message()
+                 << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " seed " << seed);
     Tensor src = testing::random_normal({sh.e, sh.f}, DType::f32, seed);
     Tensor index = testing::random_index(sh.e, sh.n, sh.e % 2 ? DType::i32 : DType::i64, seed + 1);
     Tensor out0 = testing::random_normal({sh.n, sh.f}, DType::f32, seed + 2);
@@ -319,7 +362,8 @@ TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
         index_add(out, gidx, gsrc, alpha, {.level = kR2r});
         EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
         EXPECT_TRUE(bitwise_equal(out, want)) << "alpha " << alpha << " alt " << alt;
-        if (alpha == 1.0) EXPECT_LT(index_add_ref_error(out, out0, index, src), 2e-7);
+        if (alpha == 1.0)
+          EXPECT_LT(index_add_ref_error(out, out0, index, src), 2e-7);
       }
     }
   }
@@ -330,10 +374,13 @@ TEST(ScatterGpu, FixedPointScatterAddAnyShapeIsItsDefinition) {
   for (const auto& c : kCases) {
     const auto seed = fresh_seed();
     SCOPED_TRACE(::testing::Message() << "dim " << c.dim << " seed " << seed);
-    Tensor src = testing::random_normal(c.src, DType::f32, seed), out0 = testing::random_normal(c.out, DType::f32, seed + 1);
+    Tensor src = testing::random_normal(c.src, DType::f32, seed),
+           out0 = testing::random_normal(c.out, DType::f32, seed + 1);
     const std::int64_t m = c.out[static_cast<std::size_t>(c.dim)];
-    const std::int64_t count = std::accumulate(c.index.begin(), c.index.end(), std::int64_t{1}, std::multiplies<>());
-    Tensor dense = Tensor::copy_of(testing::random_index(count, m, DType::i64, seed + 2).view().reshape(c.index));
+    const std::int64_t count =
+        std::accumulate(c.index.begin(), c.index.end(), std::int64_t{1}, std::multiplies<>());
+    Tensor dense = Tensor::copy_of(
+        testing::random_index(count, m, DType::i64, seed + 2).view().reshape(c.index));
     // Contributions: every position p of the index shape sends src[p] to out[p, p[dim] = index[p]].
     const auto idx = testing::to_doubles(dense), sv = testing::to_doubles(src);
     const int nd = static_cast<int>(c.index.size());
@@ -345,7 +392,8 @@ TEST(ScatterGpu, FixedPointScatterAddAnyShapeIsItsDefinition) {
         const std::int64_t cj = rest % c.index[jj];
         rest /= c.index[jj];
         so += cj * smul;
-        to += (j == c.dim ? static_cast<std::int64_t>(idx[static_cast<std::size_t>(e)]) : cj) * tmul;
+        to +=
+            (j == c.dim ? static_cast<std::int64_t>(idx[static_cast<std::size_t>(e)]) : cj) * tmul;
         smul *= c.src[jj];
         tmul *= c.out[jj];
       }
@@ -368,31 +416,51 @@ TEST(ScatterGpu, FixedPointScatterAddAnyShapeIsItsDefinition) {
 
 TEST(ScatterGpu, FixedPointNonFiniteZeroTinyAndHugeValues) {
   SAMEBITS_REQUIRE_CUDA();
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const float tiny = std::numeric_limits<float>::denorm_min(), big = std::numeric_limits<float>::max();
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
+  const float tiny = std::numeric_limits<float>::denorm_min(),
+              big = std::numeric_limits<float>::max();
   struct Case {
     const char* what;
     std::vector<float> src;
     std::vector<std::int64_t> index;
     std::vector<float> out0;
-    std::vector<float> want;  // NaN: any NaN
+    std::vector<float> want; // NaN: any NaN
   };
   const Case cases[] = {
       {"inf, -inf, NaN, both infinities, untouched",
-       {inf, 1.f, -inf, nan, inf, -inf, 2.f}, {0, 0, 1, 2, 3, 3, 5}, {1.f, 1.f, 1.f, 1.f, 7.f, 0.f},
+       {inf, 1.f, -inf, nan, inf, -inf, 2.f},
+       {0, 0, 1, 2, 3, 3, 5},
+       {1.f, 1.f, 1.f, 1.f, 7.f, 0.f},
        {inf, -inf, nan, nan, 7.f, 2.f}},
       {"a NaN or infinite start value stays", {1.f, 2.f}, {0, 1}, {nan, -inf}, {nan, -inf}},
-      {"contributions that cancel keep the start bits (-0 stays -0)", {1.5f, -1.5f, 0.f}, {0, 0, 1}, {-0.f, -0.f},
+      {"contributions that cancel keep the start bits (-0 stays -0)",
+       {1.5f, -1.5f, 0.f},
+       {0, 0, 1},
+       {-0.f, -0.f},
        {-0.f, -0.f}},
-      {"denormals alone are exact", {tiny, tiny, 3 * tiny}, {0, 0, 1}, {0.f, 0.f}, {2 * tiny, 3 * tiny}},
-      {"a sum past float's range is inf", {big, big, -big, -big}, {0, 0, 1, 1}, {0.f, 0.f}, {inf, -inf}},
+      {"denormals alone are exact",
+       {tiny, tiny, 3 * tiny},
+       {0, 0, 1},
+       {0.f, 0.f},
+       {2 * tiny, 3 * tiny}},
+      {"a sum past float's range is inf",
+       {big, big, -big, -big},
+       {0, 0, 1, 1},
+       {0.f, 0.f},
+       {inf, -inf}},
       // The documented limit: the resolution is 2^(e + ceil(log2 n) - 62) for max |c| < 2^e, here
       // 2^40, so contributions of 1 next to 1e30 vanish (the portable level keeps them).
-      {"small next to huge: below the resolution", {1e30f, 1.f, 1.f}, {0, 1, 1}, {0.f, 0.f}, {1e30f, 0.f}},
+      {"small next to huge: below the resolution",
+       {1e30f, 1.f, 1.f},
+       {0, 1, 1},
+       {0.f, 0.f},
+       {1e30f, 0.f}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
-    const auto n = static_cast<std::int64_t>(c.src.size()), m = static_cast<std::int64_t>(c.out0.size());
+    const auto n = static_cast<std::int64_t>(c.src.size()),
+               m = static_cast<std::int64_t>(c.out0.size());
     Tensor src = Tensor::from_vector(c.src, {n}), index = Tensor::from_vector(c.index, {n});
     Tensor out0 = Tensor::from_vector(c.out0, {m});
     const Tensor ref = fixed_point_reference(out0, index_add_contributions(index, src, 1.0));
@@ -402,14 +470,17 @@ TEST(ScatterGpu, FixedPointNonFiniteZeroTinyAndHugeValues) {
       index_add(out, index.to(kGpu), src.to(kGpu), 1.0, {.level = kR2r});
       EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
       const Tensor got = out.to(Device::cpu());
-      for (std::int64_t k = 0; k < m; ++k) {  // NaN payloads may differ between CPU and GPU arithmetic
-        const float g = got.data<float>()[k], w = c.want[static_cast<std::size_t>(k)], h = ref.data<float>()[k];
+      for (std::int64_t k = 0; k < m;
+           ++k) { // NaN payloads may differ between CPU and GPU arithmetic
+        const float g = got.data<float>()[k], w = c.want[static_cast<std::size_t>(k)],
+                    h = ref.data<float>()[k];
         if (std::isnan(w)) {
           EXPECT_TRUE(std::isnan(g) && std::isnan(h)) << k << " alt " << alt;
         } else {
-          EXPECT_EQ(std::bit_cast<std::uint32_t>(g), std::bit_cast<std::uint32_t>(w)) << k << ": " << g << " vs " << w
-                                                                                      << " alt " << alt;
-          EXPECT_EQ(std::bit_cast<std::uint32_t>(h), std::bit_cast<std::uint32_t>(w)) << k << ": reference " << h;
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(g), std::bit_cast<std::uint32_t>(w))
+              << k << ": " << g << " vs " << w << " alt " << alt;
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(h), std::bit_cast<std::uint32_t>(w))
+              << k << ": reference " << h;
         }
       }
     }
@@ -418,9 +489,12 @@ TEST(ScatterGpu, FixedPointNonFiniteZeroTinyAndHugeValues) {
 
 TEST(ScatterGpu, FixedPointLeavesWideRowsFloat64AndLargeOutputsToTheSort) {
   SAMEBITS_REQUIRE_CUDA();
-  struct S { DType dtype; std::int64_t n, f; };
-  for (const S sh : {S{DType::f32, 40, 5}, S{DType::f32, 40, 64}, S{DType::f64, 40, 1}, S{DType::f64, 40, 4},
-                     S{DType::f32, (std::int64_t{1} << 21) + 1, 1}}) {
+  struct S {
+    DType dtype;
+    std::int64_t n, f;
+  };
+  for (const S sh : {S{DType::f32, 40, 5}, S{DType::f32, 40, 64}, S{DType::f64, 40, 1},
+                     S{DType::f64, 40, 4}, S{DType::f32, (std::int64_t{1} << 21) + 1, 1}}) {
     const auto seed = fresh_seed();
     Tensor src = testing::random_normal({3000, sh.f}, sh.dtype, seed);
     Tensor index = testing::random_index(3000, sh.n, DType::i64, seed + 1);
@@ -442,7 +516,9 @@ TEST(ScatterGpu, FixedPointLeavesWideRowsFloat64AndLargeOutputsToTheSort) {
 TEST(ScatterGpu, RunToRunBitwiseOver100Repeats) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
-  struct S { std::int64_t e, n, f; };
+  struct S {
+    std::int64_t e, n, f;
+  };
   for (const S sh : {S{200000, 1000, 1}, S{50000, 500, 64}, S{100000, 20000, 3}}) {
     Tensor src = testing::random_normal({sh.e, sh.f}, DType::f32, seed, kGpu);
     Tensor index = testing::random_index(sh.e, sh.n, DType::i64, seed + 1, kGpu);
@@ -454,7 +530,8 @@ TEST(ScatterGpu, RunToRunBitwiseOver100Repeats) {
       indexed.insert(content_hash(out));
       index_add(out, plan, src);
       planned.insert(content_hash(out));
-      scatter_reduce(out, 0, expanded_index(index, {sh.e, sh.f}), src, Reduce::mean, r % 2 == 0, {.level = kR2r});
+      scatter_reduce(out, 0, expanded_index(index, {sh.e, sh.f}), src, Reduce::mean, r % 2 == 0,
+                     {.level = kR2r});
       reduced.insert(content_hash(out) ^ static_cast<std::uint64_t>(r % 2));
     }
     EXPECT_EQ(indexed.size(), 1u) << "seed " << seed << " F=" << sh.f;
@@ -542,11 +619,17 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
   SAMEBITS_REQUIRE_CUDA();
   // 10 targets (the counting sort) and 2000 (the radix sort), for 2000 also values that would look
   // in range if they were cut to the sort's 11 key bits or to 32 bits.
-  for (const auto& [m, bad] : {std::pair<std::int64_t, std::int64_t>{10, -3}, {10, 10}, {10, 1 << 30}, {2000, -1},
-                               {2000, 2000}, {2000, 2048 + 5}, {2000, (std::int64_t{1} << 32) + 5}}) {
+  for (const auto& [m, bad] : {std::pair<std::int64_t, std::int64_t>{10, -3},
+                               {10, 10},
+                               {10, 1 << 30},
+                               {2000, -1},
+                               {2000, 2000},
+                               {2000, 2048 + 5},
+                               {2000, (std::int64_t{1} << 32) + 5}}) {
     Tensor src = testing::random_normal({5000, 4}, DType::f32, fresh_seed(), kGpu);
     Tensor host_index = testing::random_index(5000, m, DType::i64, fresh_seed());
-    host_index.data<std::int64_t>()[3210] = bad;  // the first bad position; more in a later sort tile
+    host_index.data<std::int64_t>()[3210] =
+        bad; // the first bad position; more in a later sort tile
     host_index.data<std::int64_t>()[4500] = bad;
     host_index.data<std::int64_t>()[4999] = -1;
     Tensor index = host_index.to(kGpu);
@@ -555,12 +638,14 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
     for (bool alt : {false, true})
       for (auto level : {kNg, kR2r, kPo}) {
         LaunchConfig lc(alt);
-        SCOPED_TRACE(::testing::Message() << "targets " << m << " bad " << bad << " alt " << alt << " " << to_string(level));
+        SCOPED_TRACE(::testing::Message() << "targets " << m << " bad " << bad << " alt " << alt
+                                          << " " << to_string(level));
         // Rows of one value (the sorted values read directly).
         Tensor out1 = testing::random_normal({m, 1}, DType::f32, 6, kGpu);
         const auto before1 = content_hash(out1);
         EXPECT_THROW(index_add(out1, index, src1, 1.0, {.level = level}), IndexOutOfRange);
-        EXPECT_THROW(scatter_reduce(out1, 0, expanded_index(index, {5000, 1}), src1, Reduce::mean, true, {.level = level}),
+        EXPECT_THROW(scatter_reduce(out1, 0, expanded_index(index, {5000, 1}), src1, Reduce::mean,
+                                    true, {.level = level}),
                      IndexOutOfRange);
         EXPECT_EQ(content_hash(out1), before1);
         Tensor out = testing::random_normal({m, 4}, DType::f32, 5, kGpu);
@@ -570,7 +655,8 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
           ADD_FAILURE() << "no error";
         } catch (const IndexOutOfRange& e) {
           EXPECT_NE(std::string(e.what()).find("position 3210"), std::string::npos) << e.what();
-          EXPECT_NE(std::string(e.what()).find("index " + std::to_string(bad) + " at position"), std::string::npos)
+          EXPECT_NE(std::string(e.what()).find("index " + std::to_string(bad) + " at position"),
+                    std::string::npos)
               << e.what();
         }
         EXPECT_EQ(content_hash(out), before);
@@ -580,12 +666,17 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
           scatter_add(out, 0, dense, src, {.level = level});
           ADD_FAILURE() << "no error";
         } catch (const IndexOutOfRange& e) {
-          EXPECT_NE(std::string(e.what()).find("position " + std::to_string(3210 * 4)), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("position " + std::to_string(3210 * 4)),
+                    std::string::npos)
+              << e.what();
         }
         EXPECT_EQ(content_hash(out), before);
         for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::amax}) {
-          EXPECT_THROW(scatter_reduce(out, 0, expanded_index(index, {5000, 4}), src, r, false, {.level = level}), IndexOutOfRange);
-          EXPECT_THROW(scatter_reduce(out, 0, dense, src, r, true, {.level = level}), IndexOutOfRange);
+          EXPECT_THROW(scatter_reduce(out, 0, expanded_index(index, {5000, 4}), src, r, false,
+                                      {.level = level}),
+                       IndexOutOfRange);
+          EXPECT_THROW(scatter_reduce(out, 0, dense, src, r, true, {.level = level}),
+                       IndexOutOfRange);
           EXPECT_EQ(content_hash(out), before) << to_string(r);
         }
       }
@@ -607,7 +698,8 @@ TEST(ScatterGpu, OutOfRangeIndexIsReportedAndNothingWritten) {
     EXPECT_THROW(make_index_plan(index, 0), IndexOutOfRange);
     for (auto level : {kNg, kR2r, kPo}) {
       Tensor none = Tensor::empty({0, 1}, DType::f32, kGpu);
-      EXPECT_THROW(index_add(none, index, src, 1.0, {.level = level}), IndexOutOfRange) << to_string(level);
+      EXPECT_THROW(index_add(none, index, src, 1.0, {.level = level}), IndexOutOfRange)
+          << to_string(level);
     }
   }
 }
@@ -616,9 +708,10 @@ TEST(ScatterGpu, EmptyInputs) {
   SAMEBITS_REQUIRE_CUDA();
   for (auto level : {kNg, kR2r, kPo}) {
     Tensor out = Tensor::full({4, 3}, 1.0, DType::f32, kGpu);
-    index_add(out, Tensor::empty({0}, DType::i64, kGpu), Tensor::empty({0, 3}, DType::f32, kGpu), 1.0, {.level = level});
-    scatter_reduce(out, 0, Tensor::empty({0, 3}, DType::i64, kGpu), Tensor::empty({0, 3}, DType::f32, kGpu),
-                   Reduce::mean, false, {.level = level});
+    index_add(out, Tensor::empty({0}, DType::i64, kGpu), Tensor::empty({0, 3}, DType::f32, kGpu),
+              1.0, {.level = level});
+    scatter_reduce(out, 0, Tensor::empty({0, 3}, DType::i64, kGpu),
+                   Tensor::empty({0, 3}, DType::f32, kGpu), Reduce::mean, false, {.level = level});
     EXPECT_EQ(testing::to_doubles(out), std::vector<double>(12, 1.0));
     const IndexPlan p = make_index_plan(Tensor::empty({0}, DType::i64, kGpu), 4);
     index_add(out, p, Tensor::empty({0, 3}, DType::f32, kGpu));
@@ -626,5 +719,5 @@ TEST(ScatterGpu, EmptyInputs) {
   }
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

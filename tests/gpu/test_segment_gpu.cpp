@@ -2,15 +2,15 @@
 // the CPU portable variant for many shapes and three launch configurations, run_to_run over 100
 // repeats, the atomic variant's nondeterminism, NaN rules, empty inputs, bad offsets and indices
 // reported with nothing written.
-#include <cmath>
-#include <limits>
-#include <random>
-#include <set>
-
 #include "core/strided.hpp"
 #include "ops/segment.hpp"
 #include "segment_reference.hpp"
 #include "testing.hpp"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
 
 namespace samebits {
 namespace {
@@ -31,9 +31,9 @@ struct LaunchGuard {
   ~LaunchGuard() { detail::set_cuda_segment_launch({}); }
 };
 const detail::SegmentLaunch kLaunches[] = {
-    {0, true, true, true},         {128, false, false, false, 8}, {512, true, false, true},
-    {64, false, false, false, 4},  {0, true, false, false, 16},   {256, true, false, false, 8},
-    {0, true, false, false, 0}};  // batch 0: chosen from the shape
+    {0, true, true, true},        {128, false, false, false, 8}, {512, true, false, true},
+    {64, false, false, false, 4}, {0, true, false, false, 16},   {256, true, false, false, 8},
+    {0, true, false, false, 0}}; // batch 0: chosen from the shape
 
 TEST(SegmentGpu, MatchesFloat64Reference) {
   SAMEBITS_REQUIRE_CUDA();
@@ -53,8 +53,10 @@ TEST(SegmentGpu, MatchesFloat64Reference) {
           Tensor out = Tensor::full({segs, cols}, 42.0, dt, kGpu);
           segment_reduce(xg, offg, out, r, {.level = level});
           const auto ref = segment_reference(xv, cols, offv, nullptr, r);
-          if (r == Reduce::amax || r == Reduce::amin) EXPECT_EQ(testing::to_doubles(out), ref);
-          else EXPECT_LT(testing::relative_error(out, ref), dt == DType::f32 ? 2e-5 : 1e-13);
+          if (r == Reduce::amax || r == Reduce::amin)
+            EXPECT_EQ(testing::to_doubles(out), ref);
+          else
+            EXPECT_LT(testing::relative_error(out, ref), dt == DType::f32 ? 2e-5 : 1e-13);
         }
     }
 }
@@ -71,7 +73,8 @@ TEST(SegmentGpu, AggregateMatchesFloat64Reference) {
       Tensor x = testing::random_normal({n, cols}, DType::f32, seed + 2);
       const auto ref_off = csr.offsets.to_vector<std::int64_t>();
       std::vector<std::int64_t> ref_idx;
-      for (double v : testing::to_doubles(csr.indices)) ref_idx.push_back(static_cast<std::int64_t>(v));
+      for (double v : testing::to_doubles(csr.indices))
+        ref_idx.push_back(static_cast<std::int64_t>(v));
       // Unchecked graph view (validated on the device on every call).
       Tensor offg = csr.offsets.to(kGpu), idxg = csr.indices.to(kGpu), xg = x.to(kGpu);
       for (Reduce r : kReduces)
@@ -79,8 +82,10 @@ TEST(SegmentGpu, AggregateMatchesFloat64Reference) {
           Tensor out = Tensor::full({n, cols}, 42.0, DType::f32, kGpu);
           aggregate({offg, idxg}, xg, out, r, {.level = level});
           const auto ref = segment_reference(testing::to_doubles(x), cols, ref_off, &ref_idx, r);
-          if (r == Reduce::amax || r == Reduce::amin) EXPECT_EQ(testing::to_doubles(out), ref);
-          else EXPECT_LT(testing::relative_error(out, ref), 2e-6);
+          if (r == Reduce::amax || r == Reduce::amin)
+            EXPECT_EQ(testing::to_doubles(out), ref);
+          else
+            EXPECT_LT(testing::relative_error(out, ref), 2e-6);
         }
     }
 }
@@ -88,10 +93,23 @@ TEST(SegmentGpu, AggregateMatchesFloat64Reference) {
 // Portable results are the CPU's bits, for every launch configuration.
 TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
   SAMEBITS_REQUIRE_CUDA();
-  struct Shape3 { std::int64_t segs, avg, cols; };
-  for (Shape3 sh : {Shape3{5000, 5, 1}, {1000, 12, 2}, {700, 9, 4}, {500, 8, 16}, {300, 10, 33},
-                    {256, 16, 64}, {128, 20, 128}, {40, 30, 200}, {10, 50, 1433}, {3, 5000, 32},
-                    {2708, 4, 7}, {20, 400, 7}, {2000, 40, 1}, {4, 3000, 1}}) {
+  struct Shape3 {
+    std::int64_t segs, avg, cols;
+  };
+  for (Shape3 sh : {Shape3{5000, 5, 1},
+                    {1000, 12, 2},
+                    {700, 9, 4},
+                    {500, 8, 16},
+                    {300, 10, 33},
+                    {256, 16, 64},
+                    {128, 20, 128},
+                    {40, 30, 200},
+                    {10, 50, 1433},
+                    {3, 5000, 32},
+                    {2708, 4, 7},
+                    {20, 400, 7},
+                    {2000, 40, 1},
+                    {4, 3000, 1}}) {
     const auto seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + " cols " + std::to_string(sh.cols));
     for (DType dt : {DType::f32, DType::f64}) {
@@ -104,7 +122,7 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
         detail::visit_float(dt, "test", [&]<class T>() {
           T* p = xc.data<T>();
           p[0] = std::numeric_limits<T>::quiet_NaN();
-          p[1] = std::numeric_limits<T>::infinity();  // with p[2] = -inf: inf + -inf is NaN
+          p[1] = std::numeric_limits<T>::infinity(); // with p[2] = -inf: inf + -inf is NaN
           p[2] = -std::numeric_limits<T>::infinity();
           p[xc.numel() / 2] = T(-0.0);
           p[xc.numel() - 1] = T(0.0);
@@ -112,8 +130,9 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
         x = xc;
       }
       Tensor xg = x.to(kGpu), offg = off.to(kGpu);
-      Csr csr = csr_from_edges(testing::random_index(3 * e + 1, sh.segs, DType::i32, seed + 2),
-                               testing::random_index(3 * e + 1, sh.segs, DType::i32, seed + 3), sh.segs);
+      Csr csr =
+          csr_from_edges(testing::random_index(3 * e + 1, sh.segs, DType::i32, seed + 2),
+                         testing::random_index(3 * e + 1, sh.segs, DType::i32, seed + 3), sh.segs);
       Tensor xn = testing::random_normal({sh.segs, sh.cols}, dt, seed + 4);
       const Csr csr_g = csr.to(kGpu);
       Tensor xng = xn.to(kGpu);
@@ -127,11 +146,13 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
           Tensor gpu_seg = Tensor::full({sh.segs, sh.cols}, 7.0, dt, kGpu);
           segment_reduce(xg, offg, gpu_seg, r, {.level = kPo});
           EXPECT_TRUE(bitwise_equal(gpu_seg, cpu_seg))
-              << "segment_reduce reduce " << static_cast<int>(r) << " block " << launch.block_threads << " batch " << launch.batch;
+              << "segment_reduce reduce " << static_cast<int>(r) << " block "
+              << launch.block_threads << " batch " << launch.batch;
           Tensor gpu_agg = Tensor::full({sh.segs, sh.cols}, 7.0, dt, kGpu);
           aggregate(csr_g.view(), xng, gpu_agg, r, {.level = kPo});
           EXPECT_TRUE(bitwise_equal(gpu_agg, cpu_agg))
-              << "aggregate reduce " << static_cast<int>(r) << " block " << launch.block_threads << " batch " << launch.batch;
+              << "aggregate reduce " << static_cast<int>(r) << " block " << launch.block_threads
+              << " batch " << launch.batch;
         }
       }
     }
@@ -158,7 +179,7 @@ TEST(SegmentGpu, StridedAndMisalignedInputs) {
     segment_reduce(every_other, off, c2, r, {.level = kPo});
     Tensor g1 = Tensor::empty({100, 64}, DType::f32, kGpu);
     Tensor g2_base = Tensor::empty({100, 70}, DType::f32, kGpu), g2_keep;
-    const TensorView g2 = testing::strided_copy(g2_base, g2_keep);  // strided output too
+    const TensorView g2 = testing::strided_copy(g2_base, g2_keep); // strided output too
     segment_reduce(part_g, offg, g1, r, {.level = kPo});
     segment_reduce(every_other_g, offg, g2, r, {.level = kPo});
     EXPECT_TRUE(bitwise_equal(g1, c1));
@@ -217,8 +238,10 @@ TEST(SegmentGpu, EmptyInputs) {
     Tensor off0 = Tensor::from_vector<std::int64_t>({0}, {1}, kGpu);
     Tensor out0 = Tensor::empty({0, 4}, DType::f32, kGpu);
     segment_reduce(x0, off0, out0, Reduce::sum, {.level = level});
-    Tensor xz = Tensor::empty({3, 0}, DType::f32, kGpu), outz = Tensor::empty({2, 0}, DType::f32, kGpu);
-    segment_reduce(xz, Tensor::from_vector<std::int64_t>({0, 2, 3}, {3}, kGpu), outz, Reduce::sum, {.level = level});
+    Tensor xz = Tensor::empty({3, 0}, DType::f32, kGpu),
+           outz = Tensor::empty({2, 0}, DType::f32, kGpu);
+    segment_reduce(xz, Tensor::from_vector<std::int64_t>({0, 2, 3}, {3}, kGpu), outz, Reduce::sum,
+                   {.level = level});
   }
 }
 
@@ -226,12 +249,14 @@ TEST(SegmentGpu, BadOffsetsReportedNothingWritten) {
   SAMEBITS_REQUIRE_CUDA();
   Tensor x = testing::random_normal({6, 2}, DType::f32, fresh_seed(), kGpu);
   for (auto level : {kNg, kPo})
-    for (const std::vector<std::int64_t>& bad : {std::vector<std::int64_t>{0, 4, 2, 6},
-                                                 {0, 2, 4, 5}, {0, 2, 4, 7}, {1, 2, 4, 6}}) {
+    for (const std::vector<std::int64_t>& bad :
+         {std::vector<std::int64_t>{0, 4, 2, 6}, {0, 2, 4, 5}, {0, 2, 4, 7}, {1, 2, 4, 6}}) {
       Tensor out = Tensor::full({3, 2}, 42.0, DType::f32, kGpu);
-      EXPECT_THROW(segment_reduce(x, Tensor::from_vector(bad, {4}, kGpu), out, Reduce::mean, {.level = level}),
+      EXPECT_THROW(segment_reduce(x, Tensor::from_vector(bad, {4}, kGpu), out, Reduce::mean,
+                                  {.level = level}),
                    IndexOutOfRange);
-      for (float v : out.to_vector<float>()) EXPECT_EQ(v, 42.0f);
+      for (float v : out.to_vector<float>())
+        EXPECT_EQ(v, 42.0f);
     }
 }
 
@@ -249,7 +274,8 @@ TEST(SegmentGpu, OutOfRangeIndicesReportedNothingWritten) {
       } catch (const IndexOutOfRange& e) {
         EXPECT_NE(std::string(e.what()).find("indices[1]"), std::string::npos) << e.what();
       }
-      for (float v : out.to_vector<float>()) EXPECT_EQ(v, 42.0f);
+      for (float v : out.to_vector<float>())
+        EXPECT_EQ(v, 42.0f);
     }
 }
 
@@ -271,5 +297,5 @@ TEST(SegmentGpu, CsrBuiltOnTheDeviceMatchesCpu) {
   EXPECT_TRUE(bitwise_equal(a, b));
 }
 
-}  // namespace
-}  // namespace samebits
+} // namespace
+} // namespace samebits

@@ -65,4 +65,4 @@ enum class Transpose : bool { no = false, yes = true };
 void gemm(Transpose trans_a, Transpose trans_b, double alpha, const TensorView& a,
           const TensorView& b, double beta, const TensorView& c, const Options& opts = {});
 
-}  // namespace samebits
+} // namespace samebits

@@ -23,10 +23,10 @@
 // it, identically on CPU and GPU. Counts are exact integers converted once to T: exact up to
 // 2^24 per bin in float32 (2^53 in float64), correctly rounded beyond.
 #pragma once
-#include <cstdint>
-
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
+
+#include <cstdint>
 
 namespace samebits {
 
@@ -43,4 +43,4 @@ void bincount(const TensorView& index, const TensorView& weights, const TensorVi
 void histc(const TensorView& x, double lo, double hi, const TensorView& out,
            const Options& opts = {});
 
-}  // namespace samebits
+} // namespace samebits

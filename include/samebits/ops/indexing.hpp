@@ -20,4 +20,4 @@ void index_select(const TensorView& x, int dim, const TensorView& index, const T
 void gather(const TensorView& x, int dim, const TensorView& index, const TensorView& out,
             const Options& opts = {});
 
-}  // namespace samebits
+} // namespace samebits

@@ -21,4 +21,4 @@ void sum_dim(const TensorView& x, int dim, const TensorView& out, const Options&
 // out (one element) = sum_i a[i] * b[i]; a and b have the same number of elements.
 void dot(const TensorView& a, const TensorView& b, const TensorView& out, const Options& opts = {});
 
-}  // namespace samebits
+} // namespace samebits

@@ -38,4 +38,4 @@ namespace samebits {
 // other overlap.
 void cumsum(const TensorView& x, int dim, const TensorView& out, const Options& opts = {});
 
-}  // namespace samebits
+} // namespace samebits

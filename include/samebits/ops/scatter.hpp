@@ -41,18 +41,18 @@
 // the first bad position and value; shape, dtype or device mismatches throw InvalidArgument. In
 // every such case nothing has been written.
 #pragma once
+#include "samebits/determinism.hpp"
+#include "samebits/tensor.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-
-#include "samebits/determinism.hpp"
-#include "samebits/tensor.hpp"
 
 namespace samebits {
 
 enum class Reduce : std::uint8_t { sum, mean, amax, amin, prod };
 std::string_view to_string(Reduce r);
-Reduce parse_reduce(std::string_view s);  // "sum", "mean", "amax"/"max", "amin"/"min", "prod"
+Reduce parse_reduce(std::string_view s); // "sum", "mean", "amax"/"max", "amin"/"min", "prod"
 
 // A plan built once from an index vector of n entries with values in [0, num_targets):
 // `order` is the stable sort permutation (int64[n]: sources grouped by target, ascending source
@@ -62,8 +62,8 @@ Reduce parse_reduce(std::string_view s);  // "sum", "mean", "amax"/"max", "amin"
 // were built from and are immutable. Their memory belongs to the stream the plan was built on
 // (Options::stream): a plan used on another stream must outlive that work (see Tensor::empty).
 struct IndexPlan {
-  Tensor order;    // int64[n]
-  Tensor offsets;  // int64[num_targets + 1]
+  Tensor order;   // int64[n]
+  Tensor offsets; // int64[num_targets + 1]
   std::int64_t num_sources = 0;
   std::int64_t num_targets = 0;
   Device device = Device::cpu();
@@ -90,9 +90,9 @@ IndexPlan make_index_plan(const TensorView& index, std::int64_t num_targets,
 // reused a plan.
 constexpr std::int64_t kPlanCacheMinSources = 65536;
 struct PlanCacheStats {
-  std::int64_t hits = 0;    // calls that reused a plan
-  std::int64_t misses = 0;  // calls whose index differed from the copy kept at its address
-  std::int64_t stored = 0;  // index copies kept
+  std::int64_t hits = 0;   // calls that reused a plan
+  std::int64_t misses = 0; // calls whose index differed from the copy kept at its address
+  std::int64_t stored = 0; // index copies kept
   std::size_t entries = 0, bytes = 0, limit_bytes = 0;
 };
 // 0 turns automatic reuse off and frees what it kept (once the device is done with it).
@@ -117,8 +117,7 @@ void scatter_add(const TensorView& out, int dim, const TensorView& index, const 
 // PyTorch scatter_reduce_(dim, index, src, reduce, include_self), shapes as scatter_add.
 // include_self = false: targets that receive contributions start from their first contribution
 // (their old value is ignored); others keep their value.
-void scatter_reduce(const TensorView& out, int dim, const TensorView& index,
-                    const TensorView& src, Reduce reduce, bool include_self = true,
-                    const Options& opts = {});
+void scatter_reduce(const TensorView& out, int dim, const TensorView& index, const TensorView& src,
+                    Reduce reduce, bool include_self = true, const Options& opts = {});
 
-}  // namespace samebits
+} // namespace samebits

@@ -11,16 +11,17 @@
 // where v_k = src[k, f] (segment_reduce) or x[indices[k], f] (aggregate). A NaN anywhere in a
 // segment makes amax/amin NaN (the last NaN of the chain, payload included); between +0.0 and
 // -0.0 the first one met is kept. A sum or mean that is NaN is written as the quiet NaN
-// 0x7FC00000 (float32) / 0x7FF8000000000000 (float64), whatever NaN the hardware produced. Empty segments (and nodes without in-neighbours) give +0.0 for
-// every reduction. Rows are computed in parallel; the order within a row never depends on the
-// thread count, block size or device. The not_guaranteed variants add edges (or partial sums)
-// into the output with atomic operations in whatever order threads finish.
+// 0x7FC00000 (float32) / 0x7FF8000000000000 (float64), whatever NaN the hardware produced. Empty
+// segments (and nodes without in-neighbours) give +0.0 for every reduction. Rows are computed in
+// parallel; the order within a row never depends on the thread count, block size or device. The
+// not_guaranteed variants add edges (or partial sums) into the output with atomic operations in
+// whatever order threads finish.
 #pragma once
-#include <cstdint>
-
 #include "samebits/determinism.hpp"
 #include "samebits/ops/scatter.hpp"
 #include "samebits/tensor.hpp"
+
+#include <cstdint>
 
 namespace samebits {
 
@@ -33,8 +34,8 @@ void segment_reduce(const TensorView& src, const TensorView& offsets, const Tens
 
 // A graph in CSR form: the in-neighbours of node i are indices[offsets[i] .. offsets[i+1]).
 struct CsrGraph {
-  TensorView offsets;  // int64 [num_nodes + 1]
-  TensorView indices;  // int32 or int64 [num_edges], values in [0, num_source_nodes)
+  TensorView offsets; // int64 [num_nodes + 1]
+  TensorView indices; // int32 or int64 [num_edges], values in [0, num_source_nodes)
   // >= 0: offsets and indices were validated when the graph was built (every index lies in
   // [0, checked_sources)), so aggregate only checks x.size(0) >= checked_sources and does not
   // read the indices again (on CUDA this saves a check kernel and a host synchronization, and
@@ -51,9 +52,9 @@ void aggregate(const CsrGraph& graph, const TensorView& x, const TensorView& out
 
 // An owning CSR graph, on the device of the tensors it was built from.
 struct Csr {
-  Tensor offsets;  // int64 [num_nodes + 1]
-  Tensor indices;  // [num_edges], the dtype of the edge list it was built from
-  std::int64_t num_sources = -1;  // every index is < num_sources (-1: not validated)
+  Tensor offsets;                // int64 [num_nodes + 1]
+  Tensor indices;                // [num_edges], the dtype of the edge list it was built from
+  std::int64_t num_sources = -1; // every index is < num_sources (-1: not validated)
 
   std::int64_t num_nodes() const { return offsets.numel() > 0 ? offsets.numel() - 1 : 0; }
   std::int64_t num_edges() const { return indices.numel(); }
@@ -73,4 +74,4 @@ Csr csr_from_edges(const TensorView& src, const TensorView& dst, std::int64_t nu
 // aggregating over the transpose is the backward of aggregating over `csr` (sum).
 Csr transpose(const Csr& csr, std::int64_t num_source_nodes);
 
-}  // namespace samebits
+} // namespace samebits
