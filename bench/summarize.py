@@ -267,17 +267,17 @@ def graphsage(run):
         c = e.get("config", {})
         out += [f"Training (`samebits experiment graphsage`, {c.get('runs')} runs of "
                 f"{c.get('epochs')} epochs{', run ' + str(rec['source_run']) if rec else ''}):", "",
-                "| device | level | runs | distinct weight sets | test accuracy (mean) | s per run |",
+                "| device | level | runs | distinct weight sets | test accuracy (mean) | ms per run |",
                 "|---|---|---|---|---|---|"]
         for g in e["groups"]:
             acc = (g.get("test_accuracy") or {}).get("mean")
             sec = g.get("seconds_per_run")
             out.append(f"| {g['device']} | {g['level']} | {g['runs']} | {g['distinct_weight_sets']} | "
-                       f"{'-' if acc is None else f'{acc:.4f}'} | {'-' if sec is None else f'{sec:.5f}'} |")
+                       f"{'-' if acc is None else f'{acc:.4f}'} | {'-' if sec is None else ms(1e3 * sec)} |")
         if rec.get("seconds_per_1000_runs"):
             out.append(f"\n{rec['seconds_per_1000_runs']} s per 1000 runs (every level).")
         x = e.get("cross_device", {})
-        if x.get("portable_hashes"):
+        if x.get("applicable") and x.get("portable_hashes"):
             out.append("\nPortable weights per device: " + ", ".join(
                 f"{d} {h}" for d, h in x["portable_hashes"].items()) +
                 (" (identical)" if x.get("equal") else " (different)") + ".")
@@ -322,7 +322,8 @@ def summarize(path, shown):
     if run.torch:
         t = run.torch
         extra = {k: t[k] for k in ("env", "copy_TBps", "sum_TBps") if k in t}
-        out += ["PyTorch in the same call: " + json.dumps(extra, sort_keys=True), ""]
+        if extra:
+            out += ["PyTorch in the same call: " + json.dumps(extra, sort_keys=True), ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
