@@ -16,7 +16,7 @@ expected = [
     "PyTorch deterministic = 0.20x.",
     "| index_add | E=2000000 N=1000 F=64 | 0.800 | 0.400 (0.50x) | 0.400 (0.50x, sort) | "
     "0.200 (0.25x) | 0.300 (0.37x) | 0.900 | 2.000 | 0.200 |",
-    # portable rows: sum 1.0, gemm 1.0, sort 0.5, plan 0.25 (same-again and plan-alone rows left out)
+    # portable rows: sum 1.0, gemm 1.0, sort 0.5, plan 0.25 (same-again and plan-alone rows out)
     "All portable rows: geometric mean 0.59x the atomic variant (4 rows).",
     # 2^30 bytes in 0.27 ms over a 4.0 TB/s ceiling: 99%; the launch override in its own line
     "| sum | float32 n=2^28 | 0.270 (99%) | 0.270 (1.00x, 99%) |",
