@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 DEBIAN_PACKAGES := cmake g++ make git libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev \
                    nlohmann-json3-dev libcli11-dev libxxhash-dev
 
-.PHONY: run test deps build bench clean
+.PHONY: run test deps build bench baseline clean
 
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -33,6 +33,11 @@ test: build
 
 bench: build
 	$(BUILD)/bench/samebits_bench_cpu
+
+# bench/BASELINE.md from the newest run under bench/results/ (or BASELINE_RUN=bench/results/<run>)
+BASELINE_RUN ?= $(shell ls -d bench/results/*/ | sort -V | tail -1)
+baseline:
+	python3 bench/summarize.py $(BASELINE_RUN) > bench/BASELINE.md
 
 clean:
 	rm -rf $(BUILD)
