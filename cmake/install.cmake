@@ -1,5 +1,6 @@
 # Install rules and the CMake package: headers, the library (static, or shared with
-# SAMEBITS_SHARED=ON), samebitsConfig.cmake and its version file under lib/cmake/samebits.
+# SAMEBITS_SHARED=ON), samebitsConfig.cmake and its version file under lib/cmake/samebits, and
+# the samebits program when it is built. The application library is not installed.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 set(SAMEBITS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/samebits)
@@ -13,6 +14,9 @@ install(TARGETS samebits samebits_gtest EXPORT samebitsTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET samebits_cli)
+  install(TARGETS samebits_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 install(EXPORT samebitsTargets NAMESPACE samebits:: DESTINATION ${SAMEBITS_CMAKE_DIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/samebitsConfig.cmake.in

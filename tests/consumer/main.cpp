@@ -1,8 +1,7 @@
 // The consumer project's program: a portable sum on the CPU whose value is known, so that a
 // package that links but computes wrongly fails too.
-#include <samebits/samebits.hpp>
-
 #include <cstdio>
+#include <samebits/samebits.hpp>
 #include <vector>
 
 int main() {

@@ -1,6 +1,7 @@
 // The GraphSAGE model's CUDA kernels when samebits is built without CUDA: each throws
 // BackendUnavailable, so that src/nn/kernels.cpp needs no build switch.
 #include "nn/kernels.hpp"
+
 #include "samebits/errors.hpp"
 
 #include <string>
@@ -9,8 +10,7 @@ namespace samebits::nn::kernels::cuda {
 
 namespace {
 [[noreturn]] void no_cuda(const char* op) {
-  throw BackendUnavailable(std::string(op) +
-                           ": CUDA tensors, but samebits was built without CUDA");
+  throw BackendUnavailable(std::string(op) + ": CUDA tensors, but samebits was built without CUDA");
 }
 } // namespace
 
