@@ -4,10 +4,14 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
+# WERROR=1 (CI) builds with -Werror.
+WERROR ?= 0
+CMAKE_FLAGS = $(CMAKE_ARGS) $(if $(filter 1,$(WERROR)),-DSAMEBITS_WERROR=ON)
+CLANG_FORMAT ?= clang-format-14
 DEBIAN_PACKAGES := cmake g++ make git libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev \
                    nlohmann-json3-dev libcli11-dev libxxhash-dev
 
-.PHONY: run test deps build bench baseline clean
+.PHONY: run test deps build bench baseline clean format-check
 
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -20,7 +24,7 @@ deps:
 	fi
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -41,3 +45,9 @@ baseline:
 
 clean:
 	rm -rf $(BUILD)
+
+# Every C++ and CUDA source as clang-format 14 writes it (.clang-format); installs it if missing.
+format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq clang-format-14; }
+	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs $(CLANG_FORMAT) --dry-run --Werror
