@@ -784,7 +784,7 @@ TEST(ScatterGpu, NanResultsAreTheCanonicalNanBitwiseEqualToTheCpu) {
       Tensor src = testing::random_normal({sh.e, sh.f}, dtype, seed);
       detail::visit_float(dtype, "test", [&]<class T>() {
         using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-        const U quiet = sizeof(T) == 4 ? U{0x7fc00000u} : U{0x7ff8000000000000ull};
+        const U quiet = static_cast<U>(sizeof(T) == 4 ? 0x7fc00000ull : 0x7ff8000000000000ull);
         T* p = src.data<T>();
         for (std::int64_t i = 0; i < src.numel(); i += 97) // every 97th value: NaN with a payload
           p[i] = std::bit_cast<T>(static_cast<U>(quiet | static_cast<U>(i % 1000 + 1) |
