@@ -3,8 +3,8 @@
 // [8192, 8192] matrix along each dim. Bytes = inputs read once + outputs written once; the report
 // (gpu_main.cpp) turns them into bandwidth against the measured copy ceiling.
 #include "gpu_common.hpp"
+#include "ops/reduce_choice.hpp"
 
-#include <cstdlib>
 #include <fmt/format.h>
 #include <utility>
 
@@ -32,27 +32,22 @@ void each_variant(Report& r, const char* op, const std::string& shape, double by
   }
 }
 
-// Times the portable variant of one call under other launch configurations (the
-// SAMEBITS_CUDA_BLOCK / SAMEBITS_CUDA_GRID override of cuda/launch.cuh): same bits, other speed,
+// Times the portable variant of one call under other launch configurations (ReduceTuning,
+// ops/reduce_choice.hpp): same bits, other speed,
 // so that a run shows whether the default configuration is the fastest.
 template <class Fn>
 void portable_configs(Report& r, const char* op, const std::string& shape, double bytes, Fn&& fn) {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  const std::string persistent = std::to_string(8 * sms);
-  const std::pair<const char*, std::string> configs[] = {
-      {"64", ""}, {"256", ""}, {"128", persistent}};
+  const std::int64_t persistent = 8 * sms;
+  const std::pair<int, std::int64_t> configs[] = {{64, 0}, {256, 0}, {128, persistent}};
   const Options o{.level = Determinism::portable, .variant = "cuda.canonical_tree"};
   for (const auto& [block, grid] : configs) {
-    setenv("SAMEBITS_CUDA_BLOCK", block, 1);
-    if (!grid.empty())
-      setenv("SAMEBITS_CUDA_GRID", grid.c_str(), 1);
+    const detail::TuningGuard<detail::ReduceTuning> tuned({.block = block, .grid = grid});
     const double ms = time_ms([&] { fn(o); }, r.quick ? 10 : 50);
-    unsetenv("SAMEBITS_CUDA_BLOCK");
-    unsetenv("SAMEBITS_CUDA_GRID");
     r.add({"reduce", op, shape,
            fmt::format("cuda.canonical_tree [block {}{}]", block,
-                       grid.empty() ? "" : ", grid " + grid),
+                       grid == 0 ? "" : fmt::format(", grid {}", grid)),
            "portable", ms, bytes, "launch override (same bits as the default)"});
   }
 }

@@ -5,6 +5,7 @@
 #include "testing.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -500,6 +501,66 @@ TEST(ScatterReduce, NanPropagatesInAmaxAndAmin) {
       scatter_reduce(out, 0, index, src, r, true, force(v));
       EXPECT_TRUE(std::isnan(out.data<float>()[0])) << to_string(r) << " " << v.name;
     }
+}
+
+// The NaN rule (ops/combine.hpp, include/samebits/ops/scatter.hpp): a target that receives a
+// contribution and whose sum, mean or prod is NaN is written as the canonical quiet NaN, whatever
+// payload the NaN inputs carried and whichever variant runs; amax/amin keep the NaN they select
+// (payload included); a target with no contribution keeps its bits. Rows of one value and of
+// several (the pull's two row paths), index_add with alpha, and inf - inf.
+TEST(ScatterReduce, NanSumMeanProdIsTheCanonicalNanOnEveryPortableVariant) {
+  const auto payload = std::bit_cast<float>(0x7fc01234u),
+             negative = std::bit_cast<float>(0xffc00000u);
+  const std::uint32_t canonical = 0x7fc00000u;
+  const float inf = std::numeric_limits<float>::infinity();
+  // Target 0 gets 1, a payload NaN, 3; target 1 gets +inf and -inf; target 2 gets a negative
+  // NaN alone; target 3 gets nothing and holds a payload NaN.
+  const std::vector<float> src1 = {1.f, payload, 3.f, inf, -inf, negative};
+  const std::vector<std::int64_t> idx1 = {0, 0, 0, 1, 1, 2};
+  for (std::int64_t f : {1, 3})
+    for (Reduce r : {Reduce::sum, Reduce::mean, Reduce::prod, Reduce::amax})
+      for (bool self : {true, false})
+        for (const auto& v : kScatterVariants) {
+          if (v.level != kPo)
+            continue;
+          std::vector<float> sv, ov;
+          for (float x : src1)
+            sv.insert(sv.end(), static_cast<std::size_t>(f), x);
+          for (int t = 0; t < 4; ++t)
+            ov.insert(ov.end(), static_cast<std::size_t>(f), t == 3 ? payload : 0.5f);
+          const auto n = static_cast<std::int64_t>(src1.size());
+          Tensor src = Tensor::from_vector(sv, {n, f}), vec = Tensor::from_vector(idx1, {n});
+          const TensorView index = testing::expanded_index(vec, {n, f});
+          Tensor out = Tensor::from_vector(ov, {4, f});
+          scatter_reduce(out, 0, index, src, r, self, force(v));
+          SCOPED_TRACE(::testing::Message()
+                       << to_string(r) << " self " << self << " F=" << f << " " << v.name);
+          for (std::int64_t k = 0; k < f; ++k) {
+            const auto bits = [&](int t) {
+              return std::bit_cast<std::uint32_t>(out.data<float>()[t * f + k]);
+            };
+            if (r == Reduce::amax) {
+              EXPECT_EQ(bits(0), 0x7fc01234u) << "amax keeps the NaN it selects";
+              EXPECT_EQ(bits(2), 0xffc00000u);
+            } else {
+              EXPECT_EQ(bits(0), canonical);
+              EXPECT_EQ(bits(1),
+                        r == Reduce::prod ? std::bit_cast<std::uint32_t>(-inf) : canonical);
+              EXPECT_EQ(bits(2), canonical) << "a NaN alone is written as the canonical one too";
+            }
+            EXPECT_EQ(bits(3), 0x7fc01234u) << "no contribution: the bits are left alone";
+          }
+        }
+  // index_add with alpha: alpha * NaN follows the rule too.
+  for (const auto& v : kScatterVariants) {
+    if (v.level != kPo)
+      continue;
+    Tensor out = Tensor::from_vector<float>({0.5f, payload}, {2, 1});
+    index_add(out, Tensor::from_vector<std::int64_t>({0, 0}, {2}),
+              Tensor::from_vector<float>({negative, 2.f}, {2, 1}), 3.0, force(v));
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(out.data<float>()[0]), canonical) << v.name;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(out.data<float>()[1]), 0x7fc01234u) << v.name;
+  }
 }
 
 TEST(ScatterReduce, DeterministicOverRepeatsAndThreadCounts) {

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace samebits::cli {
 
@@ -17,6 +18,10 @@ struct OpsOptions {
   bool json = false;
   bool variants = false;
   std::string explain_op;
+  std::vector<std::int64_t> shape; // --explain with a shape: the kernel choice
+  std::int64_t rows = 0;
+  int dim = -1;
+  std::string dtype = "float32";
 };
 
 void print_matrix(const OpsOptions& o) {
@@ -81,6 +86,25 @@ void add_ops_command(CLI::App& app) {
           "OP"))
       ->excludes(json)
       ->excludes(variants);
+  auto* shape =
+      cmd->add_option("--shape", o->shape,
+                      "With --explain: the shape of the op's main input, comma-separated (src "
+                      "[N,F] of a scatter, x [N,F] of a segment op with N CSR positions, the "
+                      "tensor of cumsum/sum/sum_dim/dot, [N] values of bincount/histc); prints "
+                      "the kernel each CUDA variant launches for it (no GPU needed: the choice "
+                      "is a pure function of the shape, under the default launch tuning)")
+          ->delimiter(',')
+          ->check(CLI::NonNegativeNumber)
+          ->needs("--explain");
+  cmd->add_option("--rows", o->rows,
+                  "With --shape: output rows (scatter targets, segments, bins); 0: N")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(shape);
+  cmd->add_option("--dim", o->dim, "With --shape: the dim of cumsum and sum_dim (-1: the last)")
+      ->needs(shape);
+  cmd->add_option("--dtype", o->dtype, "With --shape: float32 (default) or float64")
+      ->check(CLI::IsMember({"float32", "float64", "f32", "f64"}))
+      ->needs(shape);
   cmd->callback([o] {
     if (o->variants) {
       nlohmann::json j = nlohmann::json::array();
@@ -97,6 +121,12 @@ void add_ops_command(CLI::App& app) {
       }
       if (o->json)
         std::cout << detail::json_text(j, 2) << '\n';
+      return;
+    }
+    if (!o->explain_op.empty() && !o->shape.empty()) {
+      const KernelQuery q{o->explain_op, o->shape, o->rows, o->dim,
+                          o->dtype == "float64" || o->dtype == "f64" ? DType::f64 : DType::f32};
+      std::cout << explain_kernel_choice(q);
       return;
     }
     if (!o->explain_op.empty()) {

@@ -4,6 +4,7 @@
 #include "samebits/determinism.hpp"
 #include "samebits/dtype.hpp"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,5 +33,20 @@ struct SelectionPreview {
 // What a call of `op` on `backend` would run at `level`, for arguments every variant accepts.
 SelectionPreview preview_selection(std::string_view op, DeviceType backend, Determinism level,
                                    bool warn_only = false);
+
+// The kernel each CUDA variant of an op launches for one shape, and the variant each backend
+// runs at every level: the families' kernel choice is a pure function of the shape and the launch
+// tuning, so this needs no GPU. `shape` is the op's main input (src, x, the index of bincount);
+// `rows` the output rows (scatter targets, segments, bins; 0: shape[0]); `dim` the dim of cumsum
+// and sum_dim (negative: from the end). It assumes the default tuning and contiguous, aligned
+// tensors, and says so (and names any device property it assumes) in its last line.
+struct KernelQuery {
+  std::string op;
+  std::vector<std::int64_t> shape;
+  std::int64_t rows = 0;
+  int dim = -1;
+  DType dtype = DType::f32;
+};
+std::string explain_kernel_choice(const KernelQuery& q);
 
 } // namespace samebits

@@ -22,6 +22,7 @@
 #include "cpu/index_plan.hpp"
 #include "cpu/register.hpp"
 #include "cpu/thread_pool.hpp"
+#include "ops/combine.hpp"
 #include "samebits/threads.hpp"
 
 #include <algorithm>
@@ -100,29 +101,7 @@ TensorView index_vector_view(const ScatterArgs& a, const Geometry& g) {
   return v;
 }
 
-// --- combination steps (the canonical order's `op`) -----------------------------------------
-
-template <Reduce R, class T> inline T step(T acc, T c) {
-  if constexpr (R == Reduce::sum || R == Reduce::mean)
-    return acc + c;
-  else if constexpr (R == Reduce::prod)
-    return acc * c;
-  else if constexpr (R == Reduce::amax)
-    return (c > acc || c != c) ? c : acc;
-  else
-    return (c < acc || c != c) ? c : acc;
-}
-
-template <Reduce R, class T> constexpr T identity() {
-  if constexpr (R == Reduce::prod)
-    return T(1);
-  else if constexpr (R == Reduce::amax)
-    return -std::numeric_limits<T>::infinity();
-  else if constexpr (R == Reduce::amin)
-    return std::numeric_limits<T>::infinity();
-  else
-    return T(0);
-}
+// --- combination steps: ops/combine.hpp (step<R>, identity<R>, finished<R>: the NaN rule) -----
 
 // Calls f.template operator()<R, T, I>() for the reduction, value type and index type of `a`.
 template <class F> void visit_scatter(const ScatterArgs& a, F&& f) {
@@ -187,7 +166,7 @@ template <class I> void check_indices(const ScatterArgs& a, const Geometry& g) {
 template <class T> struct Contribution {
   bool scaled;
   T alpha;
-  T operator()(T v) const { return scaled ? alpha * v : v; }
+  T operator()(T v) const { return contribution(v, alpha, scaled); }
 };
 template <class T> Contribution<T> contribution(const ScatterArgs& a) {
   return {a.alpha != 1.0, static_cast<T>(a.alpha)};
@@ -252,7 +231,7 @@ void pull(const ScatterArgs& a, const Geometry& g, const std::int64_t* order,
             acc = step<R>(acc, cf(sbase[order[s] * g.src_d]));
           if constexpr (R == Reduce::mean)
             acc = acc / count;
-          orow[0] = acc;
+          orow[0] = finished<R>(acc);
         } else if (g.unit_inner) {
           const std::int64_t F = g.inner;
           std::int64_t s = b;
@@ -276,7 +255,10 @@ void pull(const ScatterArgs& a, const Geometry& g, const std::int64_t* order,
           }
           if constexpr (R == Reduce::mean)
             for (std::int64_t k = 0; k < F; ++k)
-              orow[k] = orow[k] / count;
+              orow[k] = finished<R>(orow[k] / count);
+          else if constexpr (R != Reduce::amax && R != Reduce::amin)
+            for (std::int64_t k = 0; k < F; ++k)
+              orow[k] = finished<R>(orow[k]);
         } else {
           for (std::int64_t k = 0; k < g.inner; ++k) {
             T& target = orow[g.out_inner[static_cast<std::size_t>(k)]];
@@ -286,7 +268,7 @@ void pull(const ScatterArgs& a, const Geometry& g, const std::int64_t* order,
               acc = step<R>(acc, cf(col[order[s] * g.src_d]));
             if constexpr (R == Reduce::mean)
               acc = acc / count;
-            target = acc;
+            target = finished<R>(acc);
           }
         }
       }
@@ -335,7 +317,7 @@ template <Reduce R, class T, class I> void target_sweep(const ScatterArgs& a, co
       for (std::int64_t i = 0; i < g.L; ++i) {
         const auto m = static_cast<std::int64_t>(idx[i * g.idx_d]);
         T* target = static_cast<std::uint64_t>(m - t0) < width ? op + m * g.out_d : &dummy;
-        *target = step<R>(*target, cf(sp[i * g.src_d]));
+        *target = finished<R>(step<R>(*target, cf(sp[i * g.src_d])));
       }
       return;
     }
@@ -352,15 +334,15 @@ template <Reduce R, class T, class I> void target_sweep(const ScatterArgs& a, co
         if (g.unit_inner) {
           if (first)
             for (std::int64_t k = 0; k < g.inner; ++k)
-              orow[k] = cf(p[k]);
+              orow[k] = finished<R>(cf(p[k]));
           else
             for (std::int64_t k = 0; k < g.inner; ++k)
-              orow[k] = step<R>(orow[k], cf(p[k]));
+              orow[k] = finished<R>(step<R>(orow[k], cf(p[k])));
         } else {
           for (std::int64_t k = 0; k < g.inner; ++k) {
             T& target = orow[g.out_inner[static_cast<std::size_t>(k)]];
             const T c = cf(p[g.src_inner[static_cast<std::size_t>(k)]]);
-            target = first ? c : step<R>(target, c);
+            target = finished<R>(first ? c : step<R>(target, c));
           }
         }
       }
@@ -375,7 +357,7 @@ template <Reduce R, class T, class I> void target_sweep(const ScatterArgs& a, co
           for (std::int64_t k = 0; k < g.inner; ++k) {
             T& target = out[g.out_outer[static_cast<std::size_t>(o)] + m * g.out_d +
                             g.out_inner[static_cast<std::size_t>(k)]];
-            target = target / div;
+            target = canonical_nan(target / div);
           }
       }
     }
@@ -404,7 +386,7 @@ void divide_by_counts(const Geometry& g, T* out, const std::vector<std::int64_t>
           continue;
         T& target = out[g.out_outer[static_cast<std::size_t>(o)] + m * g.out_d +
                         g.out_inner[static_cast<std::size_t>(k)]];
-        target = target / static_cast<T>(n + (self ? 1 : 0));
+        target = canonical_nan(target / static_cast<T>(n + (self ? 1 : 0)));
       }
   });
 }
@@ -432,10 +414,10 @@ template <Reduce R, class T, class I> void sweep(const ScatterArgs& a, const Geo
         const T c = cf(sbase[i * g.src_d + g.src_inner[ku]]);
         if (counting) {
           std::int64_t& n = count[static_cast<std::size_t>((o * g.M + m) * g.inner + k)];
-          target = (n == 0 && !self) ? c : step<R>(target, c);
+          target = finished<R>((n == 0 && !self) ? c : step<R>(target, c));
           ++n;
         } else {
-          target = step<R>(target, c);
+          target = finished<R>(step<R>(target, c));
         }
       }
     }

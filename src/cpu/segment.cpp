@@ -83,14 +83,9 @@ template <class T> T finish(Reduce r, T acc, std::int64_t count) {
   return acc;
 }
 
-// The canonical step of reduce R (sum and mean share the sum's step).
+// The canonical step of reduce R (ops/combine.hpp; sum and mean share the sum's step).
 template <Reduce R, class T> inline T step_of(T acc, T v) {
-  if constexpr (R == Reduce::amax)
-    return combine_max(acc, v);
-  else if constexpr (R == Reduce::amin)
-    return combine_min(acc, v);
-  else
-    return acc + v;
+  return step < R == Reduce::mean ? Reduce::sum : R > (acc, v);
 }
 
 // acc[f] = step(acc[f], row[f]) for f < n.

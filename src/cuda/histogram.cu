@@ -12,15 +12,17 @@
 // the weights; the accumulation checks each index as it reads it (a bad one adds nothing and the
 // smallest bad position is kept); results are accumulated in the workspace and written to `out`
 // once, by a last pass that writes nothing when an index was bad. The host waits once, at the end.
-// Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 uses 64-thread blocks on a small grid.
+// Launch choice: ops/histogram_choice.cpp (HistogramTuning::alternative: 64-thread blocks on a
+// small grid; the same bits).
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/fixed_point.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/histogram.hpp"
+#include "ops/histogram_choice.hpp"
 
 #include <climits>
-#include <cstdlib>
 #include <cuda_runtime.h>
 #include <string>
 
@@ -30,31 +32,8 @@ namespace {
 
 using i64 = long long;
 using u64 = unsigned long long;
-constexpr int kSmemBytes = 48 * 1024;
 
-bool alt_launch() {
-  const char* e = std::getenv("SAMEBITS_CUDA_ALT_LAUNCH");
-  return e != nullptr && *e != '\0' && *e != '0';
-}
-
-struct Launch {
-  unsigned grid = 1;
-  int block = 256;
-};
-// A grid-stride launch over n elements: enough blocks to fill the GPU, at most 2^31 elements
-// per block (shared 32-bit counters cannot overflow).
-Launch launch_for(i64 n) {
-  int d = 0, sms = 1;
-  SAMEBITS_CUDA_CHECK(cudaGetDevice(&d));
-  SAMEBITS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
-  Launch l;
-  l.block = alt_launch() ? 64 : 256;
-  const i64 want = std::max<i64>(1, (n + l.block * 8 - 1) / (l.block * 8));
-  i64 g = std::min<i64>(want, alt_launch() ? 13 : i64{sms} * 8);
-  g = std::max<i64>(g, (n >> 31) + 1);
-  l.grid = static_cast<unsigned>(g);
-  return l;
-}
+using Launch = HistogramLaunch;
 
 // Grid-stride loop over [0, n) that issues U loads (load(i)) before using them (use(i, v)), so
 // that each thread keeps several loads in flight; every i is visited exactly once.
@@ -227,7 +206,6 @@ template <bool Canonical> void bincount_cuda(const BincountArgs& a, const Worksp
   auto* mask = reinterpret_cast<unsigned*>(wsp + align_up(sizeof(CheckResult)) +
                                            align_up(static_cast<std::size_t>(bins) * 8));
   const bool weighted = a.weighted();
-  const Launch l = launch_for(n);
   const bool is64 = a.index.dtype == DType::i64;
   const bool f32 = !weighted || a.weights.dtype == DType::f32;
   const i64 si = n > 0 ? a.index.stride(0) : 1, sw = weighted && n > 0 ? a.weights.stride(0) : 1;
@@ -249,7 +227,10 @@ template <bool Canonical> void bincount_cuda(const BincountArgs& a, const Worksp
   // host waits once, at the end.
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof(CheckResult), stream));
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(&res->first_bad, 0xff, sizeof(u64), stream));
-  const bool fixed = weighted && Canonical;
+  const BincountChoice c = choose_bincount_kernel(
+      n, bins, weighted ? static_cast<int>(size_of(a.weights.dtype)) : 0, Canonical, sm_count());
+  const Launch l = c.accumulate;
+  const bool fixed = c.fixed_point;
   if (fixed && n > 0) {
     with_types([&](auto*, auto* wp) {
       max_weight_kernel<<<l.grid, l.block, 0, stream>>>(wp, sw, n, res);
@@ -263,8 +244,8 @@ template <bool Canonical> void bincount_cuda(const BincountArgs& a, const Worksp
   if (fixed && bins > 0)
     SAMEBITS_CUDA_CHECK(
         cudaMemsetAsync(mask, 0, static_cast<std::size_t>(bins) * sizeof(unsigned), stream));
-  const bool smem = static_cast<std::size_t>(bins) * elem <= kSmemBytes;
-  const std::size_t smem_bytes = smem ? static_cast<std::size_t>(bins) * elem : 0;
+  const bool smem = c.shared_bins;
+  const std::size_t smem_bytes = c.smem_bytes;
   if (n > 0) {
     with_types([&](auto* ip, auto* wp) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(wp)>>;
@@ -282,7 +263,7 @@ template <bool Canonical> void bincount_cuda(const BincountArgs& a, const Worksp
     SAMEBITS_CUDA_CHECK_LAUNCH("bincount accumulate");
   }
   // 3. Write out (nothing when an index was bad).
-  const Launch lf = launch_for(bins);
+  const Launch lf = c.finalize;
   const i64 so = bins > 0 ? a.out.stride(0) : 1;
   const unsigned* m = fixed ? mask : nullptr;
   if (!weighted)
@@ -367,21 +348,13 @@ void histc_cuda(const HistcArgs& a, const Workspace& ws) {
   const i64 n = x.numel(), bins = a.out.numel();
   auto* acc = static_cast<u64*>(ws.data);
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(bins) * 8, stream));
-  Launch l = launch_for(n);
-  // Each block flushes its bins: keep at least ~8 values per bin per block, and 2 blocks per SM.
-  {
-    int d = 0, sms = 1;
-    SAMEBITS_CUDA_CHECK(cudaGetDevice(&d));
-    SAMEBITS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
-    const i64 cap = std::max<i64>({i64{2} * sms, n / (8 * bins), (n >> 31) + 1});
-    l.grid = static_cast<unsigned>(std::min<i64>(l.grid, cap));
-  }
-  const i64 fit = kSmemBytes / 4 / bins; // replicas that fit in shared memory
-  const bool smem = fit >= 1;
-  const int replicas = static_cast<int>(std::max<i64>(1, std::min<i64>({fit, 8, l.block / 32})));
-  const std::size_t smem_bytes = smem ? static_cast<std::size_t>(bins * replicas) * 4 : 0;
+  const HistcChoice c = choose_histc_kernel(n, bins, sm_count());
+  const Launch l = c.count;
+  const bool smem = c.shared_bins;
+  const int replicas = c.replicas;
+  const std::size_t smem_bytes = c.smem_bytes;
   const i64 so = a.out.stride(0);
-  const Launch lf = launch_for(bins);
+  const Launch lf = c.finalize;
   if (x.dtype == DType::f32) {
     if (n > 0)
       histc_kernel<float><<<l.grid, l.block, smem_bytes, stream>>>(

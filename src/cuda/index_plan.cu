@@ -7,8 +7,10 @@
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/index_plan.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/scatter.hpp"
+#include "ops/scatter_choice.hpp"
 
 #include <bit>
 #include <cstdlib>
@@ -22,9 +24,11 @@ namespace {
 
 constexpr int kBlock = 256;
 
-int grid_for(std::int64_t n, int block = kBlock) {
-  const std::int64_t g = (n + block - 1) / block;
-  return static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(g, 1), 65535 * 16));
+constexpr std::int64_t kMaxBlocks = 65535 * 16;
+
+// Blocks of kBlock threads for n threads' worth of work (the kernels loop over the rest).
+unsigned blocks_for(std::int64_t n) {
+  return grid_for(n, kBlock, kMaxBlocks);
 }
 
 // The key of position i: index[i * stride] when it is in [0, m); otherwise 0, and i lowers *bad
@@ -99,17 +103,14 @@ constexpr int kCountTile = 4096;
 constexpr int kCountWarps = 8;
 constexpr int kCountThreads = kCountWarps * 32;
 constexpr int kCountSlice = kCountTile / kCountWarps;
-constexpr int kCountMaxKeys = 1536; // kCountWarps x 1536 ints: 48 KiB of shared memory
+constexpr int kCountMaxKeys =
+    static_cast<int>(kCountSortMaxKeys); // kCountWarps x 1536 ints: 48 KiB of shared memory
 // Keys of a tile per thread, and keys of [0, m) per thread, each loaded all at once.
 constexpr int kCountPerThread = kCountTile / kCountThreads;
 constexpr int kCountKeysPerThread = (kCountMaxKeys + kCountThreads - 1) / kCountThreads;
 
 std::int64_t count_tiles(std::int64_t n) {
   return (n + kCountTile - 1) / kCountTile;
-}
-bool counting_sort_applies(std::int64_t n, std::int64_t num_keys) {
-  return n > 0 && num_keys > 0 && num_keys <= kCountMaxKeys &&
-         n < std::numeric_limits<int>::max() && !alternative_scatter_config();
 }
 std::int64_t count_cells(std::int64_t n, std::int64_t num_keys) {
   return num_keys <= kCountMaxKeys ? num_keys * count_tiles(n) : 0;
@@ -228,7 +229,8 @@ void counting_sort(const I* idx, std::int64_t stride, const int* values32, std::
   std::size_t temp = b.temp_bytes;
   SAMEBITS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.temp, temp, static_cast<const int*>(b.counts),
                                                     b.starts, static_cast<int>(cells), stream));
-  count_offsets_kernel<<<grid_for(m + 1), kBlock, 0, stream>>>(b.starts, m, tiles, b.n, b.offsets);
+  count_offsets_kernel<<<blocks_for(m + 1), kBlock, 0, stream>>>(b.starts, m, tiles, b.n,
+                                                                 b.offsets);
   SAMEBITS_CUDA_CHECK_LAUNCH("count_offsets_kernel");
   tile_place_kernel<I>
       <<<tiles, kCountThreads, static_cast<std::size_t>(m) * 4 * kCountWarps, stream>>>(
@@ -281,10 +283,10 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
     throw IndexOutOfRange(index_error_message(
         "make_index_plan", i, read_index_value(a.index, i * a.index.strides[0]), m));
-  widen_kernel<<<grid_for(n), kBlock, 0, stream>>>(b.vals_out, n, p.order.data<std::int64_t>());
+  widen_kernel<<<blocks_for(n), kBlock, 0, stream>>>(b.vals_out, n, p.order.data<std::int64_t>());
   SAMEBITS_CUDA_CHECK_LAUNCH("widen order");
-  widen_kernel<<<grid_for(m + 1), kBlock, 0, stream>>>(b.offsets, m + 1,
-                                                       p.offsets.data<std::int64_t>());
+  widen_kernel<<<blocks_for(m + 1), kBlock, 0, stream>>>(b.offsets, m + 1,
+                                                         p.offsets.data<std::int64_t>());
   SAMEBITS_CUDA_CHECK_LAUNCH("widen offsets");
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -298,20 +300,12 @@ std::string plan_why_not(const PlanArgs& a) {
 
 } // namespace
 
-DeviceScratch::DeviceScratch(std::size_t bytes, Device device, Stream stream)
-    : bytes_(bytes), device_(device), stream_(stream) {
-  if (bytes_ > 0)
-    data_ = allocate_bytes(bytes_, device_, stream_);
-}
-DeviceScratch::~DeviceScratch() {
-  if (data_ != nullptr)
-    free_bytes(data_, device_, stream_);
-}
 void* DeviceScratch::take_bytes(std::size_t bytes) {
   const std::size_t b = align256(std::max<std::size_t>(bytes, 1));
-  if (used_ + b > bytes_)
+  const Workspace ws = buffer_.workspace();
+  if (used_ + b > ws.bytes)
     throw Error("scatter: internal error: scratch buffer too small");
-  void* p = static_cast<char*>(data_) + used_;
+  void* p = static_cast<char*>(ws.data) + used_;
   used_ += b;
   return p;
 }
@@ -364,11 +358,11 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
     return;
   const auto* v = static_cast<const int*>(values32);
   if (index.dtype == DType::i32)
-    vector_keys_kernel<<<grid_for(n), kBlock, 0, stream>>>(
+    vector_keys_kernel<<<blocks_for(n), kBlock, 0, stream>>>(
         static_cast<const std::int32_t*>(index.data), index.strides[0], n, m, v, vstride, b.keys_in,
         b.vals_in, bad);
   else
-    vector_keys_kernel<<<grid_for(n), kBlock, 0, stream>>>(
+    vector_keys_kernel<<<blocks_for(n), kBlock, 0, stream>>>(
         static_cast<const std::int64_t*>(index.data), index.strides[0], n, m, v, vstride, b.keys_in,
         b.vals_in, bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("vector_keys_kernel");
@@ -382,7 +376,7 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
     SAMEBITS_CUDA_CHECK(radix_sort_pairs(b.temp, temp, b.keys_in, b.keys_out, b.vals_in, b.vals_out,
                                          b.n, key_bits(b.num_keys), stream));
   }
-  offsets_kernel<<<grid_for(b.n / kOffsetsPerThread + 1), kBlock, 0, stream>>>(
+  offsets_kernel<<<blocks_for(b.n / kOffsetsPerThread + 1), kBlock, 0, stream>>>(
       b.keys_out, b.n, b.num_keys, b.offsets);
   SAMEBITS_CUDA_CHECK_LAUNCH("offsets_kernel");
 }
@@ -408,11 +402,6 @@ std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stre
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, bad, sizeof h, cudaMemcpyDeviceToHost, stream));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
   return h == ~0ull ? -1 : static_cast<std::int64_t>(h);
-}
-
-bool alternative_scatter_config() {
-  const char* e = std::getenv("SAMEBITS_CUDA_SCATTER_CONFIG");
-  return e != nullptr && e[0] == '1';
 }
 
 void register_cuda_index_plan(Registry& r) {

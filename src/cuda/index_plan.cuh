@@ -2,6 +2,7 @@
 // building with index validation, a stable sort of (key, value) pairs (a counting sort for few
 // keys, CUB's radix sort otherwise), CSR offsets, and the device scratch buffer they work in.
 #pragma once
+#include "core/registry.hpp"
 #include "samebits/tensor.hpp"
 
 #include <cstddef>
@@ -12,15 +13,14 @@
 
 namespace samebits::detail {
 
-// Scratch device memory for one op call (caching allocator), freed at scope exit.
+// Scratch device memory for one op call, carved into 256-byte-aligned pieces: the registry's
+// WorkspaceBuffer (core/registry.hpp, the one scratch mechanism: the caching allocator, freed
+// at scope exit), for variants whose scratch size is known only inside their run.
 class DeviceScratch {
 public:
   // Allocated and freed for `stream`, the stream of the kernels that use it: freed while they
   // are still queued, it is reused only behind them.
-  DeviceScratch(std::size_t bytes, Device device, Stream stream);
-  ~DeviceScratch();
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  DeviceScratch(std::size_t bytes, Device device, Stream stream) : buffer_(bytes, device, stream) {}
   // Carves `bytes` (aligned to 256) off the buffer.
   template <class T> T* take(std::int64_t count) {
     return static_cast<T*>(take_bytes(static_cast<std::size_t>(count) * sizeof(T)));
@@ -28,10 +28,8 @@ public:
   void* take_bytes(std::size_t bytes);
 
 private:
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0, used_ = 0;
-  Device device_;
-  Stream stream_;
+  WorkspaceBuffer buffer_;
+  std::size_t used_ = 0;
 };
 
 // Waits for `stream` when its scope is left by an exception. Declared after a DeviceScratch, it
@@ -116,11 +114,6 @@ struct CachedPlan {
 };
 CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
 void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
-
-// Launch configuration: block size of the scatter kernels. SAMEBITS_CUDA_SCATTER_CONFIG=1 picks
-// an alternative (smaller blocks, other kernel thresholds) that must give the same bits; tests
-// use it to check that launch configuration cannot change portable results.
-bool alternative_scatter_config();
 
 class Registry;
 void register_cuda_index_plan(Registry& r);

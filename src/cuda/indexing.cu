@@ -12,6 +12,7 @@
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/indexing.hpp"
+#include "ops/indexing_choice.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -47,10 +48,6 @@ Geo geo_of(const Padded4& p) {
   }
   g.dim = p.dim;
   return g;
-}
-
-int grid_for(std::int64_t threads, int block) {
-  return static_cast<int>(std::min<std::int64_t>(kMaxGrid, (threads + block - 1) / block));
 }
 
 __device__ __forceinline__ void unravel(std::int64_t t, const Geo& g, std::int64_t c[4]) {
@@ -125,25 +122,18 @@ __global__ void copy_rows(const W* __restrict__ x, W* __restrict__ out, const I*
   }
 }
 
+// index_select of contiguous tensors: `c.word_bytes`-byte words, (bx, by) blocks (the choice).
 template <class W, class I>
-void launch_rows(const IndexArgs& a, const I* idx, std::int64_t bytes_per_row, const u64* bad,
-                 cudaStream_t st) {
-  const std::int64_t words = bytes_per_row / static_cast<std::int64_t>(sizeof(W));
-  std::int64_t outer = 1;
-  for (int d = 0; d < a.dim; ++d)
-    outer *= a.x.size(d);
-  const std::int64_t n = a.index.numel(), rows = outer * n;
-  int bx = 1;
-  while (bx < 32 && bx < words)
-    bx *= 2;
-  if (words > 64)
-    bx = std::min<std::int64_t>(kBlock, words >= 256 ? 256 : 64);
-  const int by = kBlock / bx;
-  const dim3 block(static_cast<unsigned>(bx), static_cast<unsigned>(by));
-  const int grid = grid_for(rows, by);
-  if (grid == 0)
-    return;
-  copy_rows<W, I><<<grid, block, 0, st>>>(
+void launch_rows(const IndexArgs& a, const I* idx, const IndexingChoice& c, std::int64_t rows,
+                 const u64* bad, cudaStream_t st) {
+  const std::int64_t n = a.index.numel();
+  std::int64_t inner = 1;
+  for (int d = a.dim + 1; d < a.x.ndim; ++d)
+    inner *= a.x.size(d);
+  const std::int64_t words =
+      inner * static_cast<std::int64_t>(size_of(a.x.dtype)) / static_cast<std::int64_t>(sizeof(W));
+  const dim3 block(static_cast<unsigned>(c.bx), static_cast<unsigned>(c.by));
+  copy_rows<W, I><<<c.grid, block, 0, st>>>(
       static_cast<const W*>(a.x.data), static_cast<W*>(a.out.data), idx,
       a.index.ndim == 0 ? 0 : a.index.strides[0], n, a.x.size(a.dim), rows, words, bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("copy_rows");
@@ -159,24 +149,35 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
   if (!a.checked && n_idx > 0) {
     bad = static_cast<u64*>(ws.data);
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(u64), st));
-    check_kernel<I><<<grid_for(n_idx, kBlock), kBlock, 0, st>>>(idx, g, gather, n_idx, hi, bad);
+    check_kernel<I>
+        <<<grid_for(n_idx, kBlock, kMaxGrid), kBlock, 0, st>>>(idx, g, gather, n_idx, hi, bad);
     SAMEBITS_CUDA_CHECK_LAUNCH("index check_kernel");
   }
   if (n_out > 0) {
     const std::size_t es = size_of(a.x.dtype);
-    std::int64_t inner = 1;
+    std::int64_t inner = 1, outer = 1;
     for (int d = a.dim + 1; d < a.x.ndim; ++d)
       inner *= a.x.size(d);
-    const std::int64_t row_bytes = inner * static_cast<std::int64_t>(es);
-    if (!gather && a.x.is_contiguous() && a.out.is_contiguous()) {
-      if (row_bytes % 16 == 0 && aligned16(a.x.data) && aligned16(a.out.data))
-        launch_rows<uint4, I>(a, idx, row_bytes, bad, st);
-      else if (es == 8)
-        launch_rows<u64, I>(a, idx, row_bytes, bad, st);
+    for (int d = 0; d < a.dim; ++d)
+      outer *= a.x.size(d);
+    IndexingShape shape;
+    shape.gather = gather;
+    shape.contiguous = a.x.is_contiguous() && a.out.is_contiguous();
+    shape.aligned = aligned16(a.x.data) && aligned16(a.out.data);
+    shape.elem_bytes = static_cast<int>(es);
+    shape.rows = outer * n_idx;
+    shape.row_bytes = inner * static_cast<std::int64_t>(es);
+    shape.elements = n_out;
+    const IndexingChoice c = choose_indexing_kernel(shape);
+    if (c.kernel == IndexingKernel::copy_rows) {
+      if (c.word_bytes == 16)
+        launch_rows<uint4, I>(a, idx, c, shape.rows, bad, st);
+      else if (c.word_bytes == 8)
+        launch_rows<u64, I>(a, idx, c, shape.rows, bad, st);
       else
-        launch_rows<unsigned int, I>(a, idx, row_bytes, bad, st);
-    } else {
-      const int grid = grid_for(n_out, kBlock);
+        launch_rows<unsigned int, I>(a, idx, c, shape.rows, bad, st);
+    } else if (c.kernel == IndexingKernel::copy_any) {
+      const unsigned grid = c.grid;
       if (es == 8)
         copy_any<u64, I><<<grid, kBlock, 0, st>>>(static_cast<const u64*>(a.x.data),
                                                   static_cast<u64*>(a.out.data), idx, g, gather,

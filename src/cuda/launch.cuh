@@ -1,16 +1,16 @@
-// Launch plumbing shared by the CUDA op families: checked launches that name the kernel, grid
-// sizing, the launch-configuration override that tests use (SAMEBITS_CUDA_BLOCK /
-// SAMEBITS_CUDA_GRID), a device guard, workspace carving, strided index decomposition and
-// strided copies.
+// Launch plumbing shared by the CUDA op families (launches are checked with
+// SAMEBITS_CUDA_CHECK_LAUNCH, cuda/check.cuh): the device's resident blocks, 16-byte packs,
+// workspace carving, strided index decomposition and strided copies. Grid sizing and the other
+// launch arithmetic that the kernel-choice functions share are plain C++ in ops/launch_shape.hpp.
 #pragma once
 #include "cuda/check.cuh"
 #include "cuda/vec16.cuh"
+#include "ops/launch_shape.hpp"
 #include "samebits/tensor.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cuda_runtime.h>
 #include <map>
 #include <mutex>
@@ -19,58 +19,7 @@
 
 namespace samebits::detail {
 
-// --- checked launches --------------------------------------------------------------------------
-
-// Throws CudaError naming `what` (the kernel) if the last launch failed to start.
-inline void check_launch(const char* what, const char* file, int line) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    throw_cuda_error(e, (std::string("launch of ") + what).c_str(), file, line);
-}
-#define SAMEBITS_CUDA_LAUNCHED(what) ::samebits::detail::check_launch(what, __FILE__, __LINE__)
-
-// --- launch configuration ------------------------------------------------------------------------
-
-// A launch configuration forced from the environment, so that tests can run the same op under
-// several block and grid sizes and check that deterministic results do not change:
-//   SAMEBITS_CUDA_BLOCK=N  threads per block (each kernel clamps it to the range it supports)
-//   SAMEBITS_CUDA_GRID=N   at most N blocks (kernels loop over the remaining work)
-// Zero means "not set": the kernel's own choice. Read at every launch, so a test may change it
-// between calls.
-struct LaunchOverride {
-  int block = 0;
-  long long grid = 0;
-};
-
-inline long long env_positive(const char* name) {
-  const char* s = std::getenv(name);
-  if (s == nullptr || *s == '\0')
-    return 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s, &end, 10);
-  if (end == s || *end != '\0' || v <= 0)
-    throw InvalidArgument(std::string(name) + "='" + s + "': expected a positive integer or unset");
-  return v;
-}
-
-inline LaunchOverride launch_override() {
-  LaunchOverride o;
-  o.block = static_cast<int>(std::min<long long>(env_positive("SAMEBITS_CUDA_BLOCK"), 1024));
-  o.grid = env_positive("SAMEBITS_CUDA_GRID");
-  return o;
-}
-
-constexpr std::int64_t kMaxGridX = 2147483647; // gridDim.x limit
-
-inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b;
-}
-
-// Blocks for `work_blocks` blocks' worth of work, at most `cap` (and the hardware limit), at
-// least 1. Kernels launched with fewer blocks than work loop (grid-stride) over the rest.
-inline unsigned grid_size(std::int64_t work_blocks, std::int64_t cap = kMaxGridX) {
-  return static_cast<unsigned>(std::clamp<std::int64_t>(std::min(work_blocks, cap), 1, kMaxGridX));
-}
+// --- launch configuration (grid sizing, lanes: ops/launch_shape.hpp) --------------------------
 
 // Streaming multiprocessors of the current device.
 inline int sm_count() {
@@ -103,35 +52,6 @@ std::int64_t resident_blocks(Kernel kernel, int block, std::size_t smem = 0) {
 // V consecutive values of T loaded or stored as one access (16 bytes when V * sizeof(T) == 16);
 // the address must be aligned to the pack's size.
 template <class T, int V> struct alignas(sizeof(T) * V) Pack { T v[V]; };
-
-// About the threads an H200 holds at once (132 SMs x 2048): kernels that pick a path by "few" or
-// "many" threads compare against this constant, never against the device they run on, so a shape
-// takes the same path on every GPU.
-constexpr std::int64_t kOneWave = std::int64_t{1} << 18;
-
-// Lanes per group: the smallest power of two >= n, at most `most` (a power of two).
-inline int pow2_lanes(std::int64_t n, int most) {
-  int g = 1;
-  while (g < most && g < n)
-    g *= 2;
-  return g;
-}
-
-// Source rows whose loads a lane group issues before its steps, on the many-targets pulls of the
-// scatter and segment families. Fewer rows hold fewer registers, so more groups are resident
-// (the 16 / 8 / 4 rows measured: docs/decisions.md, scatter pulls and segment reductions; the
-// current figures: bench/BASELINE.md, the scatter plan-reused and segment_reduce sum rows):
-// 4 for short chains, 8 from 64 sources per
-// target on average. SAMEBITS_CUDA_PULL_BATCH=4, 8 or 16 forces one (benchmarks, tests); the
-// bits are the same.
-inline int pull_batch(std::int64_t sources, std::int64_t targets) {
-  if (const char* e = std::getenv("SAMEBITS_CUDA_PULL_BATCH"); e != nullptr && *e != '\0') {
-    const int b = std::atoi(e);
-    if (b == 4 || b == 8 || b == 16)
-      return b;
-  }
-  return sources >= 64 * targets ? 8 : 4;
-}
 
 // --- workspace carving ---------------------------------------------------------------------------
 
@@ -228,7 +148,7 @@ void copy_strided(const TensorView& src, void* dst, const TensorView* dst_layout
   else
     copy_strided_kernel<Word, false><<<grid, kBlock, 0, stream>>>(from, StridedIndex::of(src), to,
                                                                   StridedIndex::of(*dst_layout), n);
-  SAMEBITS_CUDA_LAUNCHED("copy_strided_kernel");
+  SAMEBITS_CUDA_CHECK_LAUNCH("copy_strided_kernel");
 }
 
 // Writes a contiguous copy of `src` (a CUDA view of any strides) to `dst`, on `stream`.

@@ -62,8 +62,8 @@ bool cacheable(const TensorView& index, std::int64_t num_keys) {
          num_keys < std::numeric_limits<int>::max();
 }
 
-unsigned grid_for(std::int64_t n) {
-  return grid_size(ceil_div(n, kBlock), std::int64_t{sm_count()} * 16);
+unsigned blocks_for(std::int64_t n) {
+  return grid_for(n, kBlock, std::int64_t{sm_count()} * 16);
 }
 
 // *differs = 1 when some index[i] != copy[i]; threads stop early once one has seen a difference.
@@ -95,11 +95,11 @@ bool same_contents(const TensorView& index, const Entry& e, cudaStream_t stream)
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(differs, 0, sizeof(int), stream));
   const int* copy = e.copy.data<std::int32_t>();
   if (index.dtype == DType::i32)
-    differs_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int32_t*>(index.data),
-                                                       index.strides[0], n, copy, differs);
+    differs_kernel<<<blocks_for(n), kBlock, 0, stream>>>(
+        static_cast<const std::int32_t*>(index.data), index.strides[0], n, copy, differs);
   else
-    differs_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int64_t*>(index.data),
-                                                       index.strides[0], n, copy, differs);
+    differs_kernel<<<blocks_for(n), kBlock, 0, stream>>>(
+        static_cast<const std::int64_t*>(index.data), index.strides[0], n, copy, differs);
   SAMEBITS_CUDA_CHECK_LAUNCH("plan cache differs_kernel");
   int h = 1;
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, differs, sizeof h, cudaMemcpyDeviceToHost, stream));
@@ -175,11 +175,11 @@ void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t
   }
   int* copy = e->copy.data<std::int32_t>();
   if (index.dtype == DType::i32)
-    narrow_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int32_t*>(index.data),
-                                                      index.strides[0], n, copy);
+    narrow_kernel<<<blocks_for(n), kBlock, 0, stream>>>(
+        static_cast<const std::int32_t*>(index.data), index.strides[0], n, copy);
   else
-    narrow_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const std::int64_t*>(index.data),
-                                                      index.strides[0], n, copy);
+    narrow_kernel<<<blocks_for(n), kBlock, 0, stream>>>(
+        static_cast<const std::int64_t*>(index.data), index.strides[0], n, copy);
   SAMEBITS_CUDA_CHECK_LAUNCH("plan cache narrow_kernel");
   SAMEBITS_CUDA_CHECK(cudaEventCreateWithFlags(&e->ready, cudaEventDisableTiming));
   SAMEBITS_CUDA_CHECK(cudaEventRecord(e->ready, stream));

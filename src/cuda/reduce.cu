@@ -16,15 +16,15 @@
 //   columns  S != 1 (reducing a non-innermost dim): a block takes 32 neighbouring outputs and
 //            16 threads per output, each thread holding 16 lanes, so a warp reads 32 neighbouring
 //            outputs' elements at once.
-// The tree's shape is fixed by the canonical order alone; block and grid sizes (and the
-// SAMEBITS_CUDA_BLOCK / SAMEBITS_CUDA_GRID override, see cuda/launch.cuh) only decide which
-// warp computes which chunk.
+// The tree's shape is fixed by the canonical order alone; block and grid sizes (ReduceTuning,
+// ops/reduce_choice.hpp, which chooses them) only decide which warp computes which chunk.
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "cuda/canonical_sum.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/reduce.hpp"
+#include "ops/reduce_choice.hpp"
 
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -162,9 +162,9 @@ __global__ void __launch_bounds__(256) rows_kernel(RowsIn<T> in, ChunkOut<T> d) 
       atomicAdd(d.partial + carry_row, carry);
 }
 
-constexpr int kColumnThreads = 16;                    // threads per output (blockDim.y)
+constexpr int kColumnThreads = kReduceColumnThreads;  // threads per output (blockDim.y)
 constexpr int kColumnLanes = kLanes / kColumnThreads; // lanes per thread: y + 16 m, m < 16
-constexpr int kMaxColumns = 32;                       // outputs per block (blockDim.x)
+constexpr int kMaxColumns = kReduceMaxColumns;        // outputs per block (blockDim.x)
 
 // The in-thread steps of the halving tree, s = 16 sm for sm = kSm, kSm / 2, ..., 1:
 // acc[m] = acc[m] + acc[m + sm] (lanes y + 16 m and y + 16 (m + sm)).
@@ -302,29 +302,20 @@ Plan plan_dot(const DotArgs& a, bool atomic) {
 
 template <class T, bool kDot, bool kAtomic>
 void launch_rows(const RowsIn<T>& in, const ChunkOut<T>& d, cudaStream_t stream) {
-  const LaunchOverride ov = launch_override();
-  // 32..256 threads (the kernel's register budget allows 256); default 4 warps per block.
-  const int block = ov.block > 0 ? std::clamp(ov.block / 32 * 32, 32, 256) : 128;
-  const std::int64_t work = ceil_div(d.M * d.C, block / 32);
+  const ReduceLaunch l = choose_reduce_launch(ReduceKernel::rows, d.M, d.C, kAtomic);
   auto kernel = rows_kernel<T, kDot, kAtomic>;
-  // Portable: one chunk per warp, the hardware balances blocks. Atomic: a persistent grid, so
-  // that each warp adds its chunks locally and issues few atomics.
-  const std::int64_t cap = ov.grid > 0 ? ov.grid
-                           : kAtomic   ? resident_blocks(kernel, block)
-                                       : kMaxGridX;
-  kernel<<<grid_size(work, cap), block, 0, stream>>>(in, d);
-  SAMEBITS_CUDA_LAUNCHED("rows_kernel (sum/sum_dim/dot)");
+  const std::int64_t cap = l.cap > 0 ? l.cap : resident_blocks(kernel, l.block);
+  kernel<<<grid_size(l.work, cap), l.block, 0, stream>>>(in, d);
+  SAMEBITS_CUDA_CHECK_LAUNCH("rows_kernel (sum/sum_dim/dot)");
 }
 
 template <class T, bool kAtomic>
 void launch_columns(const RowsIn<T>& in, const ChunkOut<T>& d, cudaStream_t stream) {
-  const LaunchOverride ov = launch_override();
-  const int cols = ov.block > 0 ? std::clamp(ov.block / kColumnThreads, 1, kMaxColumns) : 32;
-  const std::int64_t work = ceil_div(d.M, cols) * d.C;
+  const ReduceLaunch l = choose_reduce_launch(ReduceKernel::columns, d.M, d.C, kAtomic);
   columns_kernel<T, kAtomic>
-      <<<grid_size(work, ov.grid > 0 ? ov.grid : kMaxGridX),
-         dim3(static_cast<unsigned>(cols), kColumnThreads), 0, stream>>>(in, d);
-  SAMEBITS_CUDA_LAUNCHED("columns_kernel (sum_dim)");
+      <<<grid_size(l.work, l.cap), dim3(static_cast<unsigned>(l.block), kColumnThreads), 0,
+         stream>>>(in, d);
+  SAMEBITS_CUDA_CHECK_LAUNCH("columns_kernel (sum_dim)");
 }
 
 template <class T>
@@ -333,7 +324,7 @@ void launch_store(const T* acc, T* out, const StridedIndex& out_index, std::int6
   constexpr int kBlock = 256;
   store_kernel<T>
       <<<grid_size(ceil_div(M, kBlock), 4096), kBlock, 0, stream>>>(acc, out, out_index, M);
-  SAMEBITS_CUDA_LAUNCHED("store_kernel (sum/sum_dim/dot)");
+  SAMEBITS_CUDA_CHECK_LAUNCH("store_kernel (sum/sum_dim/dot)");
 }
 
 // Runs the levels of a reduction described by `in` (level 1) into out.

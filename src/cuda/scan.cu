@@ -26,19 +26,20 @@
 // A block scans a unit of consecutive canonical tiles (8 float or 4 double tiles; 4 float tiles
 // where kSmallUnitTiles applies), so the look-back steps that many tiles at a time; the carry
 // chain runs through the unit tile by tile, so the unit size is not part of the order.
-// Launch-shape test hook: SAMEBITS_CUDA_ALT_LAUNCH=1 runs the look-back kernel with one-tile
-// units on a small persistent grid and the three passes with 64-thread blocks on a capped grid;
-// the canonical order, and so the bits of the portable variant, do not change.
+// Kernel choice: ops/scan_choice.cpp (choose_scan_kernel). ScanTuning::alternative runs the
+// look-back kernel with one-tile units on a small persistent grid and the other kernels with
+// 64-thread blocks on a capped grid; the canonical order, and so the portable bits, do not change.
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/register.hpp"
+#include "cuda/scan_lookback.cuh"
 #include "cuda/vec16.cuh"
+#include "ops/launch_shape.hpp"
 #include "ops/scan.hpp"
+#include "ops/scan_choice.hpp"
 
 #include <cstdint>
-#include <cstdlib>
 #include <cub/device/device_scan.cuh>
-#include <cuda/atomic>
 #include <cuda_runtime.h>
 #include <limits>
 #include <string>
@@ -49,192 +50,14 @@ namespace {
 
 using i64 = long long;
 constexpr int kThreads = kScanTile / kScanSegment; // 256: one thread per segment
-// Canonical tiles per block-unit: 8 (float) or 4 (double) by default, so that a look-back step
-// covers that many tiles and the chain of posted carries keeps ahead of the memory system; the
-// unit's data stays in registers (64 per thread) between the two passes. 1 under the test hook.
-template <class T> constexpr int kUnitTiles = 32 / static_cast<int>(sizeof(T));
-// Units of 4 float tiles hold half the registers (64 instead of 118-122: more blocks per SM). The
-// unordered look-back adds unit totals, so more units cost it little; the canonical one re-adds
-// tile totals, so more units cost it more (docs/decisions.md, scans: units of 4 or 2 tiles;
-// bench/BASELINE.md, cumsum rows), so it takes them only for lines of at most 4 tiles, which are
-// one unit either way and have no look-back within the line.
-constexpr int kSmallUnitTiles = 4;
-template <class T> bool small_units(bool canonical, i64 tiles_per_line) {
-  return sizeof(T) == 4 && (!canonical || tiles_per_line <= kSmallUnitTiles);
-}
-constexpr unsigned kFull = 0xffffffffu;
-constexpr int kShortLine = 2 * kScanSegment; // longer lines, up to a group, take a warp each
+// Tiles per unit: ops/scan.hpp (scan_unit_tiles, kScanSmallUnitTiles); which one a shape takes:
+// ops/scan_choice.cpp.
+template <class T> constexpr int kUnitTiles = scan_unit_tiles(static_cast<int>(sizeof(T)));
+constexpr int kSmallUnitTiles = kScanSmallUnitTiles;
 static_assert(kScanGroup == 32 && kScanTileGroups * 32 == kThreads, "a warp per group");
 
-bool alt_launch() {
-  const char* e = std::getenv("SAMEBITS_CUDA_ALT_LAUNCH");
-  return e != nullptr && *e != '\0' && *e != '0';
-}
-
-// Look-back state, zeroed before each launch. A block scans a *unit* of up to K consecutive
-// canonical tiles of one line (K is a launch choice: the canonical order is per tile, and the
-// tile carries chain C_{k+1} = C_k + T_k through the unit exactly as across units).
-//
-// Every posted value travels with its tag in each 64-bit word it occupies (sizeof(T) / 4 words of
-// {tag, 32 bits of the value}). A word is stored and loaded whole (single-copy atomic), so a
-// reader that finds the same nonzero tag in every word of a value has that value, with no fence
-// between a value and its flag: a fence would wait for the block's output stores still in flight,
-// while every other warp of the block waits at the barrier after the look-back.
-using u64 = unsigned long long;
-constexpr unsigned kTagTotals = 1; // a tile total (canonical), or a unit's total (unordered)
-constexpr unsigned kTagCarry = 2;  // the carry after a unit
-template <class T> constexpr int kWords = static_cast<int>(sizeof(T)) / 4;
-// Bytes of `count` posted values of `value_bytes` each (kWords words of 8 bytes per value).
-constexpr std::size_t posted_bytes(std::size_t count, std::size_t value_bytes) {
-  return count * (value_bytes / 4) * sizeof(u64);
-}
-
-template <class T> struct TileStatus {
-  u64* unit; // per unit, kWords<T> words: its total (tag 1, unordered) then its carry-after (tag 2)
-  u64* tile; // per canonical tile, kWords<T> words: T_k (tag 1; the canonical look-back only)
-  u64* next_unit; // units are claimed in order, so predecessors always run
-};
-
-__device__ __forceinline__ u64 load_word(const u64* w) {
-  return cuda::atomic_ref<u64, cuda::thread_scope_device>(*const_cast<u64*>(w))
-      .load(cuda::memory_order_relaxed);
-}
-__device__ __forceinline__ void store_word(u64* w, u64 v) {
-  cuda::atomic_ref<u64, cuda::thread_scope_device>(*w).store(v, cuda::memory_order_relaxed);
-}
-
-template <class T> __device__ __forceinline__ void post(u64* at, T v, unsigned tag) {
-  const u64 t = u64{tag} << 32;
-  if constexpr (sizeof(T) == 4) {
-    store_word(at, t | __float_as_uint(v));
-  } else {
-    const auto b = static_cast<u64>(__double_as_longlong(v));
-    store_word(at, t | (b & 0xffffffffull));
-    store_word(at + 1, t | (b >> 32));
-  }
-}
-
-// The value at `at` and its tag; tag 0 while it is not posted (or, for a double, while its two
-// words come from different posts).
-template <class T> struct Posted {
-  T value;
-  unsigned tag;
-};
-template <class T> __device__ __forceinline__ Posted<T> read_posted(const u64* at) {
-  const u64 a = load_word(at);
-  if constexpr (sizeof(T) == 4) {
-    return {__uint_as_float(static_cast<unsigned>(a)), static_cast<unsigned>(a >> 32)};
-  } else {
-    const u64 b = load_word(at + 1);
-    const auto ta = static_cast<unsigned>(a >> 32), tb = static_cast<unsigned>(b >> 32);
-    return {__longlong_as_double(static_cast<long long>((b << 32) | (a & 0xffffffffull))),
-            ta == tb ? ta : 0u};
-  }
-}
-template <class T> __device__ __forceinline__ T wait_posted(const u64* at) {
-  Posted<T> r;
-  do {
-    r = read_posted<T>(at);
-  } while (r.tag == 0);
-  return r.value;
-}
-
-// Carry before unit G (the line's units start at `first`; its canonical tiles at `tile0`; K tiles
-// per unit), canonical: the nearest predecessor unit b with a posted carry-after, then + T_t for
-// every canonical tile t after b's, left to right. Same value in every lane.
-template <class T>
-__device__ T lookback_canonical(const TileStatus<T>& st, i64 G, i64 first, i64 tile0, int K,
-                                int lane) {
-  constexpr int W = kWords<T>;
-  i64 top = G - 1, base = first - 1;
-  T C = T(-0.0);
-  for (;;) { // windows of 32 predecessor units, nearest first; lane 0 is the nearest
-    const i64 p = top - lane;
-    bool carry = true; // before the line: the virtual carry -0.0
-    T c = T(-0.0);
-    if (p >= first) {
-      // Wait until unit p has posted its carry or its last tile's total, then take the carry if
-      // there is one.
-      const u64* last = st.tile + (tile0 + (p - first + 1) * K - 1) * W;
-      for (;;) {
-        const Posted<T> a = read_posted<T>(st.unit + p * W);
-        if (a.tag == kTagCarry) {
-          c = a.value;
-          break;
-        }
-        if (read_posted<T>(last).tag != 0) {
-          carry = false;
-          break;
-        }
-      }
-    }
-    const unsigned m = __ballot_sync(kFull, carry);
-    if (m != 0) {
-      const int q = __ffs(m) - 1;
-      base = top - q;
-      C = __shfl_sync(kFull, c, q);
-      break;
-    }
-    top -= 32;
-  }
-  // Tiles of units base+1 .. G-1 (all full units), local tile indices [t_begin, t_end), read
-  // kReadAhead windows of 32 per round trip to memory; a total not posted yet is waited for.
-  constexpr int kReadAhead = 4;
-  const i64 t_begin = (base + 1 - first) * K, t_end = (G - first) * K;
-  for (i64 w = t_begin; w < t_end; w += 32 * kReadAhead) {
-    Posted<T> got[kReadAhead];
-#pragma unroll
-    for (int j = 0; j < kReadAhead; ++j) {
-      const i64 t = w + j * 32 + lane;
-      got[j] =
-          t < t_end ? read_posted<T>(st.tile + (tile0 + t) * W) : Posted<T>{T(-0.0), kTagTotals};
-    }
-#pragma unroll
-    for (int j = 0; j < kReadAhead; ++j) {
-      if (got[j].tag == 0)
-        got[j].value = wait_posted<T>(st.tile + (tile0 + w + j * 32 + lane) * W);
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        const T v = __shfl_sync(kFull, got[j].value, i);
-        if (w + j * 32 + i < t_end)
-          C = C + v;
-      }
-    }
-  }
-  return C;
-}
-
-// Carry before unit G, the usual way: each window's unit totals reduced by a warp tree and added
-// as found, stopping at the first posted carry-after; where that lies depends on timing.
-template <class T>
-__device__ T lookback_unordered(const TileStatus<T>& st, i64 G, i64 first, int lane) {
-  constexpr int W = kWords<T>;
-  i64 top = G - 1;
-  T sum = T(-0.0);
-  for (;;) {
-    const i64 p = top - lane;
-    unsigned tag = kTagCarry;
-    T c = T(-0.0), a = T(-0.0);
-    if (p >= first) {
-      Posted<T> r;
-      do {
-        r = read_posted<T>(st.unit + p * W);
-      } while (r.tag == 0);
-      tag = r.tag;
-      (tag == kTagCarry ? c : a) = r.value;
-    }
-    const unsigned m = __ballot_sync(kFull, tag == kTagCarry);
-    const int q = m != 0 ? __ffs(m) - 1 : 32;
-    T v = lane < q ? a : (lane == q ? c : T(-0.0));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-      v = v + __shfl_xor_sync(kFull, v, o);
-    sum = sum + v;
-    if (m != 0)
-      return sum;
-    top -= 32;
-  }
-}
+// The look-back's posted words and the two look-backs: cuda/scan_lookback.cuh.
+using namespace scan_lookback;
 
 // Loads elements [i0, i0 + 8) of a line (missing ones as -0.0, the exact identity of +).
 template <class T>
@@ -384,7 +207,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Contiguous lines of at most kShortLine elements: a thread per line, taking the
+// Contiguous lines of at most 2 * kScanSegment elements: a thread per line, taking the
 // steps scan_lines_kernel takes for a line's first group (carry -0.0, no group before it), so the
 // bits are the canonical order's. A block of 256 threads per line of a few elements would leave
 // nearly all of them idle.
@@ -407,8 +230,9 @@ __global__ void scan_short_lines_kernel(const T* x, T* out, i64 nlines, i64 len)
   }
 }
 
-// Contiguous lines of kShortLine to kScanGroupElems elements: a warp per line, lane i on segment i,
-// the group's steps of scan_lines_kernel (its warp 0 on a line's first tile), with coalesced loads.
+// Contiguous lines of 2 * kScanSegment to kScanGroupElems elements: a warp per line, lane i on
+// segment i, the group's steps of scan_lines_kernel (its warp 0 on a line's first tile), with
+// coalesced loads.
 template <class T> __global__ void scan_warp_lines_kernel(const T* x, T* out, i64 nlines, i64 len) {
   const T z = T(-0.0);
   const int lane = static_cast<int>(threadIdx.x) & 31;
@@ -542,67 +366,60 @@ void run_scan(const TensorView& x, const TensorView& out, int dim, const Workspa
   const T* xp = static_cast<const T*>(x.data);
   T* op = static_cast<T*>(out.data);
   char* w = static_cast<char*>(ws.data);
-  const bool alt = alt_launch();
-  if (d.inner == 1 && d.len <= kScanGroupElems) {
-    const int block = alt ? 64 : 256;
-    const bool thread_per_line = d.len <= kShortLine; // else a warp per line
-    const i64 per_block = thread_per_line ? block : block / 32;
-    const i64 grid = std::min<i64>((d.outer + per_block - 1) / per_block, alt ? 45 : i64{1} << 30);
-    if (thread_per_line) {
-      scan_short_lines_kernel<T>
-          <<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
-      SAMEBITS_CUDA_CHECK_LAUNCH("scan_short_lines_kernel");
-    } else {
-      scan_warp_lines_kernel<T>
-          <<<static_cast<unsigned>(grid), block, 0, stream>>>(xp, op, d.outer, d.len);
-      SAMEBITS_CUDA_CHECK_LAUNCH("scan_warp_lines_kernel");
-    }
+  ScanShape shape;
+  shape.outer = d.outer;
+  shape.len = d.len;
+  shape.inner = d.inner;
+  shape.elem_bytes = static_cast<int>(sizeof(T));
+  shape.canonical = Canonical;
+  const ScanChoice c = choose_scan_kernel(shape);
+  switch (c.kernel) {
+  case ScanKernel::none:
     return;
-  }
-  if (d.inner == 1) {
-    const i64 tiles_per_line = (d.len + kScanTile - 1) / kScanTile;
-    const auto nt = static_cast<std::size_t>(d.outer * tiles_per_line);
-    const bool small = !alt && small_units<T>(Canonical, tiles_per_line);
-    const int K = alt ? 1 : small ? kSmallUnitTiles : kUnitTiles<T>;
-    const i64 units_per_line = (tiles_per_line + K - 1) / K;
-    const i64 units = d.outer * units_per_line;
+  case ScanKernel::thread_lines:
+    scan_short_lines_kernel<T><<<c.grid, c.block, 0, stream>>>(xp, op, d.outer, d.len);
+    SAMEBITS_CUDA_CHECK_LAUNCH("scan_short_lines_kernel");
+    return;
+  case ScanKernel::warp_lines:
+    scan_warp_lines_kernel<T><<<c.grid, c.block, 0, stream>>>(xp, op, d.outer, d.len);
+    SAMEBITS_CUDA_CHECK_LAUNCH("scan_warp_lines_kernel");
+    return;
+  case ScanKernel::lookback: {
+    const auto nt = static_cast<std::size_t>(d.outer * c.tiles_per_line);
     // next_unit, the unit words, then the tile words (the canonical look-back only), zeroed in one
     // go.
     TileStatus<T> st{};
-    const std::size_t a_units = align_up(posted_bytes(static_cast<std::size_t>(units), sizeof(T)));
+    const std::size_t a_units =
+        align_up(posted_bytes(static_cast<std::size_t>(c.units), sizeof(T)));
     st.next_unit = reinterpret_cast<u64*>(w);
     st.unit = reinterpret_cast<u64*>(w + align_up(sizeof(u64)));
     st.tile = reinterpret_cast<u64*>(w + align_up(sizeof(u64)) + a_units);
     const std::size_t zeroed =
         align_up(sizeof(u64)) + a_units + (Canonical ? posted_bytes(nt, sizeof(T)) : 0);
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(w, 0, zeroed, stream));
-    const i64 grid = alt ? std::min<i64>(units, 37) : std::min<i64>(units, i64{1} << 30);
-    if (small)
-      scan_lines_kernel<T, Canonical, kSmallUnitTiles>
-          <<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(xp, op, d.len, tiles_per_line, K,
-                                                                 units_per_line, units, st);
+    if (c.unit_slots == kSmallUnitTiles && kSmallUnitTiles != kUnitTiles<T>)
+      scan_lines_kernel<T, Canonical, kSmallUnitTiles><<<c.grid, c.block, 0, stream>>>(
+          xp, op, d.len, c.tiles_per_line, c.unit_tiles, c.units_per_line, c.units, st);
     else
-      scan_lines_kernel<T, Canonical, kUnitTiles<T>>
-          <<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(xp, op, d.len, tiles_per_line, K,
-                                                                 units_per_line, units, st);
+      scan_lines_kernel<T, Canonical, kUnitTiles<T>><<<c.grid, c.block, 0, stream>>>(
+          xp, op, d.len, c.tiles_per_line, c.unit_tiles, c.units_per_line, c.units, st);
     SAMEBITS_CUDA_CHECK_LAUNCH("scan_lines_kernel");
     return;
   }
+  case ScanKernel::three_pass:
+    break;
+  }
   const i64 ngroups = (d.len + kScanGroupElems - 1) / kScanGroupElems;
   T* gp = reinterpret_cast<T*>(w);
-  const int block = alt ? 64 : 256;
-  auto grid_for = [&](i64 n) {
-    const i64 g = (n + block - 1) / block;
-    return static_cast<unsigned>(std::max<i64>(1, std::min<i64>(g, alt ? 45 : i64{1} << 30)));
-  };
+  auto grid_of = [&](i64 n) { return grid_for(n, c.block, c.grid_cap); };
   const i64 n_groups = d.outer * ngroups * d.inner, n_lines = d.outer * d.inner;
   group_totals_kernel<T>
-      <<<grid_for(n_groups), block, 0, stream>>>(xp, gp, d.outer, d.len, d.inner, ngroups);
+      <<<grid_of(n_groups), c.block, 0, stream>>>(xp, gp, d.outer, d.len, d.inner, ngroups);
   SAMEBITS_CUDA_CHECK_LAUNCH("group_totals_kernel");
-  group_prefix_kernel<T><<<grid_for(n_lines), block, 0, stream>>>(gp, d.outer, d.inner, ngroups);
+  group_prefix_kernel<T><<<grid_of(n_lines), c.block, 0, stream>>>(gp, d.outer, d.inner, ngroups);
   SAMEBITS_CUDA_CHECK_LAUNCH("group_prefix_kernel");
   group_scan_kernel<T>
-      <<<grid_for(n_groups), block, 0, stream>>>(xp, op, gp, d.outer, d.len, d.inner, ngroups);
+      <<<grid_of(n_groups), c.block, 0, stream>>>(xp, op, gp, d.outer, d.len, d.inner, ngroups);
   SAMEBITS_CUDA_CHECK_LAUNCH("group_scan_kernel");
 }
 

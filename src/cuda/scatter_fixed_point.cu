@@ -207,7 +207,7 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   const bool is64 = a.index.dtype == DType::i64;
   const auto alpha = static_cast<float>(a.alpha);
   const bool scaled = a.alpha != 1.0;
-  const int block = block_size();
+  const int block = scatter_block();
   const unsigned sms = static_cast<unsigned>(sm_count());
 
   // 1. Indices and max |c|. The next kernels read the result on the device: a bad index makes

@@ -1,10 +1,15 @@
-// What the CUDA scatter variants share (cuda/scatter.cu: atomics, sort and pull; cuda/
-// scatter_fixed_point.cu: exact fixed-point sums): launch sizes, the geometry of any scatter as
-// positions over the index shape, rows of contiguous features, and the bad-index error.
+// What the CUDA scatter variants share (cuda/scatter.cu: sort and pull, and the registration;
+// cuda/scatter_pull.cuh: the pull kernels; cuda/scatter_atomic.cu: atomics;
+// cuda/scatter_fixed_point.cu: exact fixed-point sums): the reduce codes kernels take, the
+// geometry of any scatter as positions over the index shape, rows of contiguous features, and the
+// bad-index error. Launch choice: ops/scatter_choice.hpp; step rules: ops/combine.hpp.
 #pragma once
 #include "core/registry.hpp"
 #include "cuda/index_plan.cuh"
+#include "ops/combine.hpp"
+#include "ops/launch_shape.hpp"
 #include "ops/scatter.hpp"
+#include "ops/scatter_choice.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,20 +17,24 @@
 
 namespace samebits::detail {
 
-inline int block_size() {
-  return alternative_scatter_config() ? 128 : 256;
-}
-inline unsigned grid_for(std::int64_t threads, int block) {
-  return static_cast<unsigned>(std::max<std::int64_t>(1, (threads + block - 1) / block));
-}
-
-// What one source adds: alpha * v when a scale was asked for, else v itself (no multiply by 1).
-template <class T> __device__ __forceinline__ T contribution(T v, T alpha, bool scaled) {
-  return scaled ? alpha * v : v;
-}
-
 __device__ __forceinline__ std::int64_t load_index(const void* p, bool is64, std::int64_t i) {
   return is64 ? static_cast<const std::int64_t*>(p)[i] : static_cast<const std::int32_t*>(p)[i];
+}
+
+// --- reductions as kernel template arguments (ints) ---------------------------------------------
+
+enum : int { kSum = 0, kMean = 1, kAmax = 2, kAmin = 3, kProd = 4 };
+static_assert(static_cast<int>(Reduce::sum) == kSum && static_cast<int>(Reduce::mean) == kMean &&
+              static_cast<int>(Reduce::amax) == kAmax && static_cast<int>(Reduce::amin) == kAmin &&
+              static_cast<int>(Reduce::prod) == kProd);
+
+// --- combination steps: ops/combine.hpp, the CPU's own (R, r: a Reduce as int) -------------
+
+template <class T> __device__ __forceinline__ T step(int r, T acc, T c) {
+  return detail::step(static_cast<Reduce>(r), acc, c);
+}
+template <class T> __device__ __forceinline__ T identity(int r) {
+  return identity_of<T>(static_cast<Reduce>(r));
 }
 
 // --- shapes -----------------------------------------------------------------------------------
@@ -150,5 +159,8 @@ inline std::int64_t host_offset(std::int64_t e, const Geo4& g) {
 
 // The cuda.fixed_point variant of index_add or scatter_add (cuda/scatter_fixed_point.cu).
 Variant<ScatterArgs> fixed_point_variant(const char* op);
+
+// The cuda.atomic variant's run (cuda/scatter_atomic.cu).
+void run_atomic_scatter(const ScatterArgs& a, const Workspace& ws);
 
 } // namespace samebits::detail

@@ -1,4 +1,5 @@
-// CUDA variants of segment_reduce and aggregate.
+// CUDA variants of segment_reduce and aggregate: host side and registration (kernels:
+// cuda/segment_kernels.cuh; which kernel runs for a shape: ops/segment_choice.hpp).
 //
 //   cuda.atomic_push       not_guaranteed  groups of lanes walk fixed chunks of edges and add each
 //                                          edge's row into its target with atomic operations
@@ -19,7 +20,9 @@
 #include "cuda/check.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
+#include "cuda/segment_kernels.cuh"
 #include "ops/segment.hpp"
+#include "ops/segment_choice.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -31,372 +34,9 @@ namespace samebits::detail {
 
 namespace {
 
-using u64 = unsigned long long;
-constexpr u64 kNone = ~0ull;
-constexpr int kAheadBatch = 16; // pull_ahead_kernel: positions per batch
-constexpr int kDefaultBlock = 256;
-constexpr std::int64_t kPushChunk = 16; // atomic push: edges per group
-constexpr int kMaxGrid = 1 << 30;
-constexpr int kAheadBlock = 256; // the largest block of pull_ahead_kernel
-
-enum Op : int { kSum = 0, kMax = 1, kMin = 2 };
-
-// Explicitly rounded adds: nothing may fuse or reassociate them.
-__device__ __forceinline__ float add_rn(float a, float b) {
-  return __fadd_rn(a, b);
-}
-__device__ __forceinline__ double add_rn(double a, double b) {
-  return __dadd_rn(a, b);
-}
-
-template <int OP, class T> __device__ __forceinline__ T step(T acc, T v) {
-  if constexpr (OP == kMax)
-    return combine_max(acc, v);
-  else if constexpr (OP == kMin)
-    return combine_min(acc, v);
-  else
-    return add_rn(acc, v);
-}
-
-template <int OP, class T> __device__ __forceinline__ T start_value() {
-  if constexpr (OP == kMax)
-    return -std::numeric_limits<T>::infinity();
-  else if constexpr (OP == kMin)
-    return std::numeric_limits<T>::infinity();
-  else
-    return T(0);
-}
-
-__device__ __forceinline__ bool gated(const u64* bad) {
-  return bad != nullptr && (bad[0] != kNone || bad[1] != kNone);
-}
-
-// --- validation ---------------------------------------------------------------------------------
-
-// bad[0] = first position p where offsets fail (offsets[0] != 0, offsets[p] < offsets[p-1], or
-// the last offset != positions); bad[1] = first position of an index outside [0, rows).
-template <class I>
-__global__ void check_kernel(const std::int64_t* __restrict__ off, std::int64_t segs,
-                             std::int64_t positions, const I* __restrict__ idx, std::int64_t edges,
-                             std::int64_t rows, u64* bad) {
-  const std::int64_t n = (idx != nullptr && edges > segs + 1) ? edges : segs + 1;
-  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
-  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
-    if (t <= segs) {
-      const std::int64_t o = off[t];
-      bool b = t == 0 ? o != 0 : o < off[t - 1];
-      if (t == segs && o != positions)
-        b = true;
-      if (b)
-        atomicMin(&bad[0], static_cast<u64>(t));
-    }
-    if (idx != nullptr && t < edges) {
-      const auto v = static_cast<std::int64_t>(idx[t]);
-      if (v < 0 || v >= rows)
-        atomicMin(&bad[1], static_cast<u64>(t));
-    }
-  }
-}
-
-// An output element from its accumulator: empty rows are 0; sums and means write every NaN as
-// the canonical one (amax/amin keep the NaN they selected).
-template <int OP, class T>
-__device__ __forceinline__ T finish_value(T acc, std::int64_t count, bool mean) {
-  if (count == 0)
-    return T(0);
-  if (OP == kSum && mean)
-    return canonical_nan(acc / static_cast<T>(count));
-  if (OP == kSum)
-    return canonical_nan(acc);
-  return acc;
-}
-
-// --- pull (portable) ------------------------------------------------------------------------
-
-template <class T, class I> struct PullParams {
-  const T* __restrict__ x;
-  std::int64_t ldx;
-  T* __restrict__ out;
-  std::int64_t ldo;
-  const std::int64_t* __restrict__ off;
-  const I* __restrict__ idx; // nullptr: position k reads row k
-  std::int64_t segs;
-  std::int64_t cols;
-  int group; // lanes per row: a power of two <= 32
-  bool mean;
-  const u64* bad; // nullptr: inputs already checked
-};
-
-// The pull's frame: for each (output row s, V columns from f) of this thread's group, fold(b, e,
-// f, acc) steps acc (started at the op's neutral value) through positions [b, e) in ascending
-// order, then the finished values are stored with one access. Nothing runs when the check found
-// a bad input.
-template <class T, class I, int OP, int V, class Fold>
-__device__ __forceinline__ void pull_rows(const PullParams<T, I>& p, Fold fold) {
-  if (gated(p.bad))
-    return;
-  const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
-  const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
-  for (std::int64_t s = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / p.group; s < p.segs;
-       s += groups) {
-    const std::int64_t b = p.off[s], e = p.off[s + 1];
-    for (std::int64_t f = std::int64_t{lane} * V; f < p.cols; f += std::int64_t{p.group} * V) {
-      T acc[V];
-#pragma unroll
-      for (int c = 0; c < V; ++c)
-        acc[c] = start_value<OP, T>();
-      fold(b, e, f, acc);
-      Pack<T, V> o;
-      const std::int64_t count = e - b;
-#pragma unroll
-      for (int c = 0; c < V; ++c)
-        o.v[c] = finish_value<OP>(acc[c], count, p.mean);
-      *reinterpret_cast<Pack<T, V>*>(p.out + s * p.ldo + f) = o;
-    }
-  }
-}
-
-// Batches of B positions: all loads are issued before any step, and the steps keep the order of
-// k. Positions past the end are filled with the step's neutral value (+0 for sum, -inf/+inf for
-// amax/amin), which leaves every accumulator bit unchanged: a sum that starts at +0 is never -0,
-// and x + +0 == x for every other x (NaN is canonicalized at the end).
-template <class T, class I, int OP, int V, int B> __global__ void pull_kernel(PullParams<T, I> p) {
-  pull_rows<T, I, OP, V>(p, [&](std::int64_t b, std::int64_t e, std::int64_t f, T(&acc)[V]) {
-    for (std::int64_t k = b; k < e; k += B) {
-      Pack<T, V> v[B];
-#pragma unroll
-      for (int u = 0; u < B; ++u) {
-        if (k + u < e) {
-          const std::int64_t at = (p.idx ? static_cast<std::int64_t>(p.idx[k + u]) : k + u) * p.ldx;
-          v[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + at + f);
-        } else {
-#pragma unroll
-          for (int c = 0; c < V; ++c)
-            v[u].v[c] = start_value<OP, T>();
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < B; ++u)
-#pragma unroll
-        for (int c = 0; c < V; ++c)
-          acc[c] = step<OP>(acc[c], v[u].v[c]);
-    }
-  });
-}
-
-// Few long rows (fewer lanes than the GPU holds): the values of batch j + 1 are loaded before
-// batch j is folded, and row numbers are loaded two batches ahead of their values, so a lane's
-// loads stay in flight while it steps instead of one batch per memory latency. Positions past
-// the end take the neutral value, as in pull_kernel; the chain of steps is pull_kernel's.
-// Up to 250 registers a thread, so at most kAheadBlock threads a block.
-template <class T, class I, int OP, int V, int B>
-__global__ void __launch_bounds__(kAheadBlock) pull_ahead_kernel(PullParams<T, I> p) {
-  pull_rows<T, I, OP, V>(p, [&](std::int64_t b, std::int64_t e, std::int64_t f, T(&acc)[V]) {
-    std::int64_t ra[B], rb[B]; // two batches' row offsets
-    Pack<T, V> wa[B], wb[B];   // two batches' values
-    auto load_rows = [&](std::int64_t(&r)[B], std::int64_t k0) {
-#pragma unroll
-      for (int u = 0; u < B; ++u)
-        r[u] = k0 + u < e ? (p.idx ? static_cast<std::int64_t>(p.idx[k0 + u]) : k0 + u) * p.ldx : 0;
-    };
-    auto load_values = [&](Pack<T, V>(&w)[B], const std::int64_t(&r)[B], std::int64_t k0) {
-#pragma unroll
-      for (int u = 0; u < B; ++u) {
-        if (k0 + u < e) {
-          w[u] = *reinterpret_cast<const Pack<T, V>*>(p.x + r[u] + f);
-        } else {
-#pragma unroll
-          for (int c = 0; c < V; ++c)
-            w[u].v[c] = start_value<OP, T>();
-        }
-      }
-    };
-    auto fold = [&](const Pack<T, V>(&w)[B]) {
-#pragma unroll
-      for (int u = 0; u < B; ++u)
-#pragma unroll
-        for (int c = 0; c < V; ++c)
-          acc[c] = step<OP>(acc[c], w[u].v[c]);
-    };
-    if (b >= e)
-      return;
-    load_rows(ra, b);
-    load_values(wa, ra, b);
-    load_rows(rb, b + B);
-    load_rows(ra, b + 2 * B);
-    for (std::int64_t k = b;; k += 2 * B) { // wa: batch k in flight; rb, ra: rows of k + B, k + 2B
-      load_values(wb, rb, k + B);
-      load_rows(rb, k + 3 * B);
-      fold(wa);
-      if (k + B >= e)
-        break;
-      load_values(wa, ra, k + 2 * B);
-      load_rows(ra, k + 4 * B);
-      fold(wb);
-      if (k + 2 * B >= e)
-        break;
-    }
-  });
-}
-
-// --- staged pull (portable, rows of at most 32 columns) ---------------------------------------
-//
-// A warp per output row. The row's positions are taken in chunks: the warp loads the chunk's row
-// numbers into shared memory, then every value of the chunk (all 32 lanes, many loads in flight),
-// then lane f walks column f of the chunk in ascending position order. A long row (Cora has a node
-// with 168 in-neighbours) thus waits for two memory latencies per chunk of up to kStageRows
-// positions (pull_ahead_kernel: about one per two batches of kAheadBatch), and the chain of steps
-// is the same one pull_kernel runs.
-constexpr int kStageWarps = 8;    // warps per block (the block size is capped to match)
-constexpr int kStageBytes = 4096; // staged values per warp
-constexpr int kStageRows = 128;   // positions per chunk at most
-constexpr int kStageBatch = 8;    // value loads per lane issued before they are stored
-
-template <class T, class I, int OP>
-__global__ void __launch_bounds__(kStageWarps * 32) staged_kernel(PullParams<T, I> p) {
-  constexpr int kVals = kStageBytes / static_cast<int>(sizeof(T));
-  __shared__ T vals[kStageWarps][kVals];
-  __shared__ std::int64_t base[kStageWarps][kStageRows];
-  if (gated(p.bad))
-    return;
-  const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
-  const int cols = static_cast<int>(p.cols);
-  const int chunk = kVals / cols < kStageRows ? kVals / cols : kStageRows;
-  const std::int64_t warps = std::int64_t{gridDim.x} * (blockDim.x >> 5);
-  for (std::int64_t s = std::int64_t{blockIdx.x} * (blockDim.x >> 5) + w; s < p.segs; s += warps) {
-    const std::int64_t b = p.off[s], e = p.off[s + 1];
-    T acc = start_value<OP, T>();
-    for (std::int64_t k0 = b; k0 < e; k0 += chunk) {
-      const int n = static_cast<int>(e - k0 < chunk ? e - k0 : chunk);
-      for (int j = lane; j < n; j += 32)
-        base[w][j] = (p.idx ? static_cast<std::int64_t>(p.idx[k0 + j]) : k0 + j) * p.ldx;
-      __syncwarp();
-      const int total = n * cols;
-      for (int t0 = 0; t0 < total; t0 += 32 * kStageBatch) {
-        T v[kStageBatch];
-#pragma unroll
-        for (int u = 0; u < kStageBatch; ++u) {
-          const int t = t0 + u * 32 + lane, j = t / cols;
-          if (t < total)
-            v[u] = p.x[base[w][j] + (t - j * cols)];
-        }
-#pragma unroll
-        for (int u = 0; u < kStageBatch; ++u) {
-          const int t = t0 + u * 32 + lane;
-          if (t < total)
-            vals[w][t] = v[u];
-        }
-      }
-      __syncwarp();
-      if (lane < cols) {
-#pragma unroll 8
-        for (int j = 0; j < n; ++j)
-          acc = step<OP>(acc, vals[w][j * cols + lane]);
-      }
-      __syncwarp();
-    }
-    if (lane < cols)
-      p.out[s * p.ldo + lane] = finish_value<OP>(acc, e - b, p.mean);
-  }
-}
-
-// --- atomic push (not_guaranteed) -----------------------------------------------------------
-
-template <class T> struct Bits;
-template <> struct Bits<float> {
-  using type = unsigned int;
-  static __device__ type of(float v) { return __float_as_uint(v); }
-  static __device__ float from(type b) { return __uint_as_float(b); }
-};
-template <> struct Bits<double> {
-  using type = u64;
-  static __device__ type of(double v) { return static_cast<u64>(__double_as_longlong(v)); }
-  static __device__ double from(type b) { return __longlong_as_double(static_cast<long long>(b)); }
-};
-
-template <class T> __device__ void atomic_step(int op, T* target, T v) {
-  if (op == kSum) {
-    atomicAdd(target, v);
-    return;
-  }
-  using B = typename Bits<T>::type;
-  B* t = reinterpret_cast<B*>(target);
-  B old = *t, assumed;
-  do {
-    assumed = old;
-    const T cur = Bits<T>::from(assumed);
-    const T next = op == kMax ? combine_max(cur, v) : combine_min(cur, v);
-    const B nb = Bits<T>::of(next);
-    if (nb == assumed)
-      return;
-    old = atomicCAS(t, assumed, nb);
-  } while (old != assumed);
-}
-
-template <class T>
-__global__ void fill_kernel(T* out, std::int64_t ldo, std::int64_t segs, std::int64_t cols, T value,
-                            const u64* bad) {
-  if (gated(bad))
-    return;
-  const std::int64_t n = segs * cols, stride = std::int64_t{gridDim.x} * blockDim.x;
-  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride)
-    out[(t / cols) * ldo + t % cols] = value;
-}
-
-template <class T, class I>
-__global__ void push_kernel(PullParams<T, I> p, std::int64_t edges, int op) {
-  if (gated(p.bad))
-    return;
-  const int lane = static_cast<int>(threadIdx.x) & (p.group - 1);
-  const std::int64_t groups = std::int64_t{gridDim.x} * blockDim.x / p.group;
-  const std::int64_t chunks = (edges + kPushChunk - 1) / kPushChunk;
-  for (std::int64_t c = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / p.group; c < chunks;
-       c += groups) {
-    const std::int64_t k0 = c * kPushChunk;
-    const std::int64_t k1 = k0 + kPushChunk < edges ? k0 + kPushChunk : edges;
-    // The segment holding position k0: the last s with off[s] <= k0.
-    std::int64_t lo = 0, hi = p.segs - 1;
-    while (lo < hi) {
-      const std::int64_t mid = (lo + hi + 1) / 2;
-      if (p.off[mid] <= k0)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    std::int64_t s = lo;
-    for (std::int64_t k = k0; k < k1; ++k) {
-      while (k >= p.off[s + 1])
-        ++s;
-      const std::int64_t r = p.idx ? static_cast<std::int64_t>(p.idx[k]) : k;
-      for (std::int64_t f = lane; f < p.cols; f += p.group)
-        atomic_step(op, p.out + s * p.ldo + f, p.x[r * p.ldx + f]);
-    }
-  }
-}
-
-// Empty rows become 0; means are divided by their count.
-template <class T>
-__global__ void finish_kernel(T* out, std::int64_t ldo, const std::int64_t* off, std::int64_t segs,
-                              std::int64_t cols, bool mean, const u64* bad) {
-  if (gated(bad))
-    return;
-  const std::int64_t n = segs * cols, stride = std::int64_t{gridDim.x} * blockDim.x;
-  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
-    const std::int64_t s = t / cols;
-    const std::int64_t count = off[s + 1] - off[s];
-    T* o = out + s * ldo + t % cols;
-    if (count == 0)
-      *o = T(0);
-    else if (mean)
-      *o = *o / static_cast<T>(count);
-  }
-}
+using namespace segment_kernels;
 
 // --- host side ------------------------------------------------------------------------------
-
-int grid_for(std::int64_t threads, int block) {
-  return static_cast<int>(std::min<std::int64_t>(kMaxGrid, (threads + block - 1) / block));
-}
 
 const char* op_name(const SegmentArgs& a) {
   return a.identity ? "segment_reduce" : "aggregate";
@@ -442,7 +82,7 @@ u64* launch_check(const SegmentArgs& a, const Workspace& ws, std::int64_t positi
   const std::int64_t edges = a.identity ? 0 : a.indices.size(0);
   const std::int64_t n = std::max(segs + 1, edges);
   const auto* off = static_cast<const std::int64_t*>(a.offsets.data);
-  const int grid = grid_for(n, kDefaultBlock);
+  const unsigned grid = grid_for(n, kDefaultBlock, kMaxGrid);
   if (a.identity || a.indices.dtype == DType::i32)
     check_kernel<std::int32_t><<<grid, kDefaultBlock, 0, st>>>(
         off, segs, positions,
@@ -478,61 +118,45 @@ void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, cudaSt
   }
 }
 
-// `batch`: positions whose loads a lane issues before its steps, without prefetch (4, 8 or 16;
-// the bits are the same for each).
+// The pull kernel that `c` names, for reduce OP and V-wide loads.
 template <class T, class I, int OP, int V>
-void launch_pull_op(const PullParams<T, I>& p, bool prefetch, int batch, int grid, int block,
-                    cudaStream_t st) {
-  if (prefetch)
-    pull_ahead_kernel<T, I, OP, V, kAheadBatch><<<grid, block, 0, st>>>(p);
-  else if (batch == 4)
-    pull_kernel<T, I, OP, V, 4><<<grid, block, 0, st>>>(p);
-  else if (batch == 8)
-    pull_kernel<T, I, OP, V, 8><<<grid, block, 0, st>>>(p);
+void launch_pull_op(const PullParams<T, I>& p, const SegmentChoice& c, cudaStream_t st) {
+  if (c.kernel == SegmentKernel::pull_ahead)
+    pull_ahead_kernel<T, I, OP, V, kAheadBatch><<<c.grid, c.block, 0, st>>>(p);
+  else if (c.batch == 4)
+    pull_kernel<T, I, OP, V, 4><<<c.grid, c.block, 0, st>>>(p);
+  else if (c.batch == 8)
+    pull_kernel<T, I, OP, V, 8><<<c.grid, c.block, 0, st>>>(p);
   else
-    pull_kernel<T, I, OP, V, 16><<<grid, block, 0, st>>>(p);
+    pull_kernel<T, I, OP, V, 16><<<c.grid, c.block, 0, st>>>(p);
 }
 
-template <class T, class I>
-void launch_pull(const PullParams<T, I>& p, int op, int vec, bool prefetch, int batch, int block,
-                 cudaStream_t st) {
+template <class T, class I, int OP>
+void launch_pull(const PullParams<T, I>& p, const SegmentChoice& c, cudaStream_t st) {
   constexpr int VM = static_cast<int>(16 / sizeof(T));
-  const int grid = grid_for(p.segs * p.group, block);
-  if (grid == 0)
-    return;
-  const bool v = vec > 1;
-  switch (op) {
-  case kMax:
-    if (v)
-      launch_pull_op<T, I, kMax, VM>(p, prefetch, batch, grid, block, st);
-    else
-      launch_pull_op<T, I, kMax, 1>(p, prefetch, batch, grid, block, st);
-    break;
-  case kMin:
-    if (v)
-      launch_pull_op<T, I, kMin, VM>(p, prefetch, batch, grid, block, st);
-    else
-      launch_pull_op<T, I, kMin, 1>(p, prefetch, batch, grid, block, st);
-    break;
-  default:
-    if (v)
-      launch_pull_op<T, I, kSum, VM>(p, prefetch, batch, grid, block, st);
-    else
-      launch_pull_op<T, I, kSum, 1>(p, prefetch, batch, grid, block, st);
-  }
-  SAMEBITS_CUDA_CHECK_LAUNCH("pull_kernel");
+  if (c.vec > 1)
+    launch_pull_op<T, I, OP, VM>(p, c, st);
+  else
+    launch_pull_op<T, I, OP, 1>(p, c, st);
 }
 
 int op_of(Reduce r) {
   return r == Reduce::amax ? kMax : r == Reduce::amin ? kMin : kSum;
 }
 
-// The staged kernel pays off when few rows leave the GPU waiting on its longest row (Cora: 2708
-// rows, one with 168 positions); with many rows the pull kernel's groups of lanes fill the GPU
-// and keep more loads in flight per thread (one-column segment sums over 1M rows staged:
-// docs/decisions.md, segment reductions).
-bool prefer_staged(std::int64_t segs, std::int64_t cols) {
-  return cols <= 32 && segs * pow2_lanes(cols, 32) < kOneWave;
+// The kernel choice (ops/segment_choice.hpp) of this call's shape.
+template <class T, class I>
+SegmentChoice choice_of(const PullParams<T, I>& p, std::int64_t positions, bool atomic) {
+  SegmentShape s;
+  s.segs = p.segs;
+  s.cols = p.cols;
+  s.positions = positions;
+  s.ldx = p.ldx;
+  s.ldo = p.ldo;
+  s.elem_bytes = static_cast<int>(sizeof(T));
+  s.aligned = aligned16(p.x) && aligned16(p.out);
+  s.atomic = atomic;
+  return choose_segment_kernel(s);
 }
 
 template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace& ws, bool atomic) {
@@ -554,53 +178,54 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
                      a.reduce == Reduce::mean,
                      bad};
   const int op = op_of(a.reduce);
-  if (p.segs > 0 && p.cols > 0) {
-    const SegmentLaunch hook = cuda_segment_launch();
-    const int block = hook.block_threads > 0 ? hook.block_threads : kDefaultBlock;
-    if (!atomic && hook.allow_staged && prefer_staged(p.segs, p.cols)) {
-      const int sblock = std::min(block, kStageWarps * 32);
-      const int grid = grid_for(p.segs * 32, sblock);
-      switch (op) {
-      case kMax:
-        staged_kernel<T, I, kMax><<<grid, sblock, 0, st>>>(p);
-        break;
-      case kMin:
-        staged_kernel<T, I, kMin><<<grid, sblock, 0, st>>>(p);
-        break;
-      default:
-        staged_kernel<T, I, kSum><<<grid, sblock, 0, st>>>(p);
-      }
-      SAMEBITS_CUDA_CHECK_LAUNCH("staged_kernel");
-    } else if (!atomic) {
-      constexpr int VM = static_cast<int>(16 / sizeof(T));
-      const bool vec = hook.allow_vector && p.cols % VM == 0 && p.ldx % VM == 0 &&
-                       p.ldo % VM == 0 && aligned16(p.x) && aligned16(p.out);
-      p.group = pow2_lanes((p.cols + (vec ? VM : 1) - 1) / (vec ? VM : 1), 32);
-      // Loading ahead pays on few long rows (2M positions into 1000 rows of 64: values one batch
-      // and row numbers two ahead, bench/BASELINE.md's segment_reduce sum E=2M N=1k F=64 row)
-      // and costs occupancy on many rows (the 1M-row graph's aggregation; docs/decisions.md,
-      // segment reductions and scatter pulls: row numbers loaded ahead on every path).
-      const bool prefetch = hook.allow_prefetch && p.segs * p.group < kOneWave;
-      const int batch = hook.batch > 0 ? hook.batch : pull_batch(positions, p.segs);
-      launch_pull(p, op, vec ? VM : 1, prefetch, batch,
-                  prefetch ? std::min(block, kAheadBlock) : block, st);
-    } else {
-      p.group = pow2_lanes(p.cols, 32);
-      const T start = op == kMax   ? -std::numeric_limits<T>::infinity()
-                      : op == kMin ? std::numeric_limits<T>::infinity()
-                                   : T(0);
-      const int fill_grid = grid_for(p.segs * p.cols, block);
-      fill_kernel<T><<<fill_grid, block, 0, st>>>(p.out, p.ldo, p.segs, p.cols, start, bad);
-      SAMEBITS_CUDA_CHECK_LAUNCH("fill_kernel");
-      const std::int64_t chunks = (positions + kPushChunk - 1) / kPushChunk;
-      if (chunks > 0) {
-        push_kernel<T, I><<<grid_for(chunks * p.group, block), block, 0, st>>>(p, positions, op);
-        SAMEBITS_CUDA_CHECK_LAUNCH("push_kernel");
-      }
-      finish_kernel<T><<<fill_grid, block, 0, st>>>(p.out, p.ldo, p.off, p.segs, p.cols,
-                                                    a.reduce == Reduce::mean, bad);
-      SAMEBITS_CUDA_CHECK_LAUNCH("finish_kernel");
+  const SegmentChoice c = choice_of(p, positions, atomic);
+  p.group = c.group;
+  switch (c.kernel) {
+  case SegmentKernel::none:
+    break;
+  case SegmentKernel::staged:
+    switch (op) {
+    case kMax:
+      staged_kernel<T, I, kMax><<<c.grid, c.block, 0, st>>>(p);
+      break;
+    case kMin:
+      staged_kernel<T, I, kMin><<<c.grid, c.block, 0, st>>>(p);
+      break;
+    default:
+      staged_kernel<T, I, kSum><<<c.grid, c.block, 0, st>>>(p);
     }
+    SAMEBITS_CUDA_CHECK_LAUNCH("staged_kernel");
+    break;
+  case SegmentKernel::pull:
+  case SegmentKernel::pull_ahead:
+    switch (op) {
+    case kMax:
+      launch_pull<T, I, kMax>(p, c, st);
+      break;
+    case kMin:
+      launch_pull<T, I, kMin>(p, c, st);
+      break;
+    default:
+      launch_pull<T, I, kSum>(p, c, st);
+    }
+    SAMEBITS_CUDA_CHECK_LAUNCH("pull_kernel");
+    break;
+  case SegmentKernel::atomic_push: {
+    const T start = op == kMax   ? -std::numeric_limits<T>::infinity()
+                    : op == kMin ? std::numeric_limits<T>::infinity()
+                                 : T(0);
+    const unsigned fill_grid = grid_for(p.segs * p.cols, c.block, kMaxGrid);
+    fill_kernel<T><<<fill_grid, c.block, 0, st>>>(p.out, p.ldo, p.segs, p.cols, start, bad);
+    SAMEBITS_CUDA_CHECK_LAUNCH("fill_kernel");
+    if (positions > 0) {
+      push_kernel<T, I><<<c.grid, c.block, 0, st>>>(p, positions, op);
+      SAMEBITS_CUDA_CHECK_LAUNCH("push_kernel");
+    }
+    finish_kernel<T><<<fill_grid, c.block, 0, st>>>(p.out, p.ldo, p.off, p.segs, p.cols,
+                                                    a.reduce == Reduce::mean, bad);
+    SAMEBITS_CUDA_CHECK_LAUNCH("finish_kernel");
+    break;
+  }
   }
   report(a, bad, positions, st);
   o.finish(st);

@@ -8,7 +8,6 @@
 #include "ops/checks.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <fmt/format.h>
 #include <vector>
 
@@ -19,11 +18,6 @@ using namespace detail;
 namespace detail {
 
 namespace {
-std::atomic<int> g_block_threads{0};
-std::atomic<bool> g_allow_vector{true};
-std::atomic<bool> g_allow_staged{true};
-std::atomic<bool> g_allow_prefetch{true};
-
 const char* reduce_name(Reduce r) {
   switch (r) {
   case Reduce::sum:
@@ -67,17 +61,6 @@ void check_rows_match(const char* op, const TensorView& x, const TensorView& out
 }
 
 } // namespace
-
-void set_cuda_segment_launch(SegmentLaunch l) {
-  g_block_threads = l.block_threads;
-  g_allow_vector = l.allow_vector;
-  g_allow_staged = l.allow_staged;
-  g_allow_prefetch = l.allow_prefetch;
-}
-SegmentLaunch cuda_segment_launch() {
-  return {g_block_threads.load(), g_allow_vector.load(), g_allow_staged.load(),
-          g_allow_prefetch.load()};
-}
 
 void check_csr_values(const char* op, const TensorView& offsets, const TensorView& indices,
                       bool identity, std::int64_t num_positions, std::int64_t rows) {

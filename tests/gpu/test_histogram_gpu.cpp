@@ -3,6 +3,7 @@
 // 100 repeats, the float-atomic variant's nondeterminism, bad indices reported with nothing
 // written.
 #include "core/strided.hpp"
+#include "ops/histogram_choice.hpp"
 #include "testing.hpp"
 
 #include <cmath>
@@ -19,15 +20,13 @@ constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kPo = Determinism::portable;
 const Device kGpu = Device::cuda();
 
-class AltLaunch { // the launch-shape test hook of src/cuda/histogram.cu
+// The alternative launch tuning of the histogram family (64-thread blocks on a small grid).
+class AltLaunch {
 public:
-  explicit AltLaunch(bool on) {
-    if (on)
-      setenv("SAMEBITS_CUDA_ALT_LAUNCH", "1", 1);
-    else
-      unsetenv("SAMEBITS_CUDA_ALT_LAUNCH");
-  }
-  ~AltLaunch() { unsetenv("SAMEBITS_CUDA_ALT_LAUNCH"); }
+  explicit AltLaunch(bool on) : guard_({.alternative = on}) {}
+
+private:
+  detail::TuningGuard<detail::HistogramTuning> guard_;
 };
 
 TEST(BincountGpu, CountsEqualCpu) {

@@ -9,6 +9,7 @@
 // bits reads or misses one of them. Those tests, and the whole-tensor sum (a 17 GB gathered copy),
 // need about 30 GB of device memory and skip on smaller GPUs; the host needs 9 GB.
 #include "ops/segment.hpp"
+#include "ops/segment_choice.hpp"
 #include "testing.hpp"
 
 #include <algorithm>
@@ -177,10 +178,7 @@ std::vector<double> quarter_segments(const std::vector<std::int64_t>& off, Reduc
   return want;
 }
 
-struct SegmentLaunchGuard {
-  explicit SegmentLaunchGuard(detail::SegmentLaunch l) { detail::set_cuda_segment_launch(l); }
-  ~SegmentLaunchGuard() { detail::set_cuda_segment_launch({}); }
-};
+using SegmentLaunchGuard = detail::TuningGuard<detail::SegmentTuning>;
 
 // segment_reduce over 2^31 + 8 positions (offsets past 2^31, device offsets checked on the GPU):
 // portable bitwise equal to the CPU's portable result of the same view under three launch shapes
@@ -196,7 +194,7 @@ TEST(LargeGpu, SegmentReduceOverMoreThanTwoToThe31Positions) {
   const Tensor host_row = Tensor::from_vector(std::vector<double>{0.25}, {1, 1});
   const Tensor row = host_row.to(kGpu);
   const TensorView x_cpu = repeated_row(host_row, kBig), x = repeated_row(row, kBig);
-  const detail::SegmentLaunch launches[] = {
+  const detail::SegmentTuning launches[] = {
       {}, {256, true, false, true, 0}, {128, true, false, false, 4}};
   for (Reduce r : {Reduce::sum, Reduce::mean}) {
     SCOPED_TRACE(std::string(to_string(r)));

@@ -1,6 +1,7 @@
 // sum, sum_dim and dot on CUDA: accuracy against float64, the portable variant bitwise equal to
 // the CPU's on fresh inputs of many sizes under two launch configurations, run_to_run repeats,
 // the atomic variant's nondeterminism, special values, strided and misaligned inputs.
+#include "ops/reduce_choice.hpp"
 #include "testing.hpp"
 
 #include <cmath>
@@ -8,7 +9,6 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <set>
 #include <string>
 
@@ -22,44 +22,24 @@ constexpr Determinism kRr = Determinism::run_to_run;
 constexpr Determinism kPo = Determinism::portable;
 const Device kGpu = Device::cuda();
 
-// Sets the CUDA launch override (cuda/launch.cuh) for its lifetime.
+// Sets the reduce family's launch tuning (ops/reduce_choice.hpp) for its lifetime.
 class LaunchConfig {
 public:
-  LaunchConfig(const char* block, const char* grid) {
-    save("SAMEBITS_CUDA_BLOCK", block_);
-    save("SAMEBITS_CUDA_GRID", grid_);
-    set("SAMEBITS_CUDA_BLOCK", block);
-    set("SAMEBITS_CUDA_GRID", grid);
-  }
-  ~LaunchConfig() {
-    set("SAMEBITS_CUDA_BLOCK", block_ ? block_->c_str() : nullptr);
-    set("SAMEBITS_CUDA_GRID", grid_ ? grid_->c_str() : nullptr);
-  }
+  LaunchConfig(int block, std::int64_t grid) : guard_({.block = block, .grid = grid}) {}
 
 private:
-  static void save(const char* name, std::optional<std::string>& to) {
-    if (const char* v = std::getenv(name))
-      to = v;
-  }
-  static void set(const char* name, const char* v) {
-    if (v != nullptr)
-      setenv(name, v, 1);
-    else
-      unsetenv(name);
-  }
-  std::optional<std::string> block_, grid_;
+  detail::TuningGuard<detail::ReduceTuning> guard_;
 };
 
 // The launch configurations every portable result must be identical under: the default, small
 // blocks with a tiny grid (many chunks per warp, grid-stride loops), and the largest blocks.
 struct Config {
   const char* name;
-  const char* block;
-  const char* grid;
+  int block;
+  std::int64_t grid;
 };
-const Config kConfigs[] = {{"default", nullptr, nullptr},
-                           {"block 64, grid 5", "64", "5"},
-                           {"block 256, grid 3", "256", "3"}};
+const Config kConfigs[] = {
+    {"default", 0, 0}, {"block 64, grid 5", 64, 5}, {"block 256, grid 3", 256, 3}};
 
 // Same bits, or both NaN (NaN payloads are not part of the contract: CUDA produces the canonical
 // NaN where the CPU keeps an operand's payload).
@@ -451,10 +431,6 @@ TEST(ReduceGpuErrors, BadInputThrowsAndLeavesOutputUntouched) {
   EXPECT_THROW(sum(x, out2), InvalidArgument);
   EXPECT_THROW(sum_dim(x, 1, out), InvalidArgument);
   EXPECT_THROW(dot(x, testing::random_normal({11}, DType::f32, 1, kGpu), out), InvalidArgument);
-  {
-    LaunchConfig lc("abc", nullptr);
-    EXPECT_THROW(sum(x, out, {.level = kPo}), InvalidArgument);
-  }
   EXPECT_EQ(out.to_vector<float>()[0], 42.0f);
   EXPECT_EQ(out2.to_vector<float>(), std::vector<float>(2, 42.0f));
   EXPECT_EQ(out_cpu.data<float>()[0], 42.0f);

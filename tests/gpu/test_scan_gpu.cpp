@@ -1,6 +1,7 @@
 // cumsum on CUDA: against a long-double reference, the portable variant bitwise equal to the CPU
 // on many shapes under two launch shapes, run-to-run stability over 100 repeats, the unordered
 // look-back's nondeterminism, strided / in-place / empty inputs.
+#include "ops/scan_choice.hpp"
 #include "scan_reference.hpp"
 #include "testing.hpp"
 
@@ -18,16 +19,13 @@ constexpr Determinism kNg = Determinism::not_guaranteed;
 constexpr Determinism kPo = Determinism::portable;
 const Device kGpu = Device::cuda();
 
-// The launch-shape test hook of src/cuda/scan.cu (small persistent grid, 64-thread blocks).
+// The alternative launch tuning of the scan family (small persistent grid, 64-thread blocks).
 class AltLaunch {
 public:
-  explicit AltLaunch(bool on) {
-    if (on)
-      setenv("SAMEBITS_CUDA_ALT_LAUNCH", "1", 1);
-    else
-      unsetenv("SAMEBITS_CUDA_ALT_LAUNCH");
-  }
-  ~AltLaunch() { unsetenv("SAMEBITS_CUDA_ALT_LAUNCH"); }
+  explicit AltLaunch(bool on) : guard_({.alternative = on}) {}
+
+private:
+  detail::TuningGuard<detail::ScanTuning> guard_;
 };
 
 Tensor gpu_cumsum(const TensorView& x_gpu, int dim, Determinism level,

@@ -4,17 +4,25 @@
 // over 100 repeats; the atomic variant's nondeterminism; out-of-range indices reported with
 // nothing written. The run_to_run fixed-point sum is held bit for bit to its definition, computed
 // here on the host.
+#include "core/strided.hpp"
+#include "cuda/check.cuh"
 #include "ops/fixed_point.hpp"
+#include "ops/scatter_choice.hpp"
 #include "testing.hpp"
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
 #include <numeric>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <utility>
 
 namespace samebits {
@@ -38,10 +46,10 @@ const auto* const kSortEveryCall = ::testing::AddGlobalTestEnvironment(new SortE
 // Switches the CUDA scatter kernels to their alternative launch configuration for its lifetime.
 class LaunchConfig {
 public:
-  explicit LaunchConfig(bool alternative) {
-    setenv("SAMEBITS_CUDA_SCATTER_CONFIG", alternative ? "1" : "0", 1);
-  }
-  ~LaunchConfig() { unsetenv("SAMEBITS_CUDA_SCATTER_CONFIG"); }
+  explicit LaunchConfig(bool alternative) : guard_({.alternative = alternative}) {}
+
+private:
+  detail::TuningGuard<detail::ScatterTuning> guard_;
 };
 
 double index_add_ref_error(const Tensor& gpu_out, const Tensor& out0, const Tensor& index,
@@ -103,13 +111,13 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
                   << "level " << to_string(level) << " alt " << alt;
             }
           }
-          for (const char* batch : {"4", "8", "16"}) { // rows in flight per group: same bits
-            setenv("SAMEBITS_CUDA_PULL_BATCH", batch, 1);
+          for (int batch : {4, 8, 16}) { // rows in flight per group: same bits
+            const detail::TuningGuard<detail::ScatterTuning> tuned(
+                {.alternative = alt, .pull_batch = batch});
             Tensor out = out0.to(kGpu);
             index_add(out, plan, gsrc, alpha);
             EXPECT_TRUE(bitwise_equal(out, cpu)) << "plan, alt " << alt << " batch " << batch;
           }
-          unsetenv("SAMEBITS_CUDA_PULL_BATCH");
         }
       }
     }
@@ -719,6 +727,147 @@ TEST(ScatterGpu, EmptyInputs) {
     const IndexPlan p = make_index_plan(Tensor::empty({0}, DType::i64, kGpu), 4);
     index_add(out, p, Tensor::empty({0, 3}, DType::f32, kGpu));
     EXPECT_EQ(p.offsets.to_vector<std::int64_t>(), std::vector<std::int64_t>(5, 0));
+  }
+}
+
+// index_add with alpha != 1 where src, out or both have strided features: the CUDA sort pull's
+// general path, and the plan pull through its contiguous copies, give the CPU's portable bits,
+// out + alpha * sum(src). Before the fix the general path dropped alpha (out + sum(src)), so
+// every case with a strided src or out at `portable` without a plan failed here.
+TEST(ScatterGpu, IndexAddAlphaWithStridedFeaturesMatchesCpuBitwise) {
+  SAMEBITS_REQUIRE_CUDA();
+  const AddShape shapes[] = {{5000, 300, 7}, {20000, 100, 16}, {3000, 40, 2}, {40000, 2708, 33}};
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const AddShape& sh : shapes) {
+      const auto seed = fresh_seed();
+      SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " "
+                                        << to_string(dtype) << " seed " << seed);
+      Tensor src = testing::random_normal({sh.e, sh.f}, dtype, seed);
+      Tensor index = testing::random_index(sh.e, sh.n, DType::i64, seed + 1);
+      Tensor out0 = testing::random_normal({sh.n, sh.f}, dtype, seed + 2);
+      Tensor gsrc = src.to(kGpu), gidx = index.to(kGpu);
+      const IndexPlan plan = make_index_plan(gidx, sh.n);
+      for (double alpha : {0.3, -1.75}) {
+        Tensor cpu = out0.clone();
+        index_add(cpu, index, src, alpha, {.level = kPo});
+        for (int strided : {1, 2, 3}) // 1: src, 2: out, 3: both
+          for (bool alt : {false, true}) {
+            LaunchConfig lc(alt);
+            for (bool with_plan : {false, true}) {
+              Tensor out = out0.to(kGpu), keep_out, keep_src;
+              const TensorView o = strided & 2 ? testing::strided_copy(out, keep_out) : out.view();
+              const TensorView s =
+                  strided & 1 ? testing::strided_copy(gsrc, keep_src) : gsrc.view();
+              if (with_plan)
+                index_add(o, plan, s, alpha);
+              else
+                index_add(o, gidx, s, alpha, {.level = kPo});
+              EXPECT_TRUE(bitwise_equal(o, cpu)) << "alpha " << alpha << " strided " << strided
+                                                 << " alt " << alt << " plan " << with_plan;
+            }
+          }
+      }
+    }
+}
+
+// The NaN rule: sums, means and products that are NaN come back as the canonical quiet NaN from
+// every CUDA pull kernel (a thread or a warp per target for rows of one value, lane groups and
+// lanes per feature for wider rows, the general path for strided features), bitwise equal to
+// the CPU's portable result. NaN inputs carry payloads (and a sign) that x86 arithmetic keeps and
+// the GPU's does not: before the rule, the CPU kept 0x7FC01234 where CUDA gave 0x7FFFFFFF.
+TEST(ScatterGpu, NanResultsAreTheCanonicalNanBitwiseEqualToTheCpu) {
+  SAMEBITS_REQUIRE_CUDA();
+  const AddShape shapes[] = {
+      {20000, 3000, 1}, {20000, 100, 1}, {30000, 1000, 8}, {30000, 100000, 8}};
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const AddShape& sh : shapes) {
+      const auto seed = fresh_seed();
+      SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " "
+                                        << to_string(dtype) << " seed " << seed);
+      Tensor src = testing::random_normal({sh.e, sh.f}, dtype, seed);
+      detail::visit_float(dtype, "test", [&]<class T>() {
+        using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+        const U quiet = static_cast<U>(sizeof(T) == 4 ? 0x7fc00000ull : 0x7ff8000000000000ull);
+        T* p = src.data<T>();
+        for (std::int64_t i = 0; i < src.numel(); i += 97) // every 97th value: NaN with a payload
+          p[i] = std::bit_cast<T>(static_cast<U>(quiet | static_cast<U>(i % 1000 + 1) |
+                                                 (i % 2 ? ~(~U{0} >> 1) : U{0})));
+      });
+      Tensor index = testing::random_index(sh.e, sh.n, DType::i64, seed + 1);
+      Tensor out0 = testing::random_normal({sh.n, sh.f}, dtype, seed + 2);
+      Tensor gsrc = src.to(kGpu), gidx = index.to(kGpu);
+      const IndexPlan plan = make_index_plan(gidx, sh.n);
+      for (double alpha : {1.0, 0.5}) {
+        Tensor cpu = out0.clone();
+        index_add(cpu, index, src, alpha, {.level = kPo});
+        for (bool alt : {false, true}) {
+          LaunchConfig lc(alt);
+          Tensor out = out0.to(kGpu);
+          index_add(out, gidx, gsrc, alpha, {.level = kPo});
+          EXPECT_TRUE(bitwise_equal(out, cpu)) << "sort pull, alpha " << alpha << " alt " << alt;
+          Tensor planned = out0.to(kGpu);
+          index_add(planned, plan, gsrc, alpha);
+          EXPECT_TRUE(bitwise_equal(planned, cpu)) << "plan, alpha " << alpha << " alt " << alt;
+          Tensor strided = out0.to(kGpu), keep;
+          const TensorView o = testing::strided_copy(strided, keep);
+          index_add(o, gidx, gsrc, alpha, {.level = kPo});
+          EXPECT_TRUE(bitwise_equal(o, cpu)) << "general path, alpha " << alpha << " alt " << alt;
+        }
+      }
+      const Tensor dense = Tensor::copy_of(testing::expanded_index(index, {sh.e, sh.f}));
+      const Tensor gdense = dense.to(kGpu);
+      for (Reduce r : {Reduce::mean, Reduce::prod})
+        for (bool self : {true, false}) {
+          Tensor cpu = out0.clone();
+          scatter_reduce(cpu, 0, dense, src, r, self, {.level = kPo});
+          Tensor out = out0.to(kGpu);
+          scatter_reduce(out, 0, gdense, gsrc, r, self, {.level = kPo});
+          EXPECT_TRUE(bitwise_equal(out, cpu)) << to_string(r) << " self " << self;
+        }
+    }
+}
+
+void CUDART_CB hold_the_stream(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+// The plan pull of a strided src on a non-blocking stream whose earlier work writes src: its
+// contiguous copies run on the op's stream, after that work. Before the fix they ran on the
+// default stream, which does not wait for a non-blocking stream: the copy read src while the
+// stream was still held by the host function (src all zeros then), so out came back as out0.
+TEST(ScatterGpu, PlanPullOfStridedSourceReadsItAfterTheStreamsEarlierWork) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t e = 200000, n = 1000, f = 8;
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor src = testing::random_normal({e, f}, dtype, seed);
+    Tensor index = testing::random_index(e, n, DType::i64, seed + 1);
+    Tensor out0 = testing::random_normal({n, f}, dtype, seed + 2);
+    Tensor cpu = out0.clone();
+    index_add(cpu, index, src, 0.5, {.level = kPo});
+    const IndexPlan plan = make_index_plan(index.to(kGpu), n);
+    // src as every second element of [e, 2f] rows on the GPU, zeros until the stream writes it.
+    Tensor keep_host, keep_dev;
+    testing::strided_copy(src, keep_host);
+    Tensor zeros = Tensor::full({e, f}, 0.0, dtype, kGpu);
+    const TensorView gsrc = testing::strided_copy(zeros, keep_dev);
+    const auto bytes = static_cast<std::size_t>(keep_host.numel()) * size_of(dtype);
+    void* pinned = nullptr;
+    SAMEBITS_CUDA_CHECK(cudaMallocHost(&pinned, bytes));
+    std::memcpy(pinned, keep_host.view().data, bytes);
+    cudaStream_t st = nullptr;
+    SAMEBITS_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    Tensor out = out0.to(kGpu);
+    SAMEBITS_CUDA_CHECK(cudaLaunchHostFunc(st, hold_the_stream, nullptr));
+    SAMEBITS_CUDA_CHECK(
+        cudaMemcpyAsync(keep_dev.view().data, pinned, bytes, cudaMemcpyHostToDevice, st));
+    index_add(out, plan, gsrc, 0.5, {.stream = Stream{st}});
+    SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
+    EXPECT_TRUE(bitwise_equal(out, cpu)) << to_string(dtype);
+    release_stream(Stream{st}, kGpu);
+    SAMEBITS_CUDA_CHECK(cudaStreamDestroy(st));
+    SAMEBITS_CUDA_CHECK(cudaFreeHost(pinned));
   }
 }
 

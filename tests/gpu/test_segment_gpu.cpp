@@ -4,6 +4,7 @@
 // reported with nothing written.
 #include "core/strided.hpp"
 #include "ops/segment.hpp"
+#include "ops/segment_choice.hpp"
 #include "segment_reference.hpp"
 #include "testing.hpp"
 
@@ -25,15 +26,31 @@ constexpr Determinism kPo = Determinism::portable;
 constexpr Reduce kReduces[] = {Reduce::sum, Reduce::mean, Reduce::amax, Reduce::amin};
 const Device kGpu = Device::cuda();
 
-// Restores the default launch configuration when a test ends.
-struct LaunchGuard {
-  explicit LaunchGuard(detail::SegmentLaunch l) { detail::set_cuda_segment_launch(l); }
-  ~LaunchGuard() { detail::set_cuda_segment_launch({}); }
-};
-const detail::SegmentLaunch kLaunches[] = {
+// Sets the segment family's launch tuning (ops/segment_choice.hpp) for its lifetime.
+using LaunchGuard = detail::TuningGuard<detail::SegmentTuning>;
+// Block sizes, vector loads on and off, the staged kernel, the kernel that loads ahead, and the
+// pull with 4, 8 and 16 positions in flight (staged and ahead off, so that the pull runs).
+const detail::SegmentTuning kLaunches[] = {
     {0, true, true, true},        {128, false, false, false, 8}, {512, true, false, true},
     {64, false, false, false, 4}, {0, true, false, false, 16},   {256, true, false, false, 8},
     {0, true, false, false, 0}}; // batch 0: chosen from the shape
+
+// The kernel a launch tuning gives a contiguous [positions, cols] -> [segs, cols] call: the pull
+// with the tuning's batch when it forces one (the test then runs that batch, not another).
+void expect_forced_batch(const detail::SegmentTuning& t, std::int64_t segs, std::int64_t cols,
+                         std::int64_t positions, DType dt) {
+  if (t.batch == 0)
+    return;
+  detail::SegmentShape s;
+  s.segs = segs;
+  s.cols = cols;
+  s.positions = positions;
+  s.ldx = s.ldo = cols;
+  s.elem_bytes = static_cast<int>(size_of(dt));
+  const detail::SegmentChoice c = detail::choose_segment_kernel(s, t);
+  EXPECT_EQ(c.kernel, detail::SegmentKernel::pull) << c.name();
+  EXPECT_EQ(c.batch, t.batch) << c.name();
+}
 
 TEST(SegmentGpu, MatchesFloat64Reference) {
   SAMEBITS_REQUIRE_CUDA();
@@ -143,6 +160,7 @@ TEST(SegmentGpu, PortableBitwiseEqualsCpuAcrossLaunchConfigurations) {
         aggregate(csr.view(), xn, cpu_agg, r, {.level = kPo});
         for (const auto& launch : kLaunches) {
           LaunchGuard g(launch);
+          expect_forced_batch(launch, sh.segs, sh.cols, e, dt);
           Tensor gpu_seg = Tensor::full({sh.segs, sh.cols}, 7.0, dt, kGpu);
           segment_reduce(xg, offg, gpu_seg, r, {.level = kPo});
           EXPECT_TRUE(bitwise_equal(gpu_seg, cpu_seg))

@@ -14,10 +14,12 @@
 // element that receives no contribution is left untouched (its bits are not rewritten). For
 // index_add, a contribution is src[i] when alpha == 1 and alpha * src[i] (rounded, alpha converted
 // to the dtype) otherwise; index_add always includes `out`. NaN propagates: for amax/amin the
-// result is the last NaN met in that order, its bits copied; for sum, mean and prod it is what the
-// hardware's arithmetic makes of the NaN (x86 keeps the payload, NVIDIA GPUs return one default
-// NaN), so a NaN result of these three is NaN on every backend but its payload bits may differ
-// between the CPU and CUDA. Every non-NaN result is bitwise equal across backends.
+// result is the last NaN met in that order, its bits copied; a target that receives a
+// contribution and whose sum, mean or prod is NaN is written as the one quiet NaN 0x7FC00000
+// (float32) / 0x7FF8000000000000 (float64), whatever NaN the hardware made (x86 keeps an
+// operand's payload, NVIDIA GPUs make 0x7FFFFFFF): the rule of segment_reduce and aggregate. So
+// every result, NaN included, is bitwise equal across backends (the not_guaranteed variants and
+// the fixed-point sum below excepted).
 //
 // Fixed-point sums (`run_to_run` on CUDA: cuda.fixed_point, for index_add and scatter_add of
 // float32 into at most 2^21 output elements, when the index gives one value per row along dim 0

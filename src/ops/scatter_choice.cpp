@@ -1,0 +1,101 @@
+// The CUDA scatter family's kernel choice (see scatter_choice.hpp), with the measurements that
+// set each threshold.
+#include "ops/scatter_choice.hpp"
+
+#include "ops/launch_shape.hpp"
+
+#include <climits>
+#include <fmt/format.h>
+#include <limits>
+
+namespace samebits::detail {
+
+namespace {
+
+// Up to this many sources per target on average, 32 targets per warp in the one-value pull;
+// beyond, a warp per target.
+constexpr std::int64_t kSpanShortChain = 64;
+
+} // namespace
+
+int scatter_block(const ScatterTuning& t) {
+  return t.alternative ? 128 : 256;
+}
+
+ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s, const ScatterTuning& t) {
+  ScatterPullChoice c;
+  c.block = scatter_block(t);
+  const std::int64_t M = s.targets, F = s.features;
+  if (M == 0 || F == 0)
+    return c;
+  const bool alt = t.alternative;
+  if (F == 1) {
+    // Rows of one value. Short chains (H200, E=10M -> 1M targets): 32 targets per warp when the
+    // values are gathered through the order (plan reused 0.152 -> 0.128-0.136 ms); a thread per
+    // target when the sort carried the values (contiguous: 2-3% faster than a span). Long chains:
+    // a warp per target. The alternative configuration swaps 32 and 1 targets per warp and never
+    // takes the thread kernel.
+    const bool short_chains = s.sources <= kSpanShortChain * M;
+    if (short_chains && s.direct && !alt) {
+      c.kernel = ScatterPullKernel::thread;
+      c.grid = grid_for(M, c.block);
+    } else {
+      c.kernel = ScatterPullKernel::span;
+      c.rows = short_chains != alt ? 32 : 1;
+      c.grid = grid_for(ceil_div(M, c.rows) * 32, c.block);
+    }
+    return c;
+  }
+  // Many targets: groups of up to 32 lanes per target with 16-byte loads where the rows allow
+  // them. Few targets (a quarter of the threads the GPU holds; their chains are long): a lane per
+  // feature, groups of up to a block, row numbers and values loaded ahead (H200, E=2M -> 1000
+  // targets of 64 features: 0.55 -> 0.16 ms; the same choice for 2708 or 100k targets costs
+  // 20-45%). Sources past 2^31 - 1 rows (int row numbers) take the general lane groups.
+  // The alternative configuration swaps the two; the bits are the same either way.
+  const int VM = 16 / s.elem_bytes;
+  const bool can_vec = F % VM == 0 && s.src_row % VM == 0 && s.out_row % VM == 0 && s.aligned;
+  const int vec_group = pow2_lanes(ceil_div(F, VM), 32);
+  const bool few = (M * vec_group < kOneWave / 4) != alt;
+  if (few && s.sources <= INT_MAX) {
+    c.kernel = ScatterPullKernel::lane;
+    c.group = pow2_lanes(F, c.block);
+    c.batch = s.elem_bytes == 4 ? 16 : 8;
+  } else if (can_vec) {
+    c.kernel = ScatterPullKernel::group;
+    c.group = vec_group;
+    c.vec = VM;
+    c.batch = pull_batch(s.sources, M, t.pull_batch);
+  } else {
+    c.kernel = ScatterPullKernel::group;
+    c.group = pow2_lanes(F, 32);
+    c.batch = 16;
+  }
+  c.grid = grid_for(M * c.group, c.block);
+  return c;
+}
+
+std::string ScatterPullChoice::name() const {
+  const std::string launch = fmt::format("block {}, grid {}", block, grid);
+  switch (kernel) {
+  case ScatterPullKernel::none:
+    return "no launch (nothing to pull)";
+  case ScatterPullKernel::thread:
+    return "pull_thread_kernel (a thread per target), " + launch;
+  case ScatterPullKernel::span:
+    return fmt::format("pull_span_kernel ({} target{} per warp), {}", rows, rows == 1 ? "" : "s",
+                       launch);
+  case ScatterPullKernel::lane:
+    return fmt::format("pull_lane_kernel<B={}> ({} lanes per target), {}", batch, group, launch);
+  case ScatterPullKernel::group:
+    return fmt::format("pull_group_kernel<V={}, B={}> ({} lanes per target), {}", vec, batch, group,
+                       launch);
+  }
+  return "?";
+}
+
+bool counting_sort_applies(std::int64_t n, std::int64_t num_keys, const ScatterTuning& t) {
+  return n > 0 && num_keys > 0 && num_keys <= kCountSortMaxKeys &&
+         n < std::numeric_limits<int>::max() && !t.alternative;
+}
+
+} // namespace samebits::detail

@@ -1,0 +1,67 @@
+// The kernel choice of the CUDA scatter family (index_add, index_add with a plan, scatter_add,
+// scatter_reduce) and of the GPU index sort, as pure functions of the shape and the family's
+// tuning: the CUDA variants launch what they return, `samebits ops --explain` prints it, and host
+// tests check it without a GPU. Plain C++: no CUDA dependency.
+#pragma once
+#include "core/tuning.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace samebits::detail {
+
+// Launch tuning of the scatter family. The default is what runs; every value gives the same bits
+// at run_to_run and portable (the GPU tests run each one).
+struct ScatterTuning {
+  // The alternative launch configuration: 128-thread blocks instead of 256, the many/few-targets
+  // choice of the pull swapped, 1 and 32 targets per warp swapped in the one-value pull (which
+  // never takes the thread-per-target kernel), and always the radix sort.
+  bool alternative = false;
+  // Source rows in flight per lane group of the vector pull: 4, 8 or 16; 0: from the shape.
+  int pull_batch = 0;
+};
+
+// Threads per block of the scatter kernels (checks, atomics, sorts' helpers, pulls).
+int scatter_block(const ScatterTuning& t = tuning<ScatterTuning>());
+
+// The pull over sorted sources (cuda.sort_pull, cuda.plan_pull) for rows of `features`
+// contiguous values: what it is given.
+struct ScatterPullShape {
+  std::int64_t targets = 0;              // M: rows of out
+  std::int64_t features = 1;             // F: values per row
+  std::int64_t sources = 0;              // L: rows of src
+  std::int64_t src_row = 0, out_row = 0; // row strides (elements)
+  int elem_bytes = 4;                    // 4: float32, 8: float64
+  bool direct = false; // one value per row, carried in sorted order by the sort (float32 F=1)
+  bool aligned = true; // src and out data 16-byte aligned
+};
+
+enum class ScatterPullKernel {
+  none,   // nothing to pull (no targets or no features)
+  thread, // pull_thread_kernel: a thread per target over the carried values
+  span,   // pull_span_kernel: a warp per `rows` targets staging sources in shared memory
+  lane,   // pull_lane_kernel: a lane per (target, feature), values and row numbers loaded ahead
+  group,  // pull_group_kernel: a group of lanes per target, `vec`-wide loads, `batch` rows
+};
+
+struct ScatterPullChoice {
+  ScatterPullKernel kernel = ScatterPullKernel::none;
+  int block = 256;          // threads per block
+  unsigned grid = 1;        // blocks
+  int group = 1;            // lanes per target (lane, group)
+  int rows = 1;             // targets per warp (span)
+  int vec = 1;              // values per load (group)
+  int batch = 0;            // source rows whose loads are issued before their steps (lane, group)
+  std::string name() const; // e.g. "pull_group_kernel<V=4, B=8> group 16, block 256, grid 4096"
+};
+
+ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s,
+                                      const ScatterTuning& t = tuning<ScatterTuning>());
+
+// The GPU's stable sort of (index, position) pairs: a counting sort for few targets, CUB's radix
+// sort otherwise.
+constexpr std::int64_t kCountSortMaxKeys = 1536; // targets the counting sort takes at most
+bool counting_sort_applies(std::int64_t n, std::int64_t num_keys,
+                           const ScatterTuning& t = tuning<ScatterTuning>());
+
+} // namespace samebits::detail
