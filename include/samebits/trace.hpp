@@ -36,10 +36,11 @@ inline bool enabled() noexcept {
   return detail::g_enabled.load(std::memory_order_relaxed);
 }
 
-// Starts recording to `path`. The entries go to `path`.partial, which replaces `path` when the
-// recording stops, so a run that fails never leaves a cut-short trace under `path` (nor
-// overwrites an earlier one there). Throws Error if the file cannot be opened or a trace is
-// already being recorded.
+// Starts recording to `path` (by the output rule of src/core/files.hpp: a device, FIFO or
+// standard stream is written in place, a link is followed). The entries go to `path`.partial,
+// which replaces `path` when the recording stops, so a run that fails never leaves a cut-short
+// trace under `path` (nor overwrites an earlier one there). Throws Error if the file cannot be
+// opened or a trace is already being recorded.
 void start(const std::string& path);
 // Stops recording; `path`.partial becomes `path`. Does nothing if no trace is running.
 void stop();
@@ -112,9 +113,11 @@ TraceFile read(const std::string& path);
 
 // --- comparing two traces (`samebits diff`) ------------------------------------------------------
 
-// How far apart two entries are: the largest relative difference over min, max, mean, L2 norm
-// and the sampled values, each |a - b| / max(|a|, |b|, 1e-300); 0 when the hashes are equal,
-// +inf when NaN appears on one side only.
+// How far apart two entries are, normwise (on the scale of the whole output, so that a value or
+// a mean near zero cannot inflate it): the larger of |l2(A) - l2(B)| / max(l2(A), l2(B)) and
+// the largest |a_i - b_i| of the sampled values over the larger l2 norm of those samples. 0 when
+// the hashes are equal, +inf when NaN or infinity appears on one side only, and the smallest
+// positive double when the bits differ but the recorded values do not.
 double distance(const Entry& a, const Entry& b);
 
 struct EntryDiff {
