@@ -20,8 +20,11 @@ fail() {
 }
 # Three groups of 60 short trainings: the first ends after a second or two, the other two take
 # longer than the wait for the signal to arrive.
-"$bin" experiment graphsage --device cpu --levels portable,run_to_run,not_guaranteed --runs 60 \
-  --epochs 2 --json r.json --report r.html --trace t.jsonl >out.txt 2>err.txt &
+# A background job of a non-interactive shell starts with SIGINT ignored (which samebits
+# respects): env gives it the default disposition, as a job in a terminal has.
+env --default-signal=INT,TERM "$bin" experiment graphsage --device cpu \
+  --levels portable,run_to_run,not_guaranteed --runs 60 --epochs 2 --json r.json --report r.html \
+  --trace t.jsonl >out.txt 2>err.txt &
 pid=$!
 waited=0
 until grep -q "cpu portable: 60 runs" err.txt; do

@@ -8,6 +8,7 @@
 #include "nn/experiment.hpp"
 #include "nn/model_size.hpp"
 #include "nn/report.hpp"
+#include "samebits/errors.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/trace.hpp"
 
@@ -82,6 +83,8 @@ extern "C" void on_signal(int sig) {
   (void)!::write(2, text, sizeof text - 1);
 }
 
+// A signal the process was started with ignored (a background job of a shell without job control,
+// nohup) stays ignored, as the shell meant.
 class InterruptHandlers {
 public:
   InterruptHandlers() {
@@ -90,8 +93,12 @@ public:
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGINT, nullptr, &old_int_);
+    sigaction(SIGTERM, nullptr, &old_term_);
+    if (old_int_.sa_handler != SIG_IGN)
+      sigaction(SIGINT, &sa, nullptr);
+    if (old_term_.sa_handler != SIG_IGN)
+      sigaction(SIGTERM, &sa, nullptr);
   }
   ~InterruptHandlers() {
     sigaction(SIGINT, &old_int_, nullptr);
@@ -157,14 +164,29 @@ void run(ExperimentCli& o) {
   tracing.reset();
   fmt::print("{}", nn::format_table(r));
   const nlohmann::json j = nn::to_json(r);
-  if (!o.json_path.empty()) {
-    detail::write_whole_file(o.json_path, detail::json_text(j, 1) + "\n", "experiment --json");
-    fmt::print("results: {}\n", o.json_path);
+  // Each file is attempted even when the other fails: a full disk under one must not lose both.
+  std::optional<Error> failed;
+  try {
+    if (!o.json_path.empty()) {
+      detail::write_whole_file(o.json_path, detail::json_text(j, 1) + "\n", "experiment --json");
+      fmt::print("results: {}\n", o.json_path);
+    }
+  } catch (const Error& e) {
+    failed = e;
   }
-  if (!o.report_path.empty()) {
-    nn::write_report(o.report_path, j);
-    fmt::print("report: {}\n", o.report_path);
+  try {
+    if (!o.report_path.empty()) {
+      nn::write_report(o.report_path, j);
+      fmt::print("report: {}\n", o.report_path);
+    }
+  } catch (const Error& e) {
+    if (failed)
+      fmt::print(stderr, "samebits: error: {}\n", e.what());
+    else
+      failed = e;
   }
+  if (failed)
+    throw *failed;
   if (g_signal != 0) {
     std::fflush(stdout);
     fmt::print(stderr, "samebits: interrupted by {}: {} complete group{} kept{}\n",

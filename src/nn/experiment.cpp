@@ -253,23 +253,26 @@ ExperimentResult run_experiment(const ExperimentConfig& cfg, const Dataset& data
       return false;
     res.complete = false;
     if (res.interrupted.empty())
-      res.interrupted = "between groups";
+      res.interrupted = "between groups (no group was cut short)";
     return true;
   };
-  for (Device dev : cfg.devices) {
-    SageConfig mc = cfg.model;
-    mc.device = dev;
-    for (Determinism level : cfg.levels) {
-      mc.level = level;
-      if (stopped() || !run_one(mc, "repeat", cfg.runs))
-        return res.finished = utc_now(), res;
+  auto run_all = [&] {
+    for (Device dev : cfg.devices) {
+      SageConfig mc = cfg.model;
+      mc.device = dev;
+      for (Determinism level : cfg.levels) {
+        mc.level = level;
+        if (stopped() || !run_one(mc, "repeat", cfg.runs))
+          return;
+      }
+      if (cfg.seeds > 0) {
+        mc.level = *std::max_element(cfg.levels.begin(), cfg.levels.end());
+        if (stopped() || !run_one(mc, "seeds", cfg.seeds))
+          return;
+      }
     }
-    if (cfg.seeds > 0) {
-      mc.level = *std::max_element(cfg.levels.begin(), cfg.levels.end());
-      if (stopped() || !run_one(mc, "seeds", cfg.seeds))
-        return res.finished = utc_now(), res;
-    }
-  }
+  };
+  run_all();
   res.finished = utc_now();
   return res;
 }
