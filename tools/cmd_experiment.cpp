@@ -55,8 +55,8 @@ public:
         fmt::print(stderr, "\n");
       std::fflush(stderr);
     } else if (p.done == p.total) {
-      fmt::print(stderr, "  {}: {} runs, {} distinct weight sets, {:.1f} s\n", label, p.total,
-                 g.distinct(), secs);
+      fmt::print(stderr, "  {}: {} runs, {} distinct weight set{}, {:.1f} s\n", label, p.total,
+                 g.distinct(), g.distinct() == 1 ? "" : "s", secs);
       last_line_ = now;
     } else if (now - last_line_ >= std::chrono::seconds(10)) {
       fmt::print(stderr, "  {}: {} of {} runs, {:.1f} s\n", label, p.done, p.total, secs);
