@@ -96,6 +96,8 @@ void run_experiment(const CalibrateCli& c, Device device, Determinism level) {
 }
 
 void run(const CalibrateCli& c) {
+  // --out has a default, which the option's own check does not see.
+  detail::check_writable(c.out, "calibrate --out");
   const Device device = parse_device(c.device);
   const Determinism level = parse_determinism(c.level);
   set_mode({level, false}); // so that the embedded environment states the level
