@@ -227,7 +227,7 @@ void add_bench_graphsage_command(CLI::App& app) {
   g->add_option("--threads", o->threads,
                 "CPU threads (default: SAMEBITS_NUM_THREADS, else every core)")
       ->check(CLI::Range(1, 1024));
-  g->add_option("--json", o->json_path, "Write the timings as JSON to FILE");
+  g->add_option("--json", o->json_path, "Write the timings as JSON to FILE")->check(output_file());
   g->callback([o] { run(*o); });
 }
 

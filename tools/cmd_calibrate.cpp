@@ -7,24 +7,29 @@
 #include "commands.hpp"
 #include "samebits/app/cora.hpp"
 #include "samebits/app/graphsage.hpp"
+#include "samebits/app/model_size.hpp"
 #include "samebits/app/variability.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/tolerance.hpp"
 
+#include <filesystem>
 #include <fmt/format.h>
+#include <optional>
 
 namespace samebits::cli {
 
 namespace {
 
 struct CalibrateCli {
-  std::string experiment, data = "data/cora";
+  std::string experiment, data; // data: empty for the bundled Cora
   int epochs = 10;
   std::string op, level = "not_guaranteed", device = "cpu", out = "tolerances.json";
   OpShape shape;
   int runs = 20;
   double safety = 4.0;
-  std::uint64_t seed = 1;
+  // Not given: 0 with --experiment (as `experiment graphsage`), 1 with --op (as `variability`).
+  std::optional<std::uint64_t> seed;
+  std::uint64_t seed_or(std::uint64_t by_default) const { return seed.value_or(by_default); }
 };
 
 void print_tolerance(const Tolerances& t, const std::string& name, double safety) {
@@ -57,22 +62,30 @@ void run_experiment(const CalibrateCli& c, Device device, Determinism level) {
   if (c.experiment != "graphsage")
     throw InvalidArgument("unknown experiment '" + c.experiment +
                           "': the one there is is graphsage");
-  const nn::Dataset data = nn::load_dataset(c.data);
+  const std::filesystem::path dir =
+      c.data.empty() ? nn::bundled_data_dir("cora") : std::filesystem::path(c.data);
+  const nn::Dataset data = nn::load_dataset(dir);
   nn::SageConfig cfg;
   cfg.level = level;
   cfg.device = device;
+  const std::uint64_t seed = c.seed_or(0);
+  const nn::ModelSize size = nn::model_size(data, cfg, /*snapshots=*/2 * c.runs);
+  for (const std::string& w : nn::size_warnings(size))
+    fmt::print(stderr, "warning: {}\n", w);
+  fmt::print("{}\n", nn::describe(size));
+  nn::check_fits(size);
   nn::GraphSage model(data, cfg);
   Calibrator cal(c.safety);
   for (int r = 0; r < c.runs; ++r) {
-    model.init(c.seed);
+    model.init(seed);
     for (int e = 0; e < c.epochs; ++e)
       model.train_epoch();
     model.infer();
     cal.add("graphsage.parameters", model.parameters());
     cal.add("graphsage.log_probs", model.log_probs());
   }
-  const std::string source = fmt::format("graphsage on {}: {} epochs on {} at {}, seed {}", c.data,
-                                         c.epochs, c.device, c.level, c.seed);
+  const std::string source = fmt::format("graphsage on {}: {} epochs on {} at {}, seed {}",
+                                         dir.string(), c.epochs, c.device, c.level, seed);
   const Tolerances t = cal.tolerances(source);
   save_tolerances(t, c.out);
   fmt::print("calibrated over {} trainings ({})\n", c.runs, source);
@@ -83,6 +96,7 @@ void run_experiment(const CalibrateCli& c, Device device, Determinism level) {
 }
 
 void run(const CalibrateCli& c) {
+  // --out has a default, which the option's own check does not see.
   detail::check_writable(c.out, "calibrate --out");
   const Device device = parse_device(c.device);
   const Determinism level = parse_determinism(c.level);
@@ -91,7 +105,8 @@ void run(const CalibrateCli& c) {
     return run_experiment(c, device, level);
   if (c.op.empty())
     throw InvalidArgument("calibrate: give --op OP or --experiment graphsage");
-  PreparedOp p = prepare_op(c.op, c.shape, device, c.seed);
+  const std::uint64_t seed = c.seed_or(1);
+  PreparedOp p = prepare_op(c.op, c.shape, device, seed);
   Calibrator cal(c.safety);
   const std::string name = p.op + ".out";
   for (int r = 0; r < c.runs; ++r) {
@@ -99,7 +114,7 @@ void run(const CalibrateCli& c) {
     cal.add(name, p.output);
   }
   const std::string source =
-      fmt::format("{}: {} on {} at {}, seed {}", p.op, p.description, c.device, c.level, c.seed);
+      fmt::format("{}: {} on {} at {}, seed {}", p.op, p.description, c.device, c.level, seed);
   const Tolerances t = cal.tolerances(source);
   save_tolerances(t, c.out);
   const Tolerance& tol = t.at(name);
@@ -123,17 +138,18 @@ void add_calibrate_command(CLI::App& app) {
   auto* exp = cmd->add_option("--experiment", c->experiment,
                               "Calibrate an experiment instead of an op: graphsage");
   op->excludes(exp);
-  cmd->add_option("--data", c->data, "graphsage: data set directory")
-      ->needs(exp)
-      ->capture_default_str();
+  cmd->add_option("--data", c->data,
+                  "graphsage: data set directory (default: the bundled Cora, found beside the "
+                  "program)")
+      ->needs(exp);
   cmd->add_option("--epochs", c->epochs, "graphsage: epochs per training")
-      ->check(CLI::Range(1, 100000))
+      ->check(integer_in(1, 100000))
       ->needs(exp)
       ->capture_default_str();
   for (CLI::Option* shape_option : add_shape_options(*cmd, c->shape, c->op))
     shape_option->excludes(exp);
   cmd->add_option("--runs", c->runs, "Runs (trainings for --experiment)")
-      ->check(CLI::Range(2, 1000000))
+      ->check(integer_in(2, 1000000))
       ->capture_default_str();
   cmd->add_option("--level", c->level, "not_guaranteed, run_to_run or portable")
       ->check(one_level())
@@ -141,13 +157,16 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--device", c->device, "cpu, cuda or cuda:N")
       ->check(device_names(false))
       ->capture_default_str();
-  cmd->add_option("--seed", c->seed, "Seed of the inputs")
-      ->check(seed_value())
-      ->capture_default_str();
+  cmd->add_option("--seed", c->seed,
+                  "Seed of the inputs (default: 1 with --op, as variability; 0 with "
+                  "--experiment, as experiment graphsage)")
+      ->check(seed_value());
   cmd->add_option("--safety", c->safety, "Safety factor applied to the measured spread")
-      ->check(CLI::Range(1.0, 1e6))
+      ->check(number_in(1.0, 1e6))
       ->capture_default_str();
-  cmd->add_option("--out", c->out, "Tolerance file to write")->capture_default_str();
+  cmd->add_option("--out", c->out, "Tolerance file to write")
+      ->check(output_file())
+      ->capture_default_str();
   cmd->callback([c] { run(*c); });
 }
 

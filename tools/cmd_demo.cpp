@@ -140,16 +140,16 @@ void add_demo_command(CLI::App& app) {
       app.add_subcommand("demo", "Run one index_add repeatedly at each determinism level, on the "
                                  "CPU and CUDA, and count distinct results");
   cmd->add_option("--runs", o->runs, "Repetitions per level")
-      ->check(CLI::Range(1, 100000))
+      ->check(integer_in(1, 100000))
       ->capture_default_str();
   cmd->add_option("-e,--edges", o->edges, "Source rows E")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
+      ->check(integer_in(1, std::int64_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("-n,--nodes", o->nodes, "Target rows N")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
+      ->check(integer_in(1, std::int64_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("-f,--features", o->features, "Features per row F")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}))
+      ->check(integer_in(1, 4096))
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random input")
       ->check(seed_value())

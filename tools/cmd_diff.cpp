@@ -23,11 +23,11 @@ void add_diff_command(CLI::App& app) {
               "(exit status 1 when they differ)");
   cmd->add_option("A", o->a, "First trace (JSON lines)")->required()->check(CLI::ExistingFile);
   cmd->add_option("B", o->b, "Second trace")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--plot", o->plot, "Also write an SVG chart of the distance per entry");
+  cmd->add_option("--plot", o->plot, "Also write an SVG chart of the distance per entry")
+      ->check(output_file());
   cmd->callback([o] {
     trace::DiffReport report;
     try {
-      detail::check_writable(o->plot, "diff --plot");
       report = trace::diff(trace::read(o->a), trace::read(o->b));
       fmt::print("A: {}\nB: {}\n{}", o->a, o->b, trace::format_diff(report));
       if (!o->plot.empty()) {

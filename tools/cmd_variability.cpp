@@ -33,7 +33,6 @@ void run(const VariabilityCli& c) {
     }
     return;
   }
-  detail::check_writable(c.json, "variability --json");
   VariabilityOptions o = c.options;
   o.device = parse_device(c.device);
   o.reference_deterministic = c.reference == "portable";
@@ -63,7 +62,7 @@ void add_variability_command(CLI::App& app) {
   cmd->add_flag("--list", c->list, "List the ops and their default shapes");
   add_shape_options(*cmd, c->shape, c->op);
   cmd->add_option("--runs", c->options.runs, "Runs")
-      ->check(CLI::Range(1, 1000000))
+      ->check(integer_in(1, 1000000))
       ->capture_default_str();
   cmd->add_option("--level", c->levels,
                   "not_guaranteed, run_to_run, portable, a comma list, or all")
@@ -82,7 +81,9 @@ void add_variability_command(CLI::App& app) {
   cmd->add_option("--guard", c->options.guard,
                   "Floor of the relative-difference denominator (0, the default: smallest normal)")
       ->check(finite_at_least(0.0));
-  cmd->add_option("--json", c->json, "Also write the reports (with the environment) to FILE");
+  cmd->add_option("--json", c->json,
+                  "Also write the reports (with the environment) to FILE (- : standard output)")
+      ->check(output_file());
   cmd->callback([c] { run(*c); });
 }
 

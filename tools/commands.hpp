@@ -20,6 +20,18 @@ namespace samebits::cli {
 CLI::Validator finite_at_least(double lo);
 // An integer option that must be at least `lo`, with a message that says so.
 CLI::Validator integer_at_least(std::int64_t lo);
+// A whole number in [lo, hi], and a finite number in [lo, hi]: what CLI::Range checks, with a
+// message that says "not a number" for text that is not one (CLI::Range says "not in range").
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+CLI::Validator number_in(double lo, double hi);
+// An output file option (--json, --report, --trace, --out, --plot): checked by the rule of
+// core/files.hpp before any work (an empty name, a directory, a missing directory or a file that
+// may not be written is a usage error).
+CLI::Validator output_file();
+// The command line as given, each argument quoted for a POSIX shell where it needs it (main
+// sets it; reports and JSON files record it).
+void set_command_line(int argc, char** argv);
+const std::string& command_line();
 // The items of a comma-separated list (devices, graphs); an empty item or list is an
 // InvalidArgument naming `what`.
 std::vector<std::string> comma_items(const std::string& text, const char* what);

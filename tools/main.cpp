@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   app.add_option("--threads", threads,
                  "CPU threads for ops (default: SAMEBITS_NUM_THREADS, else every core)")
-      ->check(CLI::Range(1, 1024));
+      ->check(samebits::cli::integer_in(1, 1024));
   app.parse_complete_callback([&] {
     if (threads > 0) {
       samebits::set_num_threads(threads); // overrides SAMEBITS_NUM_THREADS
@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   samebits::cli::add_calibrate_command(app);
   samebits::cli::add_experiment_command(app);
   samebits::cli::add_bench_graphsage_command(app);
+  samebits::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RequiredError& e) {

@@ -66,6 +66,84 @@ CLI::Validator integer_at_least(std::int64_t lo) {
       fmt::format("INT >= {}", lo));
 }
 
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        const auto v = whole_number<std::int64_t>(text);
+        if (!v)
+          return fmt::format("'{}' is not a whole number (give one from {} to {})", text, lo, hi);
+        if (*v < lo || *v > hi)
+          return fmt::format("{} is out of range: give a whole number from {} to {}", text, lo, hi);
+        return leading_zero_problem(text);
+      },
+      fmt::format("INT in [{} - {}]", lo, hi));
+}
+
+CLI::Validator number_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size())
+          return fmt::format("'{}' is not a number (give one from {} to {})", text, lo, hi);
+        if (!(v >= lo && v <= hi))
+          return fmt::format("{} is out of range: give a number from {} to {}", text, lo, hi);
+        return "";
+      },
+      fmt::format("NUMBER in [{} - {}]", lo, hi));
+}
+
+CLI::Validator output_file() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          (void)detail::resolve_output(text, ""); // refuses an empty name given on purpose
+          detail::check_writable(text, "");
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "FILE");
+}
+
+namespace {
+std::string g_command_line;
+// `arg` as a POSIX shell reads it back: as it is when it holds only safe characters, else in
+// single quotes.
+std::string shell_quoted(std::string_view arg) {
+  const bool safe =
+      !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789-_./=:,+@%") == std::string_view::npos;
+  if (safe)
+    return std::string(arg);
+  std::string q = "'";
+  for (char c : arg)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+} // namespace
+
+void set_command_line(int argc, char** argv) {
+  g_command_line.clear();
+  for (int i = 0; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (i == 0) // the program as the user named it, without the directory
+      a = a.substr(a.find_last_of('/') == std::string_view::npos ? 0 : a.find_last_of('/') + 1);
+    g_command_line += (i ? " " : "") + shell_quoted(a);
+  }
+}
+
+const std::string& command_line() {
+  return g_command_line;
+}
+
 CLI::Validator seed_value() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

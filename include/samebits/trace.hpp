@@ -36,10 +36,11 @@ inline bool enabled() noexcept {
   return detail::g_enabled.load(std::memory_order_relaxed);
 }
 
-// Starts recording to `path`. The entries go to `path`.partial, which replaces `path` when the
-// recording stops, so a run that fails never leaves a cut-short trace under `path` (nor
-// overwrites an earlier one there). Throws Error if the file cannot be opened or a trace is
-// already being recorded.
+// Starts recording to `path` (by the output rule of src/core/files.hpp: a device, FIFO or
+// standard stream is written in place, a link is followed). The entries go to `path`.partial,
+// which replaces `path` when the recording stops, so a run that fails never leaves a cut-short
+// trace under `path` (nor overwrites an earlier one there). Throws Error if the file cannot be
+// opened or a trace is already being recorded.
 void start(const std::string& path);
 // Stops recording; `path`.partial becomes `path`. Does nothing if no trace is running.
 void stop();

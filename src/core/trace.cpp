@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -26,8 +27,7 @@ using json = nlohmann::json;
 
 struct Recorder {
   std::mutex m;
-  std::FILE* file = nullptr;
-  std::string path;
+  std::unique_ptr<samebits::detail::OutputFile> file; // by the rule of core/files.hpp
   std::int64_t next_index = 0;
 };
 
@@ -115,22 +115,20 @@ void start(const std::string& path) {
   auto& r = recorder();
   std::lock_guard lock(r.m);
   if (r.file != nullptr)
-    throw Error(fmt::format("trace: already recording to '{}'; call trace::stop() first", r.path));
+    throw Error(
+        fmt::format("trace: already recording to '{}'; call trace::stop() first", r.file->path()));
   // The header first: nothing is created when describing the environment fails.
   const json header = {{"samebits_trace", 1},
                        {"version", std::string(version())},
                        {"git", std::string(git_revision())},
                        {"environment", json::parse(environment_json())}};
   const std::string line = samebits::detail::json_text(header) + "\n";
-  // Recorded into PATH.partial, which replaces PATH when the recording stops (see stop/abandon).
-  const std::string partial = samebits::detail::partial_path(path);
-  std::FILE* f = std::fopen(partial.c_str(), "wb");
-  if (f == nullptr)
-    throw Error(fmt::format("trace: cannot open '{}' for writing", partial));
-  std::fwrite(line.data(), 1, line.size(), f);
-  std::fflush(f);
-  r.file = f;
-  r.path = path;
+  // Recorded into PATH.partial, which replaces PATH when the recording stops (see stop/abandon);
+  // a device, FIFO or standard stream is written in place (core/files.hpp).
+  auto f = std::make_unique<samebits::detail::OutputFile>(path, "trace");
+  f->write(line);
+  f->flush();
+  r.file = std::move(f);
   r.next_index = 0;
   detail::g_enabled.store(true, std::memory_order_release);
 }
@@ -143,15 +141,11 @@ void finish(bool keep) {
   detail::g_enabled.store(false, std::memory_order_release);
   if (r.file == nullptr)
     return;
-  const bool closed = std::fclose(r.file) == 0;
-  r.file = nullptr;
-  const std::string partial = samebits::detail::partial_path(r.path);
-  if (!keep)
-    return;
-  if (!closed)
-    throw Error(fmt::format("trace: writing '{}' failed; the trace is incomplete", partial));
-  if (std::rename(partial.c_str(), r.path.c_str()) != 0)
-    throw Error(fmt::format("trace: cannot move '{}' to '{}'", partial, r.path));
+  const std::unique_ptr<samebits::detail::OutputFile> f = std::move(r.file);
+  if (keep)
+    f->commit(); // throws when a write failed: the trace is incomplete
+  else
+    f->abandon(/*keep_partial=*/true);
 }
 } // namespace
 
@@ -192,9 +186,9 @@ void record(std::int64_t step, std::string_view layer, std::string_view op, cons
     return; // stopped meanwhile
   line["i"] = r.next_index++;
   const std::string text = samebits::detail::json_text(line) + "\n";
-  std::fwrite(text.data(), 1, text.size(), r.file);
+  r.file->write(text);
   // Flushed per entry so that a run that crashes still leaves a usable trace.
-  std::fflush(r.file);
+  r.file->flush();
 }
 
 TraceFile read(const std::string& path) {

@@ -11,6 +11,12 @@
 #include <fstream>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+
+// Where an installed samebits keeps its data sets, relative to the installation prefix.
+#if !defined(SAMEBITS_INSTALL_DATA_DIR)
+#define SAMEBITS_INSTALL_DATA_DIR "share/samebits/data"
+#endif
 
 namespace samebits::nn {
 
@@ -164,6 +170,35 @@ void read_nodes(const std::filesystem::path& path, const LoadOptions& opts, Data
   d.num_classes = std::int64_t{*std::max_element(d.labels.begin(), d.labels.end())} + 1;
 }
 
+// Counts the edges listed more than once and names the first copy in file order.
+void find_duplicates(Dataset& d, const std::vector<std::int64_t>& lines,
+                     const std::filesystem::path& path) {
+  std::vector<std::size_t> order(d.edge_src.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  auto key = [&](std::size_t i) { return std::pair(d.edge_src[i], d.edge_dst[i]); };
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return key(a) != key(b) ? key(a) < key(b) : a < b;
+  });
+  std::size_t first = order.size(), original = 0;
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    if (key(order[k]) != key(order[k - 1]))
+      continue;
+    ++d.duplicate_edges;
+    if (order[k] < first) {
+      first = order[k];
+      std::size_t j = k; // the pair's first occurrence: the start of its run of equal keys
+      while (j > 0 && key(order[j - 1]) == key(order[k]))
+        --j;
+      original = order[j];
+    }
+  }
+  if (d.duplicate_edges > 0)
+    d.first_duplicate =
+        fmt::format("{} line {}: {} -> {} (first at line {})", path.string(), lines[first],
+                    d.edge_src[first], d.edge_dst[first], lines[original]);
+}
+
 void read_edges(const std::filesystem::path& path, Dataset& d) {
   LineReader r(path);
   std::string_view line;
@@ -175,6 +210,7 @@ void read_edges(const std::filesystem::path& path, Dataset& d) {
       r.fail(fmt::format("bad header '{}' (expected 'src\\tdst')",
                          samebits::detail::printable_excerpt(line)));
   }
+  std::vector<std::int64_t> lines; // per edge: its line, for naming duplicates
   while (r.next(line)) {
     if (line.empty())
       continue;
@@ -189,7 +225,9 @@ void read_edges(const std::filesystem::path& path, Dataset& d) {
                            d.num_nodes));
     d.edge_src.push_back(s);
     d.edge_dst.push_back(t);
+    lines.push_back(r.line_no());
   }
+  find_duplicates(d, lines, path);
 }
 
 void check_expected(const Dataset& d, const Expected& e, const std::filesystem::path& dir) {
@@ -272,6 +310,37 @@ Csr Dataset::in_neighbours() const {
 
 Expected cora_expected() {
   return {2708, 10556, 49216, {351, 217, 418, 818, 426, 298, 180}};
+}
+
+std::vector<std::filesystem::path> bundled_data_candidates(const std::string& name) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    out.push_back(exe.parent_path().parent_path() / SAMEBITS_INSTALL_DATA_DIR / name);
+#if defined(SAMEBITS_SOURCE_DATA_DIR)
+  out.push_back(std::filesystem::path(SAMEBITS_SOURCE_DATA_DIR) / name);
+#endif
+  out.push_back(std::filesystem::current_path(ec) / "data" / name);
+  return out;
+}
+
+std::filesystem::path first_data_dir(const std::vector<std::filesystem::path>& candidates,
+                                     const std::string& name) {
+  std::string looked;
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(c / "nodes.tsv", ec))
+      return c;
+    looked += fmt::format("\n  {}", c.string());
+  }
+  throw DataError(fmt::format("the bundled data set '{}' was not found; looked in:{}\ngive its "
+                              "directory with --data DIR",
+                              name, looked));
+}
+
+std::filesystem::path bundled_data_dir(const std::string& name) {
+  return first_data_dir(bundled_data_candidates(name), name);
 }
 
 Dataset load_dataset(const std::filesystem::path& dir, const LoadOptions& opts) {

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <fmt/format.h>
 #include <set>
+#include <thread>
 
 namespace samebits::nn {
 
@@ -54,9 +56,11 @@ Stats stats(const std::vector<double>& v) {
   return s;
 }
 
-// Runs one group: `runs` trainings, with seed = base (repeat) or base + r (seeds).
-void run_group(GraphSage& model, const ExperimentConfig& cfg, GroupResult& g,
-               const std::function<void(const Progress&)>& progress) {
+// Runs one group: `runs` trainings, with seed = base (repeat) or base + r (seeds). Returns false
+// when should_stop answered true after a run (the group is then incomplete).
+bool run_group(GraphSage& model, const ExperimentConfig& cfg, GroupResult& g,
+               const std::function<void(const Progress&)>& progress,
+               const std::function<bool()>& should_stop) {
   const bool by_seed = g.kind == "seeds";
   const int tracked = std::min(cfg.track_runs, g.runs);
   std::vector<std::vector<double>> run1_epochs; // run 1's parameters after each epoch
@@ -98,8 +102,38 @@ void run_group(GraphSage& model, const ExperimentConfig& cfg, GroupResult& g,
     g.seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     if (progress)
       progress({&g, r + 1, g.runs});
+    if (should_stop && should_stop() && r + 1 < g.runs)
+      return false;
   }
+  return true;
 }
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Sets the CPU thread count for its lifetime and restores the previous one.
+class ThreadsFor {
+public:
+  explicit ThreadsFor(int n) : previous_(num_threads()) {
+    if (n != previous_)
+      set_num_threads(n);
+  }
+  ~ThreadsFor() {
+    if (num_threads() != previous_)
+      set_num_threads(previous_);
+  }
+  ThreadsFor(const ThreadsFor&) = delete;
+  ThreadsFor& operator=(const ThreadsFor&) = delete;
+
+private:
+  int previous_;
+};
 
 std::string device_name(Device d) {
   return std::string(to_string(d));
@@ -117,12 +151,53 @@ std::string variants_used(Device d, Determinism level) {
 
 } // namespace
 
+std::string verdict(const GroupResult& g) {
+  const int d = g.distinct();
+  if (g.runs < 2)
+    return fmt::format("{} {}: reproducible: not tested (1 run; give --runs 2 or more)",
+                       device_name(g.device), to_string(g.level));
+  return fmt::format("{} {}: reproducible: {}, {} distinct weight set{} in {} runs",
+                     device_name(g.device), to_string(g.level), d == 1 ? "yes" : "no", d,
+                     d == 1 ? "" : "s", g.runs);
+}
+
 int GroupResult::distinct() const {
   return static_cast<int>(std::set<std::uint64_t>(hashes.begin(), hashes.end()).size());
 }
 
+int race_threads_default() {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(2 * hw, 16, 1024);
+}
+
+int group_threads(const ExperimentConfig& cfg, Device device, Determinism level, int threads) {
+  if (!device.is_cpu() || level != Determinism::not_guaranteed || cfg.race_threads < 0)
+    return threads;
+  return cfg.race_threads > 0 ? cfg.race_threads : std::max(threads, race_threads_default());
+}
+
+Dataset load_experiment_data(const ExperimentConfig& cfg, std::filesystem::path* dir) {
+  const std::filesystem::path d = cfg.data.empty() ? bundled_data_dir("cora") : cfg.data;
+  if (dir != nullptr)
+    *dir = d;
+  LoadOptions lo;
+  if (cfg.check_cora)
+    lo.expect = cora_expected();
+  return load_dataset(d, lo);
+}
+
 ExperimentResult run_experiment(const ExperimentConfig& cfg,
                                 const std::function<void(const Progress&)>& progress) {
+  std::filesystem::path dir;
+  const Dataset data = load_experiment_data(cfg, &dir);
+  ExperimentResult r = run_experiment(cfg, data, progress);
+  r.data_dir = dir.string();
+  return r;
+}
+
+ExperimentResult run_experiment(const ExperimentConfig& cfg, const Dataset& data,
+                                const std::function<void(const Progress&)>& progress,
+                                const std::function<bool()>& should_stop) {
   if (cfg.runs < 1)
     throw InvalidArgument("experiment: --runs must be at least 1");
   if (cfg.epochs < 1)
@@ -135,11 +210,9 @@ ExperimentResult run_experiment(const ExperimentConfig& cfg,
           cuda_built() ? "experiment: --device cuda, but no CUDA device is present"
                        : "experiment: --device cuda, but samebits was built without CUDA");
   ExperimentResult res;
+  res.started = utc_now();
   res.config = cfg;
-  LoadOptions lo;
-  if (cfg.check_cora)
-    lo.expect = cora_expected();
-  const Dataset data = load_dataset(cfg.data, lo);
+  res.data_dir = cfg.data.string();
   res.dataset = data.name;
   res.nodes = data.num_nodes;
   res.edges = data.num_edges();
@@ -148,36 +221,57 @@ ExperimentResult run_experiment(const ExperimentConfig& cfg,
   res.train = static_cast<std::int64_t>(data.nodes_in(Split::train).size());
   res.test = static_cast<std::int64_t>(data.nodes_in(Split::test).size());
   res.threads = num_threads();
+  res.duplicate_edges = data.duplicate_edges;
+  res.first_duplicate = data.first_duplicate;
   res.environment = nlohmann::json::parse(samebits::environment_json());
 
-  for (Device dev : cfg.devices) {
-    SageConfig mc = cfg.model;
-    mc.device = dev;
-    for (Determinism level : cfg.levels) {
-      mc.level = level;
-      GraphSage model(data, mc);
-      GroupResult g;
-      g.variants = variants_used(dev, level);
-      g.kind = "repeat";
-      g.device = dev;
-      g.level = level;
-      g.runs = cfg.runs;
-      run_group(model, cfg, g, progress);
-      res.groups.push_back(std::move(g));
+  // One group: false when it was cut short (res then says where, and holds the groups before).
+  auto run_one = [&](SageConfig mc, const char* kind, int runs) {
+    const ThreadsFor threads(group_threads(cfg, mc.device, mc.level, res.threads));
+    GraphSage model(data, mc);
+    GroupResult g;
+    g.variants = variants_used(mc.device, mc.level);
+    g.kind = kind;
+    g.device = mc.device;
+    g.level = mc.level;
+    g.runs = runs;
+    g.threads = num_threads();
+    if (!run_group(model, cfg, g, progress, should_stop)) {
+      res.complete = false;
+      res.interrupted =
+          fmt::format("{} {}{}: {} of {} runs done", device_name(g.device), to_string(g.level),
+                      g.kind == "seeds" ? " (seeds)" : "", g.hashes.size(), g.runs);
+      return false;
     }
-    if (cfg.seeds > 0) {
-      mc.level = *std::max_element(cfg.levels.begin(), cfg.levels.end());
-      GraphSage model(data, mc);
-      GroupResult g;
-      g.variants = variants_used(dev, mc.level);
-      g.kind = "seeds";
-      g.device = dev;
-      g.level = mc.level;
-      g.runs = cfg.seeds;
-      run_group(model, cfg, g, progress);
-      res.groups.push_back(std::move(g));
+    res.groups.push_back(std::move(g));
+    return true;
+  };
+  auto stopped = [&] {
+    if (!should_stop || !should_stop())
+      return false;
+    res.complete = false;
+    if (res.interrupted.empty())
+      res.interrupted = "between groups (no group was cut short)";
+    return true;
+  };
+  auto run_all = [&] {
+    for (Device dev : cfg.devices) {
+      SageConfig mc = cfg.model;
+      mc.device = dev;
+      for (Determinism level : cfg.levels) {
+        mc.level = level;
+        if (stopped() || !run_one(mc, "repeat", cfg.runs))
+          return;
+      }
+      if (cfg.seeds > 0) {
+        mc.level = *std::max_element(cfg.levels.begin(), cfg.levels.end());
+        if (stopped() || !run_one(mc, "seeds", cfg.seeds))
+          return;
+      }
     }
-  }
+  };
+  run_all();
+  res.finished = utc_now();
   return res;
 }
 
@@ -209,14 +303,21 @@ nlohmann::json to_json(const ExperimentResult& r) {
     devs.push_back(device_name(d));
   for (auto l : c.levels)
     levels.push_back(std::string(to_string(l)));
-  j["config"] = {{"data", c.data.string()},  {"runs", c.runs},
+  j["complete"] = r.complete;
+  if (!r.complete)
+    j["interrupted"] = r.interrupted;
+  j["command"] = r.command;
+  j["started"] = r.started;
+  j["finished"] = r.finished;
+  j["config"] = {{"data", r.data_dir},       {"runs", c.runs},
                  {"epochs", c.epochs},       {"devices", devs},
                  {"levels", levels},         {"seeds", c.seeds},
                  {"seed", c.seed},           {"threads", r.threads},
                  {"hidden", c.model.hidden}, {"dropout", c.model.dropout},
                  {"lr", c.model.lr},         {"weight_decay", c.model.weight_decay},
                  {"beta1", c.model.beta1},   {"beta2", c.model.beta2},
-                 {"eps", c.model.eps}};
+                 {"eps", c.model.eps},       {"track_runs", c.track_runs}};
+  j["dataset"]["duplicate_edges"] = r.duplicate_edges;
   json groups = json::array();
   for (const auto& g : r.groups) {
     const Stats a = stats(g.test_acc), t = stats(g.seconds);
@@ -242,6 +343,7 @@ nlohmann::json to_json(const ExperimentResult& r) {
                       {"seconds_total", t.mean * static_cast<double>(g.runs)},
                       {"seconds_min", t.min},
                       {"variants", g.variants},
+                      {"threads", g.threads},
                       {"hashes", hashes}});
   }
   j["groups"] = groups;
@@ -274,6 +376,27 @@ std::string format_table(const ExperimentResult& r) {
         device_name(g.device), level, g.runs, g.distinct(), a.mean, a.std, a.min, a.max,
         g.max_weight_diff, t.mean * 1e3);
   }
+  for (const auto& g : r.groups)
+    if (g.kind == "repeat")
+      s += verdict(g) + "\n";
+  for (const auto& g : r.groups)
+    if (g.device.is_cpu() && g.threads != r.threads)
+      s += fmt::format("note: {} {} ran with {} threads (more than the cores), so that its "
+                       "atomic adds race (--race-threads)\n",
+                       device_name(g.device), to_string(g.level), g.threads);
+  for (const auto& g : r.groups)
+    if (g.kind == "repeat" && g.level == Determinism::not_guaranteed && g.distinct() == 1 &&
+        g.runs > 1)
+      s += fmt::format("note: {} not_guaranteed gave 1 weight set in {} runs. No variation seen "
+                       "proves nothing: at not_guaranteed the order of atomic adds can change "
+                       "with the thread count, the load, the machine or the GPU.\n",
+                       device_name(g.device), g.runs);
+  if (r.duplicate_edges > 0)
+    s += fmt::format("note: the data set lists {} edge{} more than once (first: {}); each copy "
+                     "counts in the neighbour mean\n",
+                     r.duplicate_edges, r.duplicate_edges == 1 ? "" : "s", r.first_duplicate);
+  if (!r.complete)
+    s += fmt::format("INTERRUPTED: {}; the table shows the groups that completed\n", r.interrupted);
   for (const auto& g : r.groups) {
     const auto& loss = g.loss_run1;
     const auto bad =

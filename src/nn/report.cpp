@@ -44,9 +44,12 @@ std::string dash_of(const json& g) {
   return g["device"].get<std::string>().rfind("cuda", 0) == 0 ? " stroke-dasharray=\"6 3\"" : "";
 }
 
-// A horizontal bar chart: one bar per group, value printed at the end of the bar.
+// A horizontal bar chart: one bar per group, value printed at the end of the bar. Bars are scaled
+// to the largest value, or, with `of_key`, each to its own group's g[of_key] (the number of runs:
+// 1 of 20 is then a twentieth of the bar, and the label says "1 of 20").
 std::string bar_chart(const json& groups, const std::string& title, const std::string& key,
-                      const std::string& unit, double scale, const char* value_fmt) {
+                      const std::string& unit, double scale, const char* value_fmt,
+                      const std::string& of_key = "") {
   const int row = 26, left = 250, width = 440, top = 30;
   const int h = top + row * static_cast<int>(groups.size()) + 20;
   double maxv = 0;
@@ -61,21 +64,30 @@ std::string bar_chart(const json& groups, const std::string& title, const std::s
   int y = top;
   for (const auto& g : groups) {
     const double v = g[key].get<double>() * scale;
-    const double w = std::max(1.0, width * v / maxv);
+    const double full = of_key.empty() ? maxv : std::max(1.0, g[of_key].get<double>());
+    const double w = std::max(1.0, width * std::min(1.0, v / full));
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left - 6, y + 15,
                      esc(label_of(g)));
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"18\" fill=\"{}\"/>", left,
                      y + 2, w, color_of(g));
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{} {}</text>", left + w + 5, y + 15,
-                     fmt::format(fmt::runtime(value_fmt), v), unit);
+    if (!of_key.empty()) // the whole of the bar: where "all runs distinct" would reach
+      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" fill=\"none\" "
+                       "stroke=\"#bbb\"/>",
+                       left, y + 2, width);
+    const std::string value = fmt::format(fmt::runtime(value_fmt), v);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{}</text>",
+                     of_key.empty() ? left + w + 5 : left + width + 5.0, y + 15,
+                     of_key.empty() ? value + " " + unit
+                                    : fmt::format("{} of {}", value, g[of_key].get<long>()));
     y += row;
   }
   return s + "</svg>";
 }
 
 // Weight drift per epoch on a log scale; exact zeros are drawn on a separate "identical" line.
-std::string drift_chart(const json& groups) {
-  const int left = 70, top = 30, w = 560, h = 300, bottom = top + h;
+// It follows the first `tracked` runs of each group (the experiment's --track-runs).
+std::string drift_chart(const json& groups, long tracked) {
+  const int left = 100, top = 30, w = 560, h = 300, bottom = top + h;
   double lo = 1e300, hi = 0;
   std::size_t epochs = 0;
   for (const auto& g : groups)
@@ -103,8 +115,8 @@ std::string drift_chart(const json& groups) {
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\">"
       "<text x=\"4\" y=\"18\" class=\"t\">Largest |w - w(run 1)| after each epoch (log "
-      "scale)</text>",
-      left + w + 260, zero_y + 40);
+      "scale), over runs 2 to {} of each group; the table covers all runs</text>",
+      left + w + 260, zero_y + 40, std::max(2L, tracked));
   for (int d = dlo; d <= dhi; ++d) {
     const double y = ypos(std::pow(10.0, d));
     s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"g\"/>"
@@ -205,12 +217,145 @@ std::string results_table(const json& groups) {
   return s + "</table>";
 }
 
+// A JSON value as a reader wants it: strings as they are, null and empty lists or objects as
+// "(none)", lists of plain values joined by commas, objects as nested tables.
+std::string value_html(const json& v);
+
 std::string kv_table(const json& obj) {
-  std::string s = "<table>";
+  if (obj.empty())
+    return "(none)";
+  std::string s = "<table class=\"kv\">";
   for (const auto& [k, v] : obj.items())
-    s += fmt::format("<tr><th>{}</th><td>{}</td></tr>", esc(k),
-                     esc(v.is_string() ? v.get<std::string>() : detail::json_text(v)));
+    s += fmt::format("<tr><th>{}</th><td>{}</td></tr>", esc(k), value_html(v));
   return s + "</table>";
+}
+
+std::string value_html(const json& v) {
+  if (v.is_null() || (v.is_array() && v.empty()) || (v.is_object() && v.empty()))
+    return "<span class=\"small\">(none)</span>";
+  if (v.is_string())
+    return v.get<std::string>().empty() ? "<span class=\"small\">(empty)</span>"
+                                        : esc(v.get<std::string>());
+  if (v.is_object())
+    return kv_table(v);
+  if (v.is_array()) {
+    const bool plain =
+        std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_primitive(); });
+    std::string s;
+    for (const auto& e : v)
+      s += plain ? (s.empty() ? "" : ", ") + value_html(e) : "<div>" + value_html(e) + "</div>";
+    return s;
+  }
+  if (v.is_boolean())
+    return v.get<bool>() ? "yes" : "no";
+  return esc(detail::json_text(v));
+}
+
+// Training loss of run 1 per epoch, one line per group (linear scale).
+std::string loss_chart(const json& groups) {
+  const int left = 100, top = 30, w = 560, h = 220, bottom = top + h;
+  double lo = 1e300, hi = -1e300;
+  std::size_t epochs = 0;
+  for (const auto& g : groups) {
+    epochs = std::max(epochs, g["loss_run1"].size());
+    for (const auto& l : g["loss_run1"])
+      if (l.is_number() && std::isfinite(l.get<double>()))
+        lo = std::min(lo, l.get<double>()), hi = std::max(hi, l.get<double>());
+  }
+  if (epochs == 0 || lo > hi)
+    return "<p>No training loss was recorded.</p>";
+  if (hi - lo < 1e-12)
+    lo -= 0.5, hi += 0.5;
+  auto xpos = [&](std::size_t e) {
+    return left +
+           w * static_cast<double>(e) / static_cast<double>(std::max<std::size_t>(1, epochs - 1));
+  };
+  auto ypos = [&](double l) { return bottom - h * (l - lo) / (hi - lo); };
+  std::string s = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\">"
+      "<text x=\"4\" y=\"18\" class=\"t\">Training loss of run 1 per epoch</text>",
+      left + w + 260, bottom + 40);
+  for (int i = 0; i <= 4; ++i) {
+    const double l = lo + (hi - lo) * i / 4;
+    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"g\"/>"
+                     "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.3f}</text>",
+                     left, left + w, ypos(l), ypos(l), left - 4, ypos(l) + 4, l);
+  }
+  for (std::size_t e = 0; e < epochs; e += std::max<std::size_t>(1, epochs / 10))
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>", xpos(e),
+                     bottom + 16, e + 1);
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">epoch</text>", left + w / 2,
+                   bottom + 32);
+  int legend_y = top + 10;
+  for (const auto& g : groups) {
+    std::string pts;
+    std::size_t e = 0;
+    for (const auto& l : g["loss_run1"]) {
+      if (l.is_number() && std::isfinite(l.get<double>()))
+        pts += fmt::format("{:.1f},{:.1f} ", xpos(e), ypos(l.get<double>()));
+      ++e;
+    }
+    s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>",
+                     pts, color_of(g), dash_of(g));
+    s += fmt::format(
+        "<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{}/>"
+        "<text x=\"{}\" y=\"{}\">{}</text>",
+        left + w + 15, left + w + 40, legend_y, legend_y, color_of(g), dash_of(g), left + w + 45,
+        legend_y + 4, esc(label_of(g)));
+    legend_y += 18;
+  }
+  return s + "</svg>";
+}
+
+// One line per repeated group: "reproducible: yes / no, N of M distinct", with the caveat that
+// one weight set at not_guaranteed proves nothing.
+std::string verdicts(const json& groups) {
+  std::string s = "<ul class=\"verdicts\">";
+  for (const auto& g : groups) {
+    if (g["kind"] != "repeat")
+      continue;
+    const long d = g["distinct_weight_sets"].get<long>(), n = g["runs"].get<long>();
+    const bool ng = g["level"] == "not_guaranteed";
+    std::string line;
+    if (n < 2)
+      line = "reproducible: <b>not tested</b> (1 run)";
+    else
+      line = fmt::format("reproducible: <b class=\"{}\">{}</b>, {} of {} runs distinct",
+                         d == 1 ? "ok" : (ng ? "warn" : "bad"), d == 1 ? "yes" : "no", d, n);
+    if (ng && d == 1 && n > 1)
+      line += " &mdash; <i>no variation seen proves nothing: at not_guaranteed the order of "
+              "atomic adds can change with the thread count, the load, the machine or the "
+              "GPU</i>";
+    s += fmt::format("<li>{}: {}</li>", esc(label_of(g)), line);
+  }
+  return s + "</ul>";
+}
+
+// What a reader can do next, from what the results show.
+std::string next_steps(const json& r) {
+  const json& groups = r.at("groups");
+  bool varied = false, has_portable = false;
+  for (const auto& g : groups)
+    if (g["kind"] == "repeat") {
+      varied = varied || (g["level"] == "not_guaranteed" && g["distinct_weight_sets"] != 1);
+      has_portable = has_portable || g["level"] == "portable";
+    }
+  std::string s = "<h2>What to do next</h2><ul>";
+  if (!r.value("complete", true))
+    s += "<li>This run was interrupted: run it again to completion for every group.</li>";
+  if (varied)
+    s += "<li>Train at <code>run_to_run</code> (same bits on every run here) or "
+         "<code>portable</code> (also across thread counts, GPUs and CPU vs GPU): "
+         "<code>samebits::set_mode({Determinism::run_to_run})</code>, or pass the level in each "
+         "op's options.</li>";
+  if (!r.at("cross_device").at("applicable").get<bool>() && has_portable)
+    s += "<li>On a machine with a GPU, add <code>--device cpu,cuda</code> to check that the "
+         "portable weights are the same bits on the CPU and the GPU.</li>";
+  s += "<li>To find where two runs part, record both with <code>--trace FILE</code> (few runs) and "
+       "compare them with <code>samebits diff A B</code>.</li>"
+       "<li>For tests that compare against tolerances instead of bits, measure the spread with "
+       "<code>samebits calibrate</code>.</li></ul>";
+  return s;
 }
 
 } // namespace
@@ -239,7 +384,9 @@ std::string render_report(const json& r) {
   std::string out = R"(<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
 <title>samebits: GraphSAGE reproducibility report</title><style>
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222;padding:0 1em}
-table{border-collapse:collapse;margin:1em 0;font-size:14px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
+table{border-collapse:collapse;margin:1em 0;font-size:14px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+table.kv{max-width:100%;table-layout:fixed}table.kv td{overflow-wrap:anywhere;word-break:break-word}
+table.kv table.kv{margin:0;font-size:13px}.warn{color:#b26a00}pre.cmd{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:6px}
 th{background:#f4f4f4}svg{display:block;margin:1.5em 0;font-size:12px}svg .t{font-size:14px;font-weight:600}
 svg .g{stroke:#ddd}.ok{color:#1a7f37}.bad{color:#c62828;font-weight:700}.small{font-size:11px;color:#555}
 code{font-size:12px}</style></head><body>
@@ -256,6 +403,17 @@ code{font-size:12px}</style></head><body>
       cfg["hidden"].get<long>(), cfg["dropout"].get<double>(), cfg["lr"].get<double>(),
       cfg["weight_decay"].get<double>(), cfg["epochs"].get<int>(), cfg["runs"].get<int>(),
       cfg["seed"].get<std::uint64_t>());
+  const std::string command = r.value("command", "");
+  out += fmt::format("<p class=\"small\">Started {}, finished {}.</p>",
+                     esc(r.value("started", "(not recorded)")),
+                     esc(r.value("finished", "(not recorded)")));
+  if (!command.empty())
+    out += "<pre class=\"cmd\">" + esc(command) + "</pre>";
+  if (!r.value("complete", true))
+    out += fmt::format("<p class=\"bad\">INTERRUPTED ({}): only the groups that completed are "
+                       "shown.</p>",
+                       esc(r.value("interrupted", "")));
+  out += verdicts(groups);
   out += results_table(groups) + cross;
   json repeat = json::array();
   for (const auto& g : groups)
@@ -263,32 +421,25 @@ code{font-size:12px}</style></head><body>
       repeat.push_back(g);
   for (auto& g : repeat)
     g["distinct"] = g["distinct_weight_sets"].get<double>();
-  out += bar_chart(repeat, "Distinct weight sets per level (out of the runs)", "distinct", "", 1,
-                   "{:.0f}");
-  out += drift_chart(groups);
+  out += bar_chart(repeat, "Distinct weight sets per level (the full bar: every run distinct)",
+                   "distinct", "", 1, "{:.0f}", "runs");
+  out += drift_chart(groups, cfg.value("track_runs", 8L));
+  out += loss_chart(groups);
   out += accuracy_chart(groups);
   out += bar_chart(groups, "Time per training (including evaluation)", "seconds_per_run", "ms", 1e3,
                    "{:.2f}");
+  out += next_steps(r);
   out += "<h2>Configuration</h2>" + kv_table(cfg);
   out += "<h2>Environment</h2>" + kv_table(r.at("environment"));
   out += "</body></html>\n";
   return out;
 }
 
-namespace {
-void make_parent_directories(const std::filesystem::path& path) {
-  if (path.has_parent_path())
-    std::filesystem::create_directories(path.parent_path());
-}
-} // namespace
-
 void check_report_path(const std::filesystem::path& path) {
-  make_parent_directories(path);
   detail::check_writable(path.string(), "report");
 }
 
 void write_report(const std::filesystem::path& path, const json& results) {
-  make_parent_directories(path);
   detail::write_whole_file(path.string(), render_report(results), "report");
 }
 

@@ -48,6 +48,8 @@ std::string sci(double v) {
     return "inf";
   if (v == 0)
     return "0";
+  if (v == std::numeric_limits<double>::denorm_min())
+    return "bits only"; // the hashes differ, the recorded statistics do not (see distance)
   return fmt::format("{:.2e}", v);
 }
 
@@ -58,10 +60,33 @@ double distance(const Entry& a, const Entry& b) {
     return 0.0;
   if (a.nan_count != b.nan_count)
     return std::numeric_limits<double>::infinity();
-  double d = std::max({rel(a.min, b.min), rel(a.max, b.max), rel(a.mean, b.mean), rel(a.l2, b.l2)});
+  // Normwise: every difference is measured against the size of the whole output, so that an
+  // element (or a mean) near zero cannot make a tiny difference look large.
+  double d = rel(a.l2, b.l2);
   const std::size_t k = std::min(a.samples.size(), b.samples.size());
-  for (std::size_t i = 0; i < k; ++i)
-    d = std::max(d, rel(a.samples[i], b.samples[i]));
+  double norm_a = 0, norm_b = 0, worst = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    const double x = a.samples[i], y = b.samples[i];
+    if (std::isnan(x) || std::isnan(y)) {
+      if (std::isnan(x) != std::isnan(y))
+        return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    if (x == y)
+      continue; // also equal infinities
+    if (std::isinf(x) || std::isinf(y))
+      return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, std::fabs(x - y));
+  }
+  for (std::size_t i = 0; i < k; ++i) {
+    if (std::isfinite(a.samples[i]))
+      norm_a += a.samples[i] * a.samples[i];
+    if (std::isfinite(b.samples[i]))
+      norm_b += b.samples[i] * b.samples[i];
+  }
+  const double norm = std::sqrt(std::max(norm_a, norm_b));
+  if (worst > 0)
+    d = std::max(d, norm > 0 ? worst / norm : std::numeric_limits<double>::infinity());
   // Different bits with equal statistics: the difference lies between the sampled values. Report
   // the smallest positive distance so that it still shows as a difference.
   return d == 0 ? std::numeric_limits<double>::denorm_min() : d;
@@ -133,8 +158,16 @@ std::string format_diff(const DiffReport& r) {
     s += fmt::format("  context  A: {}\n", a.context.empty() ? "(none)" : shown(a.context));
     s += fmt::format("           B: {}\n", b.context.empty() ? "(none)" : shown(b.context));
   }
+  // Each statistic's difference over the larger l2 norm: on the scale of the whole output, which
+  // a value near zero (a mean of 1e-13) cannot inflate.
+  const double scale = std::max(std::fabs(a.l2), std::fabs(b.l2));
   auto row = [&](std::string_view k, double x, double y) {
-    s += fmt::format("  {:<8} {:>24.17g} {:>24.17g}   rel diff {}\n", k, x, y, sci(rel(x, y)));
+    const double diff = x == y ? 0.0 : std::fabs(x - y);
+    s += fmt::format(
+        "  {:<8} {:>24.17g} {:>24.17g}   |A-B| {:<9} |A-B|/l2 {}\n", k, x, y, sci(diff),
+        sci(diff == 0                          ? 0.0
+            : scale > 0 && std::isfinite(diff) ? diff / scale
+                                               : std::numeric_limits<double>::infinity()));
   };
   s += fmt::format("  {:<8} {:>24} {:>24}\n", "", "A", "B");
   s += fmt::format("  {:<8} {:>24} {:>24}\n", "hash", a.hash, b.hash);
@@ -142,11 +175,9 @@ std::string format_diff(const DiffReport& r) {
   row("max", a.max, b.max);
   row("mean", a.mean, b.mean);
   row("l2", a.l2, b.l2);
-  double sd = 0;
-  for (std::size_t i = 0; i < std::min(a.samples.size(), b.samples.size()); ++i)
-    sd = std::max(sd, rel(a.samples[i], b.samples[i]));
-  s += fmt::format("  largest relative difference of the {} sampled values: {}\n",
-                   std::min(a.samples.size(), b.samples.size()), sci(sd));
+  s += fmt::format("  distance {} (normwise relative difference: the larger of |l2(A) - l2(B)| / "
+                   "max l2, and the largest |a - b| of the {} sampled values over their l2 norm)\n",
+                   sci(distance(a, b)), std::min(a.samples.size(), b.samples.size()));
   std::int64_t differing = 0;
   for (const auto& e : r.entries)
     differing += e.same_hash ? 0 : 1;
@@ -158,6 +189,7 @@ std::string format_diff(const DiffReport& r) {
                                         [](const StepDiff& st) { return !st.context.empty(); });
   s += fmt::format("growth  {:>8} {:>8} {:>10} {:>14}{}\n", "step", "entries", "differing",
                    "max distance", with_context ? "  context (A)" : "");
+  s += "        (distance: normwise relative difference, as above)\n";
   std::vector<std::size_t> rows;
   const std::size_t ns = r.steps.size();
   std::size_t first_row = 0;
@@ -184,7 +216,7 @@ std::string format_diff(const DiffReport& r) {
 
 std::string diff_svg(const DiffReport& r) {
   // log10(distance) per entry; equal entries sit on the floor line.
-  constexpr double W = 900, H = 420, L = 70, R = 20, T = 40, B = 50;
+  constexpr double W = 900, H = 420, L = 70, R = 20, T = 52, B = 50;
   constexpr double floor_exp = -10;
   double top_exp = -6;
   for (const auto& e : r.entries)
@@ -205,7 +237,10 @@ std::string diff_svg(const DiffReport& r) {
       W, H);
   s += fmt::format(
       "<text x=\"{}\" y=\"22\" font-size=\"14\">Distance between traces A and B per "
-      "entry (log10 of largest relative difference; {} of {} entries differ)</text>\n",
+      "entry: normwise relative difference, log scale ({} of {} entries differ)</text>\n"
+      "<text x=\"{}\" y=\"36\" font-size=\"11\" fill=\"#555\">the larger of |l2(A) - l2(B)| "
+      "/ max l2 and max |a - b| / l2 over the sampled values; 'bits only': the hashes differ, the "
+      "recorded values do not</text>\n",
       L,
       [&] {
         std::int64_t k = 0;
@@ -213,7 +248,7 @@ std::string diff_svg(const DiffReport& r) {
           k += e.same_hash ? 0 : 1;
         return k;
       }(),
-      r.entries.size());
+      r.entries.size(), L);
   for (double e = floor_exp; e <= top_exp; e += 1) {
     const double y = y_of(std::pow(10.0, e));
     s += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"

@@ -42,6 +42,11 @@ struct Dataset {
   std::vector<std::int32_t> labels;
   std::vector<Split> split;
   std::vector<std::int64_t> edge_src, edge_dst; // directed edges src -> dst
+  // Edges listed more than once (each copy after the first counts; load_dataset keeps them all:
+  // each copy is one more message in the mean) and the first such copy, "line L: S -> D (first
+  // at line K)"; empty when there is none.
+  std::int64_t duplicate_edges = 0;
+  std::string first_duplicate;
 
   std::int64_t num_edges() const { return static_cast<std::int64_t>(edge_src.size()); }
   std::vector<std::int64_t> nodes_in(Split s) const; // ascending
@@ -64,6 +69,16 @@ struct LoadOptions {
   std::int64_t num_features = 0;  // 0: max feature index + 1
   std::optional<Expected> expect; // checked after loading when set
 };
+
+// The directories where a bundled data set `name` ("cora") is looked for, in order: the installed
+// package's share/samebits/data/NAME beside the executable's bin/, the source tree's data/NAME
+// (compiled in, for the build tree), and data/NAME under the current directory.
+std::vector<std::filesystem::path> bundled_data_candidates(const std::string& name);
+// The first of `candidates` that holds a nodes.tsv; throws DataError listing where it looked.
+std::filesystem::path first_data_dir(const std::vector<std::filesystem::path>& candidates,
+                                     const std::string& name);
+// first_data_dir(bundled_data_candidates(name), name).
+std::filesystem::path bundled_data_dir(const std::string& name);
 
 // Reads `dir`/nodes.tsv and `dir`/edges.tsv. Throws DataError naming the file and line on a
 // missing file, a malformed line, an unknown split, an index out of range, nodes out of order,

@@ -15,8 +15,8 @@
 namespace samebits::nn {
 
 struct ExperimentConfig {
-  std::filesystem::path data = "data/cora";
-  bool check_cora = true; // check the counts of data/cora/README.md
+  std::filesystem::path data; // empty: the bundled Cora (bundled_data_dir("cora"))
+  bool check_cora = true;     // check the counts of data/cora/README.md
   int runs = 100;
   int epochs = 10;
   std::vector<Device> devices{Device::cpu()};
@@ -25,7 +25,12 @@ struct ExperimentConfig {
   int seeds = 0;          // K > 0: also train seeds seed .. seed+K-1 once each
   std::uint64_t seed = 0; // the seed of every repeated run
   int track_runs = 8;     // runs whose weights are compared with run 1 after every epoch
-  SageConfig model;       // level and device are set per group
+  // CPU threads of the CPU's not_guaranteed groups: more threads than cores, so that the order
+  // of their atomic adds really changes from run to run (with as many threads as cores, two
+  // chunks seldom finish close enough together to race, and the count of distinct weight sets
+  // swings from 1 to 93 between tries). 0: race_threads_default(); -1: the other groups' count.
+  int race_threads = 0;
+  SageConfig model; // level and device are set per group
 };
 
 // One table row: `runs` trainings on one device at one level (or K seeds).
@@ -41,6 +46,7 @@ struct GroupResult {
   std::vector<double> diff_per_epoch; // [epochs + 1]: same, over the tracked runs, after epoch e
   std::vector<double> loss_run1;      // training loss of run 1 per epoch
   std::string variants;               // the variants selection picks for the model's ops
+  int threads = 0;                    // CPU threads it ran with
 
   int distinct() const;
 };
@@ -50,8 +56,17 @@ struct ExperimentResult {
   std::string dataset;
   std::int64_t nodes = 0, edges = 0, features = 0, classes = 0, train = 0, test = 0;
   int threads = 0;
-  std::vector<GroupResult> groups;
+  std::vector<GroupResult> groups; // the groups that ran all their runs
   nlohmann::json environment;
+  std::string data_dir;             // the directory read
+  std::int64_t duplicate_edges = 0; // see Dataset::duplicate_edges
+  std::string first_duplicate;
+  // Interrupted (should_stop answered true at a run boundary): the groups above are the complete
+  // ones, `interrupted` names the group that was cut short and how far it got.
+  bool complete = true;
+  std::string interrupted;
+  std::string command;           // the command line, when the caller sets it
+  std::string started, finished; // UTC, ISO 8601
 };
 
 struct Progress {
@@ -59,6 +74,24 @@ struct Progress {
   int done = 0, total = 0;
 };
 
+// More threads than this machine has cores: 2 per hardware thread, at least 16. On 2 cores,
+// 50 runs at not_guaranteed gave 1, 1 and 2 weight sets with 2 threads, 32 to 48 with 8 and 46
+// to 50 with 16.
+int race_threads_default();
+// The threads a group on `device` at `level` runs with (cfg.race_threads for the CPU's
+// not_guaranteed groups, else `threads`).
+int group_threads(const ExperimentConfig& cfg, Device device, Determinism level, int threads);
+
+// The data set of the experiment: cfg.data, or the bundled Cora; checked against Cora's counts
+// when cfg.check_cora. `dir` receives the directory read.
+Dataset load_experiment_data(const ExperimentConfig& cfg, std::filesystem::path* dir = nullptr);
+
+// Runs every group on `data`. `should_stop` is asked after every run: when it answers true the
+// experiment ends there and returns the complete groups (complete = false).
+ExperimentResult run_experiment(const ExperimentConfig& cfg, const Dataset& data,
+                                const std::function<void(const Progress&)>& progress = {},
+                                const std::function<bool()>& should_stop = {});
+// Loads the data (load_experiment_data) and runs.
 ExperimentResult run_experiment(const ExperimentConfig& cfg,
                                 const std::function<void(const Progress&)>& progress = {});
 
@@ -70,6 +103,9 @@ struct CrossDevice {
   std::vector<std::pair<std::string, std::string>> hashes; // device, first-run hash
 };
 CrossDevice cross_device_check(const ExperimentResult& r);
+
+// "cpu run_to_run: reproducible: yes, 1 distinct weight set in 200 runs".
+std::string verdict(const GroupResult& g);
 
 nlohmann::json to_json(const ExperimentResult& r);
 // The table printed by the command (plain text, fixed width).

@@ -10,10 +10,10 @@
 namespace samebits::nn {
 
 std::string render_report(const nlohmann::json& results);
-// Writes render_report(results) to `path`; throws Error if the file cannot be written.
+// Writes render_report(results) to `path` by the rule of core/files.hpp (a missing directory is
+// not created); throws Error if the file cannot be written.
 void write_report(const std::filesystem::path& path, const nlohmann::json& results);
-// Before the work: creates the report's directories, as write_report does, and checks that the
-// file can be written there (throws Error otherwise).
+// Before the work: checks that the report can be written (detail::check_writable).
 void check_report_path(const std::filesystem::path& path);
 
 } // namespace samebits::nn

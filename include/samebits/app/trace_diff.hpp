@@ -10,9 +10,11 @@
 
 namespace samebits::trace {
 
-// How far apart two entries are: the largest relative difference over min, max, mean, L2 norm
-// and the sampled values, each |a - b| / max(|a|, |b|, 1e-300); 0 when the hashes are equal,
-// +inf when NaN appears on one side only.
+// How far apart two entries are, normwise (on the scale of the whole output, so that a value or
+// a mean near zero cannot inflate it): the larger of |l2(A) - l2(B)| / max(l2(A), l2(B)) and
+// the largest |a_i - b_i| of the sampled values over the larger l2 norm of those samples. 0 when
+// the hashes are equal, +inf when NaN or infinity appears on one side only, and the smallest
+// positive double when the bits differ but the recorded values do not.
 double distance(const Entry& a, const Entry& b);
 
 struct EntryDiff {
