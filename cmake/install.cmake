@@ -16,6 +16,8 @@ install(TARGETS samebits samebits_gtest EXPORT samebitsTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET samebits_cli)
   install(TARGETS samebits_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # The bundled data sets, where the installed program looks for them (<bin>/../share/samebits).
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/data/ DESTINATION ${CMAKE_INSTALL_DATADIR}/samebits/data)
 endif()
 install(EXPORT samebitsTargets NAMESPACE samebits:: DESTINATION ${SAMEBITS_CMAKE_DIR})
 
