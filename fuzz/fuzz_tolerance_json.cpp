@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::abort();
   }
   if (once != twice) {
-    std::fprintf(stderr, "round trip changed the tolerances:\n%s\n%s\n", once.c_str(), twice.c_str());
+    std::fprintf(stderr, "round trip changed the tolerances:\n%s\n%s\n", once.c_str(),
+                 twice.c_str());
     std::abort();
   }
   return 0;

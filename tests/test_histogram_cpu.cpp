@@ -1,6 +1,6 @@
 // bincount and histc on the CPU: counts and weighted sums against float64 references, the
 // documented fixed-point definition bit for bit, histc's bin rule on edges, bitwise determinism
-// over repeats and thread counts, the float-atomic variant's nondeterminism, non-finite weights,
+// over repeats and thread counts, the float-atomic variant's order dependence, non-finite weights,
 // bad input.
 #include "testing.hpp"
 

@@ -166,19 +166,7 @@ TEST(Gather, MatchesReferenceEveryDim) {
         }
 }
 
-TEST(Gather, StridedInputs) {
-  const auto seed = fresh_seed();
-  Tensor x = testing::random_normal({5, 8}, DType::f64, seed);
-  Tensor keep_x, keep_i, keep_o;
-  const TensorView xs = testing::strided_copy(x, keep_x);
-  Tensor idx =
-      Tensor::copy_of(testing::random_index(20, 8, DType::i64, seed).view().reshape({5, 4}));
-  const TensorView is = testing::strided_copy(idx, keep_i);
-  Tensor base = Tensor::empty({5, 4}, DType::f64);
-  const TensorView os = testing::strided_copy(base, keep_o);
-  gather(xs, 1, is, os);
-  EXPECT_EQ(testing::to_doubles(os), ref_gather(x, 1, idx));
-}
+// Strided, transposed, offset and stride-0 inputs and outputs of gather: the backend-ops harness.
 
 TEST(Indexing, BitwiseOverThreadCounts) {
   const auto seed = fresh_seed();
