@@ -7,7 +7,8 @@
 //   - at run_to_run and portable: bitwise equal to a second run of the same call;
 //   - inputs unchanged, and nothing written outside the output view.
 // Environment: SAMEBITS_TEST_SEED replays a run (its seed is printed first), SAMEBITS_TEST_FILTER
-// keeps the cases whose label contains it, SAMEBITS_TEST_SHARD=i/n keeps every n-th case.
+// keeps the cases whose label contains it, SAMEBITS_TEST_SHARD=i/n keeps every n-th case, and
+// SAMEBITS_TEST_LIST=1 prints the labels of the cases kept instead of running them.
 #pragma once
 #include "harness/families.hpp"
 
@@ -36,6 +37,14 @@ struct Totals {
   std::int64_t cases = 0, runs = 0, skipped = 0, refused = 0, failures = 0;
 };
 
+// True when the environment keeps only some of the cases (a filter or a shard).
+inline bool narrowed() {
+  for (const char* v : {"SAMEBITS_TEST_FILTER", "SAMEBITS_TEST_SHARD"})
+    if (const char* e = std::getenv(v); e != nullptr && *e != '\0')
+      return true;
+  return false;
+}
+
 class Runner {
 public:
   Runner(Device target, std::vector<Config> configs)
@@ -49,11 +58,18 @@ public:
                 static_cast<unsigned long long>(seed));
     seed_ = seed;
     const char* filter = std::getenv("SAMEBITS_TEST_FILTER");
+    const char* list = std::getenv("SAMEBITS_TEST_LIST");
+    const bool list_only = list != nullptr && *list != '\0' && *list != '0';
     for (const Case& c : generate_cases(seed)) {
       if (!testing::case_in_shard(c.number))
         continue;
       if (filter != nullptr && *filter != '\0' && c.label().find(filter) == std::string::npos)
         continue;
+      if (list_only) {
+        ++total_.cases;
+        std::printf("%s\n", c.label().c_str());
+        continue;
+      }
       run_case(c);
     }
     std::printf("%-16s %8s %9s %8s %8s %8s\n", "op", "cases", "runs", "skipped", "refused",
