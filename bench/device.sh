@@ -67,7 +67,8 @@ if has sanitize; then
         for ((j = 0; j < c; j++)); do echo "$tool $t $i/$g $j/$c"; done
       done
     done
-  done | sort -k1,1r | xargs -P "${SANITIZE_JOBS:-12}" -L 1 bench/sanitize_one.sh
+  done | awk '{ print ($1 == "racecheck" ? 0 : 1), $0 }' | sort -s -k1,1n | cut -d' ' -f2- |
+    xargs -P "${SANITIZE_JOBS:-12}" -L 1 bench/sanitize_one.sh # racecheck, the slowest, first
   # One line per program and tool, over its shards: errors (memcheck, synccheck and initcheck
   # errors, racecheck hazards), tests passed and failed, runs that timed out or failed to start.
   awk '{ k = $1 " " $2; runs[k]++; err[k] += $5; pass[k] += $6; fail[k] += $7;
