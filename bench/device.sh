@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build for sm_90, run the GPU tests (and the CPU ones), the GPU tests
-# under compute-sanitizer, the CUDA benchmark program, the GraphSAGE experiment and inference
-# benchmark, and PyTorch's reference figures, writing everything under $OUT.
+# under compute-sanitizer's four tools, the CUDA benchmark program, the GraphSAGE experiment and
+# inference benchmark, and PyTorch's reference figures, writing everything under $OUT.
 #
 #   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch,
 #                               profile (default: all but profile)
@@ -36,28 +36,51 @@ if has test; then
   tail -25 "$OUT/tests.txt" | tee -a "$log"
 fi
 if has sanitize; then
-  say "compute-sanitizer memcheck and racecheck on the GPU test programs (in parallel)"
+  say "compute-sanitizer: memcheck, racecheck, synccheck and initcheck on every GPU test program"
   # The long repeat/variance tests are left out: they rerun the same kernels many times.
   # SANITIZE_ONLY="test_gemm_gpu ..." limits the programs, SANITIZE_TOOLS="racecheck" the tools,
-  # SANITIZE_FILTER the tests; SANITIZE_TIMEOUT (s) bounds each run; SANITIZE_SHARDS=n splits the
-  # cases of the long reference tests into n processes run side by side (SAMEBITS_TEST_SHARD).
-  filter=${SANITIZE_FILTER:--*Repeat*:*Var*:*Concurrent*:*100*}
-  shards=${SANITIZE_SHARDS:-1}
-  mkdir -p /tmp/sanitize
+  # SANITIZE_FILTER the tests; SANITIZE_TIMEOUT (s) bounds each run; SANITIZE_JOBS runs side by
+  # side. SANITIZE_SPLIT lists "tool:program:GxC": G GoogleTest shards (whole tests) times C case
+  # shards (SAMEBITS_TEST_SHARD, the cases of the long loops), one process each; others run whole.
+  # The backend-ops harness runs one case in SANITIZE_HARNESS_CASES (its case shard 0 of that many:
+  # every op family, a twentieth of its cases by default). bench/sanitize_one.sh runs one process.
+  export SANITIZE_FILTER=${SANITIZE_FILTER:--*Repeat*:*Var*:*Concurrent*:*100*}
+  export SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-150} SANITIZE_DIR=/tmp/sanitize
+  split=${SANITIZE_SPLIT:-racecheck:test_scatter_gpu:4x4 racecheck:test_gemm_gpu:2x2 memcheck:test_scatter_gpu:2x1}
+  harness_cases=${SANITIZE_HARNESS_CASES:-20}
+  rm -rf "$SANITIZE_DIR"
+  mkdir -p "$SANITIZE_DIR"
   # test_large_gpu walks 2^31 positions per kernel, far too long under the sanitizers: only by name.
   progs=$(ls $B/tests/test_*_gpu | grep -v test_large_gpu)
   [ -n "${SANITIZE_ONLY:-}" ] && progs=$(for p in $SANITIZE_ONLY; do echo $B/tests/$p; done)
   for t in $progs; do
-    for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
-      for ((i = 0; i < shards; i++)); do echo "$tool $t $i/$shards"; done
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+      g=1 c=1
+      for s in $split; do
+        [[ $s == "$tool:$(basename $t):"* ]] && { g=${s##*:}; c=${g#*x}; g=${g%x*}; }
+      done
+      if [[ $(basename $t) == test_backend_ops_gpu ]]; then
+        echo "$tool $t 0/1 0/$harness_cases"
+        continue
+      fi
+      for ((i = 0; i < g; i++)); do
+        for ((j = 0; j < c; j++)); do echo "$tool $t $i/$g $j/$c"; done
+      done
     done
-  done | xargs -P "${SANITIZE_JOBS:-8}" -L 1 bash -c 'log=/tmp/sanitize/$0_$(basename $1)_${2%/*}.txt; \
-      SAMEBITS_TEST_SHARD=$2 timeout '"${SANITIZE_TIMEOUT:-150}"' compute-sanitizer --tool $0 \
-      --error-exitcode 99 "$1" --gtest_brief=1 --gtest_filter="'"$filter"'" >$log 2>&1; rc=$?; \
-      [ $rc = 124 ] && rc="124 (timed out)"; \
-      echo "$0 $(basename $1) shard $2 rc=$rc $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" $log | tr "\n" " ")"' \
-    | sort | tee -a "$log"
-  cat /tmp/sanitize/*.txt > "$OUT/sanitize.txt"
+  done | awk '{ print ($1 == "racecheck" ? 0 : 1), $0 }' | sort -s -k1,1n | cut -d' ' -f2- |
+    xargs -P "${SANITIZE_JOBS:-12}" -L 1 bench/sanitize_one.sh # racecheck, the slowest, first
+  # One line per program and tool, over its shards: errors (memcheck, synccheck and initcheck
+  # errors, racecheck hazards), tests passed and failed, runs that timed out or failed to start.
+  awk '{ k = $1 " " $2; runs[k]++; err[k] += $5; pass[k] += $6; fail[k] += $7;
+         if ($4 == 124) to[k]++; else if ($4 != 0) bad[k]++; if ($8 > sec[k]) sec[k] = $8 }
+       END { for (k in runs) {
+               ok = err[k] == 0 && fail[k] == 0 && to[k] == 0 && bad[k] == 0
+               split(k, p, " ")
+               printf "sanitize %-10s %-24s %2d run(s): %d errors, %d tests passed, %d failed, " \
+                      "%d timed out, %d other exits, longest %d s -> %s\n", p[1], p[2], runs[k],
+                      err[k], pass[k], fail[k], to[k], bad[k], sec[k], ok ? "OK" : "CHECK"
+             } }' "$SANITIZE_DIR/results.txt" | sort | tee -a "$log"
+  cat "$SANITIZE_DIR"/*_g*.txt > "$OUT/sanitize.txt"
 fi
 if has bench; then
   say "CUDA benchmark program"

@@ -1,9 +1,10 @@
 // bincount and histc on the CPU: counts and weighted sums against float64 references, the
 // documented fixed-point definition bit for bit, histc's bin rule on edges, bitwise determinism
-// over repeats and thread counts, the float-atomic variant's nondeterminism, non-finite weights,
+// over repeats and thread counts, the float-atomic variant's order dependence, non-finite weights,
 // bad input.
 #include "testing.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -149,18 +150,44 @@ TEST(Bincount, PortableBitwiseOverRepeatsAndThreadCounts) {
   }
 }
 
-TEST(Bincount, FloatAtomicVariantVariesRunToRun) {
-  // Documents the problem: four bins, a million float atomic adds from 2+ threads.
-  testing::ThreadCount tc(std::max(2, num_threads()));
-  Tensor idx = testing::random_index(1'000'000, 4, DType::i64, fresh_seed());
-  Tensor w = testing::random_normal({1'000'000}, DType::f32, fresh_seed());
-  Tensor out = Tensor::empty({4}, DType::f32);
-  std::set<std::uint64_t> hashes;
-  for (int r = 0; r < 1000 && hashes.size() < 2; ++r) {
-    bincount(idx, w, out, {.level = kNg});
-    hashes.insert(content_hash(out));
+// The float atomic variant adds each weight into its bin when a thread reaches it, so its bits
+// depend on the order of the additions; threads race and that order changes from run to run. The
+// test forces two orders instead of hoping for a race: one thread over the (index, weight) pairs
+// as given, then reversed. Each result is bitwise the float fold in its order; the two differ.
+TEST(Bincount, FloatAtomicVariantResultDependsOnTheOrderOfAdditions) {
+  testing::ThreadCount one(1);
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t n = 5000, bins = 4;
+  std::mt19937_64 g(seed);
+  std::vector<float> w(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < w.size(); ++i) { // magnitudes 2^-20 to 2^20
+    w[i] = static_cast<float>(std::ldexp(std::normal_distribution<double>()(g),
+                                         std::uniform_int_distribution<int>(-20, 20)(g)));
+    idx[i] = std::uniform_int_distribution<std::int64_t>(0, bins - 1)(g);
   }
-  EXPECT_GE(hashes.size(), 2u);
+  auto fold = [&](bool reversed) {
+    std::vector<float> acc(static_cast<std::size_t>(bins), 0.0f);
+    for (std::size_t j = 0; j < w.size(); ++j) {
+      const std::size_t i = reversed ? w.size() - 1 - j : j;
+      acc[static_cast<std::size_t>(idx[i])] += w[i];
+    }
+    return acc;
+  };
+  for (bool reversed : {false, true}) {
+    auto wi = w;
+    auto ii = idx;
+    if (reversed) {
+      std::reverse(wi.begin(), wi.end());
+      std::reverse(ii.begin(), ii.end());
+    }
+    Tensor out = Tensor::empty({bins}, DType::f32);
+    bincount(Tensor::from_vector(ii, {n}), Tensor::from_vector(wi, {n}), out,
+             {.level = kNg, .variant = "cpu.float_atomics"});
+    EXPECT_EQ(out.to_vector<float>(), fold(reversed)) << "reversed " << reversed;
+  }
+  EXPECT_NE(fold(false), fold(true)) << "the two orders gave the same sums: draw other values";
 }
 
 TEST(Bincount, NonFiniteWeightsFollowTheDocumentedRule) {

@@ -1,5 +1,6 @@
 // sum, sum_dim and dot on the CPU: accuracy against float64, bitwise determinism over repeats and
-// thread counts, the atomic variant's nondeterminism, the canonical order itself, bad input.
+// thread counts, the atomic variant's order dependence, the canonical order itself, bad input.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #if defined(__x86_64__)
@@ -160,30 +161,34 @@ TEST(Sum, PortableBitwiseOverRepeatsAndThreadCounts) {
   EXPECT_EQ(hashes.size(), 1u) << "seed " << seed;
 }
 
-TEST(Sum, AtomicVariantVariesRunToRun) {
-  // Documents the problem: with several threads, chunk partials are added in completion order.
-  // Tries up to 2000 runs on one input; with 2+ threads a second distinct result appears quickly.
-  testing::ThreadCount tc(std::max(2, num_threads()));
-  Tensor x = testing::random_normal({1 << 20}, DType::f32, fresh_seed());
+// The atomic variant sums chunks of 4096 elements and adds each chunk's sum into the result when
+// its thread finishes, so the bits depend on the order in which chunks finish; threads race and
+// that order changes from run to run. The test forces two orders instead of hoping for a race:
+// one thread (chunks in ascending order) over chunks whose sums are 2^24, 1 and 1 (exactly), then
+// over the same chunks reversed. In float, (2^24 + 1) + 1 rounds to 2^24 twice (ties to even)
+// while (1 + 1) + 2^24 is 2^24 + 2: the two orders must give these two results.
+TEST(Sum, AtomicVariantResultDependsOnTheOrderOfAdditions) {
+  testing::ThreadCount one(1);
+  constexpr std::int64_t kChunk = 4096;              // kAtomicChunk in src/cpu/reduce.cpp
+  std::vector<float> x(3 * kChunk, 0x1p-12f);        // chunks 1 and 2: 4096 * 2^-12 = 1 exactly
+  std::fill(x.begin(), x.begin() + kChunk, 4096.0f); // chunk 0: 4096 * 4096 = 2^24
+  std::vector<float> reversed(x.rbegin(), x.rend());
   Tensor out = Tensor::empty({1}, DType::f32);
-  std::set<std::uint64_t> hashes;
-  for (int r = 0; r < 2000 && hashes.size() < 2; ++r) {
-    sum(x, out, {.level = kNg});
-    hashes.insert(content_hash(out));
-  }
-  EXPECT_GE(hashes.size(), 2u);
-}
-
-TEST(Sum, StridedInputMatchesContiguous) {
-  Tensor x = testing::random_normal({300, 70}, DType::f64, fresh_seed());
-  Tensor keep;
-  TensorView xs = testing::strided_copy(x, keep);
-  ASSERT_FALSE(xs.is_contiguous());
-  Tensor a = Tensor::empty({1}, DType::f64), b = Tensor::empty({1}, DType::f64);
-  sum(x, a, {.level = kPo});
-  sum(xs, b, {.level = kPo});
+  const Options atomic{.level = kNg, .variant = "cpu.atomic_chunks"};
+  sum(Tensor::from_vector(x, {3 * kChunk}), out, atomic);
+  EXPECT_EQ(out.data<float>()[0], 0x1p24f);
+  sum(Tensor::from_vector(reversed, {3 * kChunk}), out, atomic);
+  EXPECT_EQ(out.data<float>()[0], 0x1p24f + 2.0f);
+  // The canonical tree gives one answer for both, whatever the thread count.
+  Tensor a = Tensor::empty({1}, DType::f32), b = Tensor::empty({1}, DType::f32);
+  sum(Tensor::from_vector(x, {3 * kChunk}), a, {.level = kPo});
+  testing::ThreadCount four(4);
+  sum(Tensor::from_vector(x, {3 * kChunk}), b, {.level = kPo});
   EXPECT_TRUE(bitwise_equal(a, b));
 }
+
+// Strided, transposed and offset inputs of sum at every level: the backend-ops harness
+// (tests/test_backend_ops.cpp), bitwise against contiguous copies at portable.
 
 TEST(SumDim, MatchesReferenceEveryDimAndStrides) {
   const auto seed = fresh_seed();

@@ -4,6 +4,9 @@
 #include "testing.hpp"
 
 #include <gmock/gmock.h>
+#include <map>
+#include <random>
+#include <tuple>
 
 namespace samebits {
 namespace {
@@ -41,18 +44,44 @@ TEST(Selection, SkipsVariantsThatCannotImplement) {
   EXPECT_THAT(ch.explain, HasSubstr("needs int32 indices"));
 }
 
+// Selection is a pure function: over a random sequence of calls (levels, which variants can take
+// the arguments, a forced variant or none), every answer is what the rule gives (the first
+// implementable variant at or above the level, the forced one only) and equals, explanation
+// included, the answer to the same inputs earlier in the sequence, whatever came in between.
 TEST(Selection, IsPureSameInputsSameChoice) {
-  auto a = info("a", Determinism::not_guaranteed);
-  auto b = info("b", Determinism::run_to_run);
-  std::vector<detail::Candidate> cs{cand(a), cand(b)};
-  const auto first =
-      detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::run_to_run});
-  for (int i = 0; i < 100; ++i) {
-    const auto again =
-        detail::choose_variant("fake_op", DeviceType::cpu, cs, {Determinism::run_to_run});
-    EXPECT_EQ(again.index, first.index);
-    EXPECT_EQ(again.explain, first.explain);
+  const VariantInfo vs[] = {
+      info("a_atomic", Determinism::not_guaranteed), info("b_sorted", Determinism::run_to_run),
+      info("c_portable", Determinism::portable), info("d_portable", Determinism::portable)};
+  const Determinism levels[] = {Determinism::not_guaranteed, Determinism::run_to_run,
+                                Determinism::portable};
+  const auto seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  std::map<std::tuple<int, int, int>, detail::Choice> seen; // (level, cannot mask, forced)
+  for (int call = 0; call < 600; ++call) {
+    const int level = static_cast<int>(g() % 3), mask = static_cast<int>(g() % 16);
+    const int forced = static_cast<int>(g() % 5) - 1; // -1: none
+    std::vector<detail::Candidate> cs;
+    for (int i = 0; i < 4; ++i)
+      cs.push_back(cand(vs[i], (mask >> i) & 1 ? "cannot" : ""));
+    const auto ch = detail::choose_variant("fake_op", DeviceType::cpu, cs, {levels[level]},
+                                           forced < 0 ? "" : vs[forced].name);
+    int want = -1;
+    for (int i = 0; i < 4 && want < 0; ++i)
+      if ((forced < 0 || forced == i) && !((mask >> i) & 1) &&
+          satisfies(vs[i].level, levels[level]))
+        want = i;
+    ASSERT_EQ(ch.index, want) << "call " << call << " level " << level << " mask " << mask
+                              << " forced " << forced << ": " << ch.explain;
+    if (want >= 0)
+      EXPECT_THAT(ch.explain, HasSubstr(std::string("ran ") + vs[want].name));
+    const auto [it, fresh] = seen.emplace(std::tuple{level, mask, forced}, ch);
+    if (!fresh) {
+      EXPECT_EQ(ch.explain, it->second.explain) << "call " << call;
+      EXPECT_EQ(ch.refused, it->second.refused) << "call " << call;
+    }
   }
+  EXPECT_GT(seen.size(), 100u); // the sequence repeated many inputs after others
 }
 
 TEST(Selection, RefusalNamesOpBackendLevelAndExistingLevels) {

@@ -1,9 +1,10 @@
 // cumsum on the CPU: accuracy against a long-double running sum, the documented canonical order,
-// bitwise determinism over repeats and thread counts, the atomic variant's nondeterminism,
+// bitwise determinism over repeats and thread counts, the atomic variant's order dependence,
 // strided / in-place / empty inputs, NaN and -0.0, bad input.
 #include "scan_reference.hpp"
 #include "testing.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -138,17 +139,27 @@ TEST(Cumsum, PortableColumnsEqualTheSameColumnsScannedAlone) {
   }
 }
 
-TEST(Cumsum, AtomicVariantVariesRunToRun) {
-  // Documents the problem: later chunks' carries collect earlier totals in completion order.
-  testing::ThreadCount tc(std::max(2, num_threads()));
-  Tensor x = testing::random_normal({1 << 22}, DType::f32, fresh_seed());
-  Tensor out = Tensor::empty({1 << 22}, DType::f32);
-  std::set<std::uint64_t> hashes;
-  for (int r = 0; r < 1000 && hashes.size() < 2; ++r) {
-    cumsum(x, 0, out, {.level = kNg});
-    hashes.insert(content_hash(out));
+// The atomic variant cuts a line into chunks of 4096 and adds each chunk's total into the carry
+// of every later chunk when its thread finishes, so a carry's bits depend on the order in which
+// the chunks before it finish; threads race and that order changes from run to run. The test
+// forces two orders instead of hoping for a race: one thread (chunks in ascending order) over two
+// inputs whose first three chunks total 2^24, 1, 1 and 1, 1, 2^24 (exactly), then a chunk of
+// 2^-12s. Chunk 3's carry is the same three numbers added in two orders: (2^24 + 1) + 1 rounds to
+// 2^24 twice (ties to even), (1 + 1) + 2^24 is 2^24 + 2, and chunk 3's outputs show it.
+TEST(Cumsum, AtomicVariantResultDependsOnTheOrderOfAdditions) {
+  testing::ThreadCount one(1);
+  constexpr std::int64_t kChunk = 4096; // the atomic variant's chunk for lines up to 64 * 4096
+  for (bool big_first : {true, false}) {
+    std::vector<float> x(4 * kChunk, 0x1p-12f); // a chunk of these totals 1
+    const std::int64_t big = big_first ? 0 : 2; // the chunk of 4096s, totalling 2^24
+    std::fill(x.begin() + big * kChunk, x.begin() + (big + 1) * kChunk, 4096.0f);
+    Tensor out = Tensor::empty({4 * kChunk}, DType::f32);
+    cumsum(Tensor::from_vector(x, {4 * kChunk}), 0, out,
+           {.level = kNg, .variant = "cpu.atomic_carries"});
+    const float want = big_first ? 0x1p24f : 0x1p24f + 2.0f; // 2^-12 more is lost in both
+    EXPECT_EQ(out.data<float>()[3 * kChunk], want) << "big chunk first: " << big_first;
+    EXPECT_EQ(out.data<float>()[4 * kChunk - 1], want) << "big chunk first: " << big_first;
   }
-  EXPECT_GE(hashes.size(), 2u);
 }
 
 TEST(Cumsum, StridedInPlaceAndTransposedViewsMatchContiguous) {

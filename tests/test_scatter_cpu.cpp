@@ -1,7 +1,8 @@
 // index_add, scatter_add, scatter_reduce and the index plan on the CPU: every variant against a
 // float64 reference and (portable variants) bitwise against a naive loop that follows the
 // documented canonical order; determinism over repeats and thread counts; the atomic variant's
-// nondeterminism; include_self semantics for every reduction; bad input leaves output untouched.
+// dependence on the order of its additions; include_self semantics for every reduction; bad input
+// leaves output untouched.
 #include "testing.hpp"
 
 #include <algorithm>
@@ -188,31 +189,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(DType::f32, DType::f64),
                        ::testing::Values(DType::i32, DType::i64)));
 
-TEST(IndexAdd, StridedInputsAndOutput) {
-  const auto seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  Tensor src = testing::random_normal({3000, 9}, DType::f32, seed);
-  Tensor index = testing::random_index(6000, 40, DType::i64, seed + 1);
-  Tensor out0 = testing::random_normal({40, 9}, DType::f32, seed + 2);
-  TensorView idx_strided = index.view().slice(0, 0, 6000, 2); // stride 2
-  Tensor idx_c = Tensor::copy_of(idx_strided);
-  Tensor keep_src, keep_out;
-  TensorView src_s = testing::strided_copy(src, keep_src);
-  for (const auto& v : kScatterVariants) {
-    SCOPED_TRACE(v.name);
-    Tensor expect = out0.clone();
-    index_add(expect, idx_c, src, 1.0, {.level = kPo});
-    TensorView out_s = testing::strided_copy(out0, keep_out);
-    index_add(out_s, idx_strided, src_s, 1.0, force(v));
-    if (v.level == kPo)
-      EXPECT_TRUE(bitwise_equal(out_s, expect));
-    else
-      EXPECT_LT(testing::relative_error(out_s, testing::to_doubles(expect)), 1e-5);
-    // The gaps of the strided output are untouched (still NaN).
-    for (double g : testing::to_doubles(keep_out.view().slice(1, 1, 18, 2)))
-      EXPECT_TRUE(std::isnan(g));
-  }
-}
+// Strided, transposed, offset and stride-0 inputs and outputs of every variant: the backend-ops
+// harness (tests/test_backend_ops.cpp), bitwise against the portable result on contiguous copies.
 
 TEST(IndexAdd, OneDimensionalAndEmpty) {
   Tensor src = testing::random_normal({50}, DType::f64, fresh_seed());
@@ -266,18 +244,51 @@ TEST(IndexAdd, DeterministicOverRepeatsAndThreadCounts) {
   }
 }
 
-TEST(IndexAdd, AtomicVariantVariesRunToRun) {
-  // Documents the problem: with 2+ threads, many adds into few targets land in thread order.
-  testing::ThreadCount tc(std::max(2, num_threads()));
-  Tensor src = testing::random_normal({1 << 20, 1}, DType::f32, fresh_seed());
-  Tensor index = testing::random_index(1 << 20, 4, DType::i64, fresh_seed());
-  std::set<std::uint64_t> hashes;
-  for (int r = 0; r < 2000 && hashes.size() < 2; ++r) {
-    Tensor out = Tensor::zeros({4, 1}, DType::f32);
-    index_add(out, index, src, 1.0, {.level = kNg});
-    hashes.insert(content_hash(out));
+// Values of magnitudes 2^-20 to 2^20, so that the order of their float additions shows in the
+// bits of almost every sum.
+std::vector<float> wide_values(std::int64_t n, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> d;
+  std::uniform_int_distribution<int> k(-20, 20);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v)
+    x = static_cast<float>(std::ldexp(d(g), k(g)));
+  return v;
+}
+
+// The atomic variant adds each contribution into its target when a thread reaches it, so its bits
+// depend on the order in which contributions arrive; several threads race, and the order (and the
+// bits) change from run to run. The test forces two orders instead of hoping for a race: one
+// thread over the sources as given, then over the same (index, value) pairs reversed. Each result
+// is bitwise the sequential float fold in its order, and the two folds differ.
+TEST(IndexAdd, AtomicVariantResultDependsOnTheOrderOfAdditions) {
+  testing::ThreadCount one(1); // one thread: tasks run in ascending order
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t e = 6000, n = 4;
+  const auto v = wide_values(e, seed);
+  const auto idx = index_values(testing::random_index(e, n, DType::i64, seed + 1));
+  auto fold = [&](bool reversed) {
+    std::vector<float> acc(static_cast<std::size_t>(n), 0.5f);
+    for (std::int64_t j = 0; j < e; ++j) {
+      const auto i = static_cast<std::size_t>(reversed ? e - 1 - j : j);
+      acc[static_cast<std::size_t>(idx[i])] += v[i];
+    }
+    return acc;
+  };
+  for (bool reversed : {false, true}) {
+    std::vector<float> src(v);
+    std::vector<std::int64_t> ix(idx);
+    if (reversed) {
+      std::reverse(src.begin(), src.end());
+      std::reverse(ix.begin(), ix.end());
+    }
+    Tensor out = Tensor::full({n, 1}, 0.5, DType::f32);
+    index_add(out, Tensor::from_vector(ix, {e}), Tensor::from_vector(src, {e, 1}), 1.0,
+              {.level = kNg, .variant = "cpu.atomic"});
+    EXPECT_EQ(values<float>(out), fold(reversed)) << "reversed " << reversed;
   }
-  EXPECT_GE(hashes.size(), 2u);
+  EXPECT_NE(fold(false), fold(true)) << "the two orders gave the same sums: draw other values";
 }
 
 TEST(IndexAdd, SelectionPicksAtomicOnlyAtNotGuaranteed) {
@@ -582,18 +593,39 @@ TEST(ScatterReduce, DeterministicOverRepeatsAndThreadCounts) {
   }
 }
 
-TEST(ScatterAdd, AtomicVariantVariesRunToRun) {
-  testing::ThreadCount tc(std::max(2, num_threads()));
-  Tensor src = testing::random_normal({1 << 19, 2}, DType::f32, fresh_seed());
-  Tensor index = testing::random_index(1 << 20, 3, DType::i64, fresh_seed());
-  index = Tensor::copy_of(index.view().reshape({1 << 19, 2}));
-  std::set<std::uint64_t> hashes;
-  for (int r = 0; r < 2000 && hashes.size() < 2; ++r) {
-    Tensor out = Tensor::zeros({3, 2}, DType::f32);
-    scatter_add(out, 0, index, src, {.level = kNg});
-    hashes.insert(content_hash(out));
+// As for index_add: the same (index, value) pairs in two forced orders (rows as given, rows
+// reversed) on one thread; each result is the sequential fold of its order, and they differ.
+TEST(ScatterAdd, AtomicVariantResultDependsOnTheOrderOfAdditions) {
+  testing::ThreadCount one(1);
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t rows = 3000, cols = 2, n = 3;
+  const auto v = wide_values(rows * cols, seed);
+  const auto idx = index_values(testing::random_index(rows * cols, n, DType::i64, seed + 1));
+  auto at = [&](bool reversed, std::int64_t r, std::int64_t c) {
+    return static_cast<std::size_t>((reversed ? rows - 1 - r : r) * cols + c);
+  };
+  auto fold = [&](bool reversed) {
+    std::vector<float> acc(static_cast<std::size_t>(n * cols), -0.25f);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        acc[static_cast<std::size_t>(idx[at(reversed, r, c)] * cols + c)] += v[at(reversed, r, c)];
+    return acc;
+  };
+  for (bool reversed : {false, true}) {
+    std::vector<float> src;
+    std::vector<std::int64_t> ix;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        src.push_back(v[at(reversed, r, c)]);
+        ix.push_back(idx[at(reversed, r, c)]);
+      }
+    Tensor out = Tensor::full({n, cols}, -0.25, DType::f32);
+    scatter_add(out, 0, Tensor::from_vector(ix, {rows, cols}),
+                Tensor::from_vector(src, {rows, cols}), {.level = kNg, .variant = "cpu.atomic"});
+    EXPECT_EQ(values<float>(out), fold(reversed)) << "reversed " << reversed;
   }
-  EXPECT_GE(hashes.size(), 2u);
+  EXPECT_NE(fold(false), fold(true)) << "the two orders gave the same sums: draw other values";
 }
 
 // --- bad input ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // segment_reduce, aggregate and the CSR builders on the CPU: float64 references, the canonical
 // order itself, bitwise determinism over repeats and thread counts, the atomic variant's
-// nondeterminism, NaN rules, strided/empty inputs, and bad input that must leave out untouched.
+// dependence on the order of its additions, NaN rules, strided/empty inputs, and bad input that
+// must leave out untouched.
 #include "segment_reference.hpp"
 #include "testing.hpp"
 
@@ -117,19 +118,34 @@ TEST(SegmentReduce, PortableBitwiseOverRepeatsAndThreadCounts) {
   }
 }
 
-TEST(SegmentReduce, AtomicVariantVariesRunToRun) {
-  // Few long segments: every segment spans hundreds of edge chunks whose partials are added in
-  // completion order. Two distinct results appear within a few runs with 2+ threads.
-  testing::ThreadCount tc(std::max(2, num_threads()));
-  Tensor off = Tensor::from_vector<std::int64_t>({0, 300000, 600000}, {3});
-  Tensor x = testing::random_normal({600000, 2}, DType::f32, fresh_seed());
-  std::set<std::uint64_t> hashes;
-  for (int r = 0; r < 3000 && hashes.size() < 2; ++r) {
-    Tensor out = Tensor::empty({2, 2}, DType::f32);
-    segment_reduce(x, off, out, Reduce::sum, {.level = kNg});
-    hashes.insert(content_hash(out));
+// The atomic variant sums a segment in chunks of 1024 positions and adds each chunk's partial
+// into the segment when its thread finishes, so the bits depend on the order in which chunks
+// finish; threads race and that order changes from run to run. The test forces two orders
+// instead of hoping for a race: one thread (chunks in ascending order) over one segment of three
+// chunks whose sums are 2^24, 1 and 1 (exactly), then over the same rows reversed. In float,
+// (2^24 + 1) + 1 rounds to 2^24 twice (ties to even) while (1 + 1) + 2^24 is 2^24 + 2.
+constexpr std::int64_t kEdgeChunk = 1024; // src/cpu/segment.cpp
+
+// 3 * 1024 values: 1024 of 2^24 / 1024 (a chunk summing to 2^24), then 2048 of 2^-10 (two chunks
+// summing to 1), or the reverse.
+std::vector<float> chunks_of_2p24_1_1(bool reversed) {
+  std::vector<float> v(3 * kEdgeChunk, 0x1p-10f);
+  std::fill(v.begin(), v.begin() + kEdgeChunk, 16384.0f);
+  if (reversed)
+    std::reverse(v.begin(), v.end());
+  return v;
+}
+
+TEST(SegmentReduce, AtomicVariantResultDependsOnTheOrderOfAdditions) {
+  testing::ThreadCount one(1);
+  Tensor off = Tensor::from_vector<std::int64_t>({0, 3 * kEdgeChunk}, {2});
+  const Options atomic{.level = kNg, .variant = "cpu.atomic_edges"};
+  for (bool reversed : {false, true}) {
+    Tensor x = Tensor::from_vector(chunks_of_2p24_1_1(reversed), {3 * kEdgeChunk, 1});
+    Tensor out = Tensor::empty({1, 1}, DType::f32);
+    segment_reduce(x, off, out, Reduce::sum, atomic);
+    EXPECT_EQ(out.data<float>()[0], reversed ? 0x1p24f + 2.0f : 0x1p24f) << reversed;
   }
-  EXPECT_GE(hashes.size(), 2u);
 }
 
 TEST(SegmentReduce, StridedAndHigherDimInputs) {
@@ -292,35 +308,27 @@ TEST(Aggregate, PortableBitwiseOverRepeatsAndThreadCounts) {
   }
 }
 
-TEST(Aggregate, AtomicVariantVariesRunToRun) {
-  // A hub: node 0 receives 400k edges, spread over hundreds of edge chunks.
-  testing::ThreadCount tc(std::max(2, num_threads()));
-  const std::int64_t e = 400000;
-  Tensor src = testing::random_index(e, 1000, DType::i64, fresh_seed());
-  Tensor dst = Tensor::zeros({e}, DType::i64);
-  Csr csr = csr_from_edges(src, dst, 1000);
-  Tensor x = testing::random_normal({1000, 3}, DType::f32, fresh_seed());
-  std::set<std::uint64_t> hashes;
-  for (int r = 0; r < 3000 && hashes.size() < 2; ++r) {
-    Tensor out = Tensor::empty({1000, 3}, DType::f32);
-    aggregate(csr.view(), x, out, Reduce::sum, {.level = kNg});
-    hashes.insert(content_hash(out));
+// The same two orders through aggregate: node 0 gathers 3 * 1024 rows of x (row 0 holds
+// 2^24 / 1024, row 1 holds 2^-10) in the order its edge list gives, as given or reversed.
+TEST(Aggregate, AtomicVariantResultDependsOnTheOrderOfAdditions) {
+  testing::ThreadCount one(1);
+  Tensor x = Tensor::from_vector<float>({16384.0f, 0x1p-10f}, {2, 1});
+  Tensor off = Tensor::from_vector<std::int64_t>({0, 3 * kEdgeChunk}, {2});
+  for (bool reversed : {false, true}) {
+    std::vector<std::int64_t> idx(3 * kEdgeChunk, 1);
+    std::fill(idx.begin(), idx.begin() + kEdgeChunk, 0);
+    if (reversed)
+      std::reverse(idx.begin(), idx.end());
+    Tensor indices = Tensor::from_vector(idx, {3 * kEdgeChunk});
+    Tensor out = Tensor::empty({1, 1}, DType::f32);
+    aggregate(CsrGraph{off.view(), indices.view(), -1}, x, out, Reduce::sum,
+              {.level = kNg, .variant = "cpu.atomic_edges"});
+    EXPECT_EQ(out.data<float>()[0], reversed ? 0x1p24f + 2.0f : 0x1p24f) << reversed;
   }
-  EXPECT_GE(hashes.size(), 2u);
 }
 
-TEST(Aggregate, StridedFeatures) {
-  const auto seed = fresh_seed();
-  auto g = random_graph(200, 1500, DType::i64, seed);
-  Csr csr = csr_from_edges(g.src, g.dst, 200);
-  Tensor x = testing::random_normal({200, 12}, DType::f64, seed);
-  Tensor keep;
-  const TensorView xs = testing::strided_copy(x, keep);
-  Tensor a = Tensor::empty({200, 12}, DType::f64), b = Tensor::empty({200, 12}, DType::f64);
-  aggregate(csr.view(), x, a, Reduce::mean, {.level = kPo});
-  aggregate(csr.view(), xs, b, Reduce::mean, {.level = kPo});
-  EXPECT_TRUE(bitwise_equal(a, b));
-}
+// Strided, transposed, offset and stride-0 features of aggregate, every reduction and level: the
+// backend-ops harness (tests/test_backend_ops.cpp).
 
 // --- CSR builders ---------------------------------------------------------------------------
 

@@ -96,15 +96,20 @@ template <class T>
 }
 
 // One clone per instruction set, picked at load time: the lanes compute the same IEEE operations
-// whatever the vector width, so every clone gives the same bits.
-[[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void
-macro_f32(const float* ap, AWalk w, const float* bp, std::int64_t mc_pad, std::int64_t nc_pad,
-          std::int64_t kc, float* acc) {
+// whatever the vector width, so every clone gives the same bits. ThreadSanitizer instruments the
+// clones' resolver, which the loader runs before the sanitizer's runtime is up (a crash at load),
+// so a TSan build keeps the default clone only.
+#if defined(__SANITIZE_THREAD__)
+#define SAMEBITS_CLONES
+#else
+#define SAMEBITS_CLONES [[gnu::target_clones("avx512f", "avx2", "avx", "default")]]
+#endif
+SAMEBITS_CLONES void macro_f32(const float* ap, AWalk w, const float* bp, std::int64_t mc_pad,
+                               std::int64_t nc_pad, std::int64_t kc, float* acc) {
   macro_body<float>(ap, w, bp, mc_pad, nc_pad, kc, acc);
 }
-[[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void
-macro_f64(const double* ap, AWalk w, const double* bp, std::int64_t mc_pad, std::int64_t nc_pad,
-          std::int64_t kc, double* acc) {
+SAMEBITS_CLONES void macro_f64(const double* ap, AWalk w, const double* bp, std::int64_t mc_pad,
+                               std::int64_t nc_pad, std::int64_t kc, double* acc) {
   macro_body<double>(ap, w, bp, mc_pad, nc_pad, kc, acc);
 }
 void macro(const float* ap, AWalk w, const float* bp, std::int64_t mc, std::int64_t nc,
@@ -327,8 +332,8 @@ template <class T, int RN>
     std::memcpy(out + r * L, &acc[r], sizeof(V));
 }
 #define SAMEBITS_SMALL_CLONES(T, RN)                                                               \
-  [[gnu::target_clones("avx512f", "avx2", "avx", "default")]] void small_##T##_##RN(               \
-      const T* x, const T* y, SmallWalk w, std::int64_t k, T* out) {                               \
+  SAMEBITS_CLONES void small_##T##_##RN(const T* x, const T* y, SmallWalk w, std::int64_t k,       \
+                                        T* out) {                                                  \
     small_body<T, RN>(x, y, w, k, out);                                                            \
   }
 #define SAMEBITS_SMALL_KERNELS(T)                                                                  \

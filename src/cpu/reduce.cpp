@@ -31,7 +31,16 @@ TensorView contiguous_input(const TensorView& x, Tensor& hold) {
 
 // The base offset of every output element of sum_dim, in x's strides, row-major over out.
 std::vector<std::int64_t> outer_offsets(const TensorView& x, int dim) {
-  TensorView rest = x.select(dim, 0); // x's shape and strides without `dim`
+  // x's shape and strides without `dim` (built by hand: select would refuse an empty `dim`, and
+  // a sum over an empty dim is a tensor of +0.0).
+  TensorView rest = x;
+  for (int d = dim; d + 1 < x.ndim; ++d) {
+    rest.shape[static_cast<std::size_t>(d)] = x.shape[static_cast<std::size_t>(d + 1)];
+    rest.strides[static_cast<std::size_t>(d)] = x.strides[static_cast<std::size_t>(d + 1)];
+  }
+  rest.ndim = x.ndim - 1;
+  rest.shape[static_cast<std::size_t>(rest.ndim)] = 0;
+  rest.strides[static_cast<std::size_t>(rest.ndim)] = 0;
   rest.data = nullptr;
   std::vector<std::int64_t> offs;
   offs.reserve(static_cast<std::size_t>(rest.numel()));
