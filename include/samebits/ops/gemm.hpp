@@ -2,10 +2,15 @@
 //
 // Canonical order (the `portable` variants on every backend, for any tiling, thread count or
 // launch configuration). T is the dtype (float or double); alpha and beta are first rounded to T
-// (round to nearest). For each output element (i, j):
+// (round to nearest). KB = 256. For each output element (i, j):
 //
-//   acc = +0.0
-//   for p = 0, 1, ..., k-1:  acc = acc + (A[i,p] * B[p,j])   // product rounded, then sum rounded
+//   k is cut into nb = ceil(k / KB) blocks; block q covers p in [q*KB, min((q+1)*KB, k)).
+//   block q:  s_q = +0.0;  for p ascending in the block:  s_q = fma(A[i,p], B[p,j], s_q)
+//             (fma: a fused multiply-add, one rounding of the exact A*B + s)
+//   acc = tree(0, nb), where tree(lo, hi) = s_lo when hi - lo == 1, and otherwise
+//         tree(lo, lo + h) + tree(lo + h, hi) (one rounded sum), h the largest power of two
+//         below hi - lo (so the left part is always a complete tree of 2^j blocks)
+//   k == 0: acc = +0.0
 //   if alpha == 0:  c = +0.0 if beta == 0; c if beta == 1; beta * c otherwise
 //                   (a and b are not read at all)
 //   else:           t = acc if alpha == 1; alpha * acc otherwise (rounded)
@@ -14,10 +19,13 @@
 //                       t + (beta * c) otherwise (beta * c rounded, then the sum rounded)
 //   (alpha and beta are compared after rounding to T.)
 //
-// A = op(a) and B = op(b). No fused multiply-add anywhere. Because acc starts at +0.0 it is
-// never -0.0, so adding a +0.0 product (padding) leaves it bitwise unchanged; a dot product whose
-// products are all -0.0 gives +0.0 (as in reference BLAS). k == 0 gives acc = +0.0 and then the
-// same epilogue. NaN and inf propagate; denormals are kept. NaN payloads are not part of the
+// A = op(a) and B = op(b). The order depends on k only, never on m, n, the batch or the launch,
+// so a row's result does not depend on the other rows computed with it (batch invariance). Its
+// rounding error grows like KB + log2(k / KB) roundings instead of k. The CPU computes the fma
+// with FMA instructions where it has them (chosen at run time) and with the correctly rounded
+// std::fma otherwise; CUDA with __fmaf_rn / __fma_rn: the same bits everywhere. A block of
+// products that are all -0.0 sums to +0.0 (s starts at +0.0). k == 0 gives acc = +0.0 and then
+// the same epilogue. NaN and inf propagate; denormals are kept. NaN payloads are not part of the
 // promise (a GPU returns its canonical NaN). The alpha == 1 and beta == 1 shortcuts give the same
 // bits as the general formula for every non-NaN value.
 //
