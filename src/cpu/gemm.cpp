@@ -36,7 +36,7 @@ using namespace cpu_gemm;
 static_assert(kBlockK == kGemmBlockK, "the micro-kernels' block is the canonical one");
 
 constexpr std::int64_t kKC = kGemmBlockK; // a packed panel is one k block deep
-constexpr std::int64_t kMaxMC = 96;
+constexpr std::int64_t kMaxMC = 384;      // tall tiles: each packed b panel serves more rows
 constexpr std::int64_t kMaxNC = 256;
 
 std::int64_t round_up(std::int64_t x, std::int64_t to) {
@@ -222,11 +222,11 @@ push_tile_blocks(const GemmArgs& g, const KernelSet<T>& ks, std::int64_t i0, std
   for (std::int64_t q = qb; q < qe; ++q) {
     const std::int64_t p0 = q * kKC, kc = std::min(kKC, k - p0);
     pack_b(B, g.n(), p0, kc, j0, nc, NR, s.bp.data());
-    // With at most two b panels each A element is used for at most 2 * NR columns: copying A
-    // costs more than it saves, so full row panels of a k-contiguous A are read in place (a
-    // column-major A is not: its short runs far apart are read faster by pack_a); a partial last
-    // panel is packed (with +0 rows) so nothing past m is read.
-    const bool in_place = nc_pad <= 2 * NR && A.cs == 1;
+    // Full row panels of a k-contiguous A are read in place: six rows streaming along k are as
+    // cache-friendly as a packed panel, and copying A cost a quarter of the time at 1024^3 (a
+    // column-major A is packed: its short runs far apart are read faster by pack_a); a partial
+    // last panel is packed (with +0 rows) so nothing past m is read.
+    const bool in_place = A.cs == 1;
     const std::int64_t full = in_place ? mc / kMR : 0;
     if (full > 0) {
       const T* base = A.data + i0 * A.rs + p0 * A.cs;
@@ -242,20 +242,32 @@ push_tile_blocks(const GemmArgs& g, const KernelSet<T>& ks, std::int64_t i0, std
   return {mc_pad, nc_pad};
 }
 
-// The sum of element (i, j) of a tile after nb pushes: the value at level ctz(nb) plus the
-// entries of the higher set bits of nb, lowest first (src/ops/gemm.hpp).
-template <class T>
-T tile_value(const std::vector<T>& stack, std::int64_t NR, std::int64_t mc_pad, std::int64_t nc_pad,
-             std::int64_t nb, std::int64_t i, std::int64_t j) {
-  const std::int64_t area = mc_pad * nc_pad;
-  const std::int64_t off =
-      ((i / kMR) * (nc_pad / NR) + j / NR) * kMR * NR + (i % kMR) * NR + j % NR;
-  int l = gemm_store_level(nb - 1);
-  T r = stack[static_cast<std::size_t>(l * area + off)];
-  for (++l; (nb >> l) != 0; ++l)
+// Calls f(i, j, sum) for every element of an mc x nc tile after nb pushes: the value at level
+// ctz(nb) plus the entries of the higher set bits of nb, lowest first (src/ops/gemm.hpp). Walks
+// the micro-tile layout in order, so no element costs a division.
+template <class T, class F>
+void for_each_tile_sum(const std::vector<T>& stack, std::int64_t NR, std::int64_t mc,
+                       std::int64_t nc, std::int64_t mc_pad, std::int64_t nc_pad, std::int64_t nb,
+                       F&& f) {
+  const std::int64_t area = mc_pad * nc_pad, nt = nc_pad / NR;
+  const int low = gemm_store_level(nb - 1);
+  int higher[64], nh = 0;
+  for (int l = low + 1; l < 63 && (nb >> l) != 0; ++l)
     if ((nb >> l) & 1)
-      r = stack[static_cast<std::size_t>(l * area + off)] + r;
-  return r;
+      higher[nh++] = l;
+  for (std::int64_t it = 0; it * kMR < mc; ++it)
+    for (std::int64_t jt = 0; jt < nt; ++jt) {
+      const T* tile = stack.data() + (it * nt + jt) * kMR * NR;
+      const std::int64_t rows = std::min(kMR, mc - it * kMR), cols = std::min(NR, nc - jt * NR);
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) {
+          const T* e = tile + i * NR + j;
+          T r = e[low * area];
+          for (int h = 0; h < nh; ++h)
+            r = e[higher[h] * area] + r;
+          f(it * kMR + i, jt * NR + j, r);
+        }
+    }
 }
 
 // c = epilogue(+0, c) everywhere: the k == 0 and alpha == 0 cases, which read neither a nor b.
@@ -349,11 +361,11 @@ void gemm_packed(const GemmArgs& g, const Workspace&) {
       const std::int64_t mc = std::min(t.mc, m - i0), nc = std::min(t.nc, n - j0);
       Scratch<T>& s = scratch<T>();
       const auto [mc_pad, nc_pad] = push_tile_blocks<T>(g, ks, i0, mc, j0, nc, 0, nb, s);
-      for (std::int64_t i = 0; i < mc; ++i)
-        for (std::int64_t j = 0; j < nc; ++j) {
-          T* e = c + (i0 + i) * crs + (j0 + j) * ccs;
-          *e = epi(tile_value(s.stack, ks.nr, mc_pad, nc_pad, nb, i, j), e);
-        }
+      for_each_tile_sum(s.stack, ks.nr, mc, nc, mc_pad, nc_pad, nb,
+                        [&](std::int64_t i, std::int64_t j, T v) {
+                          T* e = c + (i0 + i) * crs + (j0 + j) * ccs;
+                          *e = epi(v, e);
+                        });
     });
   });
 }
@@ -392,12 +404,12 @@ void gemm_split_k(const GemmArgs& g, const Workspace&) {
         return;
       Scratch<T>& s = scratch<T>();
       const auto [mc_pad, nc_pad] = push_tile_blocks<T>(g, ks, i0, mc, j0, nc, qb, qe, s);
-      for (std::int64_t i = 0; i < mc; ++i)
-        for (std::int64_t j = 0; j < nc; ++j) {
-          const T v = tile_value(s.stack, ks.nr, mc_pad, nc_pad, qe - qb, i, j);
-          std::atomic_ref<T>(result[static_cast<std::size_t>((i0 + i) * n + j0 + j)])
-              .fetch_add(epi.alpha == T(1) ? v : epi.alpha * v, std::memory_order_relaxed);
-        }
+      for_each_tile_sum(
+          s.stack, ks.nr, mc, nc, mc_pad, nc_pad, qe - qb,
+          [&](std::int64_t i, std::int64_t j, T v) {
+            std::atomic_ref<T>(result[static_cast<std::size_t>((i0 + i) * n + j0 + j)])
+                .fetch_add(epi.alpha == T(1) ? v : epi.alpha * v, std::memory_order_relaxed);
+          });
     });
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j)
