@@ -22,10 +22,11 @@ cublasContext* cublas_handle_for(int device, void* stream);
 // A batch-invariant bf16 GEMM (float32 accumulation, bf16 output) for inference on raw device
 // buffers, row-major: c[m x n] = a[m x k] @ w[k x n]. One cuBLASLt algorithm is chosen once per
 // (n, k) and then used for every m, with split-K off (CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 1, no
-// reduction scheme) and no workspace, so each output element is one tile's k loop, whose order
-// does not depend on m: a row's bits do not depend on how many rows come with it. The choice
-// (made on the GPU at construction) takes the fastest of cuBLASLt's heuristic candidates for
-// m = m_ref that runs every m. Not thread-safe; one stream at a time.
+// reduction scheme) and a fixed small workspace, so each output element is one tile's k loop,
+// whose order does not depend on m: a row's bits do not depend on how many rows come with it
+// (the test and the benchmark check this on the GPU; cuBLASLt does not document it). The choice
+// (made on the GPU at construction) takes the fastest at m = m_ref of cuBLASLt's heuristic
+// candidates that run every m. Not thread-safe; one stream at a time.
 class PinnedBf16Gemm {
 public:
   PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_ref, void* stream = nullptr);

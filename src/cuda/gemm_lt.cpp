@@ -33,6 +33,10 @@ struct PinnedBf16Gemm::Impl {
   cublasLtMatmulAlgo_t algo{};
   std::int64_t n = 0, k = 0;
   cudaStream_t stream = nullptr;
+  // cuBLASLt's Hopper kernels ask for a few bytes of workspace even without split-K (run 2 of
+  // bench/results/gemm-2026-12-01.json: 4 bytes for algo 66): a fixed buffer, the same for every m.
+  static constexpr std::size_t kWorkspace = std::size_t{1} << 20;
+  void* workspace = nullptr;
   int algo_id = -1, tile = -1, stages = -1;
   float ref_ms = 0;
 
@@ -69,7 +73,7 @@ struct PinnedBf16Gemm::Impl {
       cublasLtMatrixLayoutDestroy(lc);
       if (st != CUBLAS_STATUS_SUCCESS)
         return fmt::format("check at m = {}: {}", m, cublasGetStatusString(st));
-      if (r.workspaceSize != 0)
+      if (r.workspaceSize > kWorkspace)
         return fmt::format("m = {} needs {} bytes of workspace", m, r.workspaceSize);
     }
     return {};
@@ -92,11 +96,12 @@ PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_re
            "layout w");
   cublasLtMatmulPreference_t pref;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "preference");
-  const std::size_t no_workspace = 0;
+  const std::size_t workspace_bytes = Impl::kWorkspace;
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                &no_workspace, sizeof no_workspace),
+                                                &workspace_bytes, sizeof workspace_bytes),
            "preference workspace");
-  // Candidates: cuBLASLt's heuristic choices for a few m (m_ref first), without workspace.
+  SAMEBITS_CUDA_CHECK(cudaMalloc(&s.workspace, Impl::kWorkspace));
+  // Candidates: cuBLASLt's heuristic choices for a few m (m_ref first), within the workspace.
   std::vector<cublasLtMatmulHeuristicResult_t> cand;
   for (std::int64_t m : {m_ref, std::int64_t{1}, std::int64_t{64}, std::int64_t{1024}}) {
     cublasLtMatrixLayout_t la, lc;
@@ -186,6 +191,7 @@ PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_re
 PinnedBf16Gemm::~PinnedBf16Gemm() {
   if (!impl_)
     return;
+  cudaFree(impl_->workspace);
   cublasLtMatrixLayoutDestroy(impl_->lw);
   cublasLtMatmulDescDestroy(impl_->op);
   cublasLtDestroy(impl_->lt);
@@ -196,8 +202,8 @@ void PinnedBf16Gemm::run(const void* a, const void* w, void* c, std::int64_t m) 
 }
 
 std::string PinnedBf16Gemm::describe() const {
-  return fmt::format("cuBLASLt algo {} tile {} stages {}, split-K 1, no workspace", impl_->algo_id,
-                     impl_->tile, impl_->stages);
+  return fmt::format("cuBLASLt algo {} tile {} stages {}, split-K 1, fixed 1 MiB workspace",
+                     impl_->algo_id, impl_->tile, impl_->stages);
 }
 
 } // namespace samebits::detail

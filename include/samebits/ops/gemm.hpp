@@ -31,12 +31,13 @@
 //
 // Variants and what selection picks (the first implementable variant at or above the level;
 // a portable variant serves every level):
-//   CPU   not_guaranteed  cpu.split_k_atomic   k cut into pieces run as separate tasks; alpha *
-//                                              partials added with atomic float adds in
+//   CPU   not_guaranteed  cpu.split_k_atomic   k blocks cut into runs done as separate tasks;
+//                                              alpha * sums added with atomic float adds in
 //                                              completion order
-//         run_to_run,     cpu.packed_tiles     packed, cache-blocked, output tiles in parallel
-//         portable                             (same bits for any thread count)
-//   CUDA  not_guaranteed  cuda.split_k_atomic  k split across blocks (grid z); partials added with
+//         run_to_run,     cpu.packed_tiles     packed, cache-blocked, output tiles in parallel;
+//         portable                             micro-kernels per instruction set (generic
+//                                              std::fma, AVX2 + FMA, AVX-512), the same bits
+//   CUDA  not_guaranteed  cuda.split_k_atomic  k chunks across blocks (grid z); sums added with
 //                                              atomicAdd onto beta * c
 //         run_to_run      cuda.tiled_small     the cuda.tiled kernel for small products (k <= 64
 //                                              and m * n <= 2^22, the small layers of a GNN), where
@@ -45,15 +46,16 @@
 //         run_to_run      cuda.cublas          cuBLAS, one handle and one fixed workspace per
 //                                              (device, stream), atomics off, no TF32; needs a unit
 //                                              stride in one dimension of a, b and c, otherwise
-//                                              run_to_run selects cuda.tiled
-//         portable        cuda.tiled           shared-memory tiles: 128x128 outputs per block when
-//                                              there are at least 128 such tiles; else 16x16 with
-//                                              64-deep k steps when k >= 1024 and there are fewer
-//                                              than 132 tiles of 32x16; else 32x16. The canonical
-//                                              order, so the same bits as cpu.packed_tiles
-// The canonical order walks k sequentially per element, so a portable product with a small
-// output and a very long k (say [128 x 1M] @ [1M x 128]) has little parallelism on a GPU; use
-// run_to_run (cuBLAS) there when CPU-GPU equality is not needed.
+//                                              run_to_run selects cuda.tiled. Not batch-invariant
+//                                              (its kernel and split of k depend on m): portable
+//                                              is, by construction
+//         portable        cuda.tiled           shared-memory tiles (128 x 128, 32 x 16 or 16 x 16
+//                                              outputs per block); each block sums an aligned run
+//                                              of k blocks (a subtree of the canonical tree), and
+//                                              with several runs per tile their sums go to scratch
+//                                              and a second kernel combines them with the same
+//                                              tree: the bits of cpu.packed_tiles
+// How cuda.tiled cuts a product is a pure function of the shape (detail::choose_gemm_launch).
 //
 // Preconditions: a, b and c are 2-D; op(a): [m, k], op(b): [k, n], c: [m, n]; all three the same
 // dtype (float32 or float64) and device. Any strides (leading dimensions) are accepted for a and
