@@ -141,19 +141,29 @@ void pack_a(const Mat<T>& A, std::int64_t m, std::int64_t i0, std::int64_t mc, s
 template <class T>
 void pack_b(const Mat<T>& B, std::int64_t n, std::int64_t p0, std::int64_t kc, std::int64_t j0,
             std::int64_t nc, std::int64_t NR, T* bp) {
+  if (B.cs == 1) { // rows of B are contiguous: read each row once, in order, into every panel
+    for (std::int64_t p = 0; p < kc; ++p) {
+      const T* src = B.data + (p0 + p) * B.rs + j0;
+      for (std::int64_t jr = 0; jr < nc; jr += NR) {
+        T* dst = bp + (jr / NR) * kc * NR + p * NR;
+        const std::int64_t jn = std::min(NR, n - (j0 + jr));
+        for (std::int64_t j = 0; j < jn; ++j)
+          dst[j] = src[jr + j];
+        for (std::int64_t j = std::max<std::int64_t>(jn, 0); j < NR; ++j)
+          dst[j] = T(0);
+      }
+    }
+    return;
+  }
   for (std::int64_t jr = 0; jr < nc; jr += NR) {
     T* pan = bp + (jr / NR) * kc * NR;
     const std::int64_t jn = std::min(NR, n - (j0 + jr));
-    if (B.cs == 1 || B.rs != 1) { // walk along rows of B
+    if (B.rs != 1) { // neither stride is 1: walk along rows of B
       for (std::int64_t p = 0; p < kc; ++p) {
         const T* src = B.data + (p0 + p) * B.rs + (j0 + jr) * B.cs;
         T* dst = pan + p * NR;
-        if (B.cs == 1)
-          for (std::int64_t j = 0; j < jn; ++j)
-            dst[j] = src[j];
-        else
-          for (std::int64_t j = 0; j < jn; ++j)
-            dst[j] = src[j * B.cs];
+        for (std::int64_t j = 0; j < jn; ++j)
+          dst[j] = src[j * B.cs];
         for (std::int64_t j = std::max<std::int64_t>(jn, 0); j < NR; ++j)
           dst[j] = T(0);
       }
