@@ -218,6 +218,43 @@ TEST(Gemm, PortableErrorOnLongKIsBelowAPlainSum) {
   }
 }
 
+// The binary-counter form that every kernel uses (src/ops/gemm.hpp) is the canonical tree, also
+// when the blocks are cut into aligned groups of 2^d, each group counted on its own (one GPU thread
+// block) and the groups' sums counted again (gemm_combine): checked bitwise for 1 to 700 blocks.
+TEST(Gemm, BlockCounterIsTheCanonicalTree) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const auto values = testing::random_normal({700}, DType::f32, seed).to_vector<float>();
+  auto count = [](const std::vector<float>& v) {
+    float stack[64], acc = 0;
+    const auto nb = static_cast<std::int64_t>(v.size());
+    for (std::int64_t q = 0; q < nb; ++q) {
+      acc = v[static_cast<std::size_t>(q)];
+      const int top = detail::gemm_store_level(q);
+      for (int l = 0; l < top; ++l)
+        acc = stack[l] + acc;
+      stack[top] = acc;
+    }
+    for (int l = detail::gemm_store_level(nb - 1) + 1; (nb >> l) != 0; ++l)
+      if ((nb >> l) & 1)
+        acc = stack[l] + acc;
+    return acc;
+  };
+  for (std::int64_t nb = 1; nb <= 700; ++nb) {
+    const std::vector<float> v(values.begin(), values.begin() + nb);
+    const float tree = testing::canonical_tree(v, 0, nb);
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(count(v)), std::bit_cast<std::uint32_t>(tree)) << nb;
+    for (std::int64_t g : {1, 2, 4, 16, 256}) {
+      std::vector<float> groups;
+      for (std::int64_t q0 = 0; q0 < nb; q0 += g)
+        groups.push_back(
+            count(std::vector<float>(v.begin() + q0, v.begin() + std::min(nb, q0 + g))));
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(count(groups)), std::bit_cast<std::uint32_t>(tree))
+          << nb << " blocks in groups of " << g;
+    }
+  }
+}
+
 // The CUDA kernel choice is a pure function of the shape and the tuning: check its rules here.
 TEST(Gemm, LaunchChoiceCoversKInAlignedGroups) {
   using detail::GemmTiles;
