@@ -252,11 +252,12 @@ push_tile_blocks(const GemmArgs& g, const KernelSet<T>& ks, std::int64_t i0, std
   return {mc_pad, nc_pad};
 }
 
-// Calls f(i, j, sum) for every element of an mc x nc tile after nb pushes: the value at level
-// ctz(nb) plus the entries of the higher set bits of nb, lowest first (src/ops/gemm.hpp). Walks
-// the micro-tile layout in order, so no element costs a division.
+// Calls f(i, j, sums, count) for every row segment of an mc x nc tile after nb pushes: count
+// (at most NR) consecutive sums of row i from column j. A sum is the value at level ctz(nb) plus
+// the entries of the higher set bits of nb, lowest first (src/ops/gemm.hpp). Walks the
+// micro-tile layout in order, a segment at a time, so that the fold and the copy vectorize.
 template <class T, class F>
-void for_each_tile_sum(const std::vector<T>& stack, std::int64_t NR, std::int64_t mc,
+void for_each_tile_row(const std::vector<T>& stack, std::int64_t NR, std::int64_t mc,
                        std::int64_t nc, std::int64_t mc_pad, std::int64_t nc_pad, std::int64_t nb,
                        F&& f) {
   const std::int64_t area = mc_pad * nc_pad, nt = nc_pad / NR;
@@ -265,19 +266,42 @@ void for_each_tile_sum(const std::vector<T>& stack, std::int64_t NR, std::int64_
   for (int l = low + 1; l < 63 && (nb >> l) != 0; ++l)
     if ((nb >> l) & 1)
       higher[nh++] = l;
+  T row[64]; // NR <= 64
   for (std::int64_t it = 0; it * kMR < mc; ++it)
     for (std::int64_t jt = 0; jt < nt; ++jt) {
       const T* tile = stack.data() + (it * nt + jt) * kMR * NR;
       const std::int64_t rows = std::min(kMR, mc - it * kMR), cols = std::min(NR, nc - jt * NR);
-      for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < cols; ++j) {
-          const T* e = tile + i * NR + j;
-          T r = e[low * area];
-          for (int h = 0; h < nh; ++h)
-            r = e[higher[h] * area] + r;
-          f(it * kMR + i, jt * NR + j, r);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const T* e = tile + i * NR + low * area;
+        if (nh == 0) {
+          f(it * kMR + i, jt * NR, e, cols);
+          continue;
         }
+        for (std::int64_t j = 0; j < cols; ++j)
+          row[j] = e[j];
+        for (int h = 0; h < nh; ++h) {
+          const T* u = tile + i * NR + higher[h] * area;
+          for (std::int64_t j = 0; j < cols; ++j)
+            row[j] = u[j] + row[j];
+        }
+        f(it * kMR + i, jt * NR, static_cast<const T*>(row), cols);
+      }
     }
+}
+
+// Writes count sums of row r of c from column j through the epilogue; a plain copy for the
+// common alpha == 1, beta == 0 into a row-contiguous c.
+template <class T>
+void store_row(const GemmArgs& g, const Epilogue<T>& epi, std::int64_t r, std::int64_t j,
+               const T* sums, std::int64_t count) {
+  const std::int64_t crs = g.c.strides[0], ccs = g.c.strides[1];
+  T* e = static_cast<T*>(g.c.data) + r * crs + j * ccs;
+  if (ccs == 1 && epi.alpha == T(1) && epi.beta == T(0)) {
+    std::copy(sums, sums + count, e);
+    return;
+  }
+  for (std::int64_t q = 0; q < count; ++q)
+    e[q * ccs] = epi(sums[q], e + q * ccs);
 }
 
 // c = epilogue(+0, c) everywhere: the k == 0 and alpha == 0 cases, which read neither a nor b.
@@ -364,17 +388,14 @@ void gemm_packed(const GemmArgs& g, const Workspace&) {
       return gemm_small_output<T>(g, ks, epi);
     const Tiling t = choose_tiling(g, ks.nr, m, n, 1);
     const std::int64_t nb = gemm_blocks(k);
-    T* c = static_cast<T*>(g.c.data);
-    const std::int64_t crs = g.c.strides[0], ccs = g.c.strides[1];
     parallel_for(t.tm * t.tn, [&](std::int64_t task) {
       const std::int64_t i0 = (task / t.tn) * t.mc, j0 = (task % t.tn) * t.nc;
       const std::int64_t mc = std::min(t.mc, m - i0), nc = std::min(t.nc, n - j0);
       Scratch<T>& s = scratch<T>();
       const auto [mc_pad, nc_pad] = push_tile_blocks<T>(g, ks, i0, mc, j0, nc, 0, nb, s);
-      for_each_tile_sum(s.stack, ks.nr, mc, nc, mc_pad, nc_pad, nb,
-                        [&](std::int64_t i, std::int64_t j, T v) {
-                          T* e = c + (i0 + i) * crs + (j0 + j) * ccs;
-                          *e = epi(v, e);
+      for_each_tile_row(s.stack, ks.nr, mc, nc, mc_pad, nc_pad, nb,
+                        [&](std::int64_t i, std::int64_t j, const T* v, std::int64_t count) {
+                          store_row(g, epi, i0 + i, j0 + j, v, count);
                         });
     });
   });
@@ -414,12 +435,14 @@ void gemm_split_k(const GemmArgs& g, const Workspace&) {
         return;
       Scratch<T>& s = scratch<T>();
       const auto [mc_pad, nc_pad] = push_tile_blocks<T>(g, ks, i0, mc, j0, nc, qb, qe, s);
-      for_each_tile_sum(
-          s.stack, ks.nr, mc, nc, mc_pad, nc_pad, qe - qb,
-          [&](std::int64_t i, std::int64_t j, T v) {
-            std::atomic_ref<T>(result[static_cast<std::size_t>((i0 + i) * n + j0 + j)])
-                .fetch_add(epi.alpha == T(1) ? v : epi.alpha * v, std::memory_order_relaxed);
-          });
+      for_each_tile_row(s.stack, ks.nr, mc, nc, mc_pad, nc_pad, qe - qb,
+                        [&](std::int64_t i, std::int64_t j, const T* v, std::int64_t count) {
+                          for (std::int64_t q = 0; q < count; ++q)
+                            std::atomic_ref<T>(
+                                result[static_cast<std::size_t>((i0 + i) * n + j0 + j + q)])
+                                .fetch_add(epi.alpha == T(1) ? v[q] : epi.alpha * v[q],
+                                           std::memory_order_relaxed);
+                        });
     });
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j)
