@@ -2,11 +2,15 @@
 // and input gradients), a square 4096^3 float32 product, and the synthetic large graph's
 // [1M x 128] @ [128 x 128] with its weight gradient, and its second layer's [1M x 128] @ [128 x
 // 16]. GFLOP/s (2mnk per call) in the note.
+#include "core/tuning.hpp"
 #include "gpu_common.hpp"
+#include "ops/gemm.hpp"
 
 #include <fmt/format.h>
 
 namespace samebits::bench {
+
+void bench_gemm_bf16(Report& r); // gpu_gemm_bf16.cpp: bf16 batch-invariant GEMM, accuracy
 
 void bench_gemm(Report& r) {
   struct Case {
@@ -28,6 +32,8 @@ void bench_gemm(Report& r) {
       {"graph [1M x 128]@[128x128]", 1 << 20, 128, 128, N, N, DType::f32, true},
       {"graph [1M x 128]@[128x16]", 1 << 20, 16, 128, N, N, DType::f32, true},
       {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, N, DType::f32, true},
+      {"graph dW [128 x 1M]@[1M x 128] f64", 128, 128, 1 << 20, T, N, DType::f64, true},
+      {"8192 x 8192 x 1024 f32", 8192, 8192, 1024, N, N, DType::f32, true},
   };
   for (const auto& c : cases) {
     if (r.quick && c.large)
@@ -55,6 +61,42 @@ void bench_gemm(Report& r) {
              fmt::format("{:.0f} GFLOP/s", flops / (ms * 1e-3) / 1e9)});
     }
   }
+  // Launch tunings of the portable kernel on the target shapes (same bits; only the time moves).
+  if (!r.quick) {
+    struct Sweep {
+      const char* name;
+      std::int64_t m, n, k;
+      Transpose ta;
+      DType dtype;
+      detail::GemmTuning t;
+    };
+    using detail::GemmTiles;
+    const Sweep sweeps[] = {
+        {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::wide, 4}},
+        {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::wide, 16}},
+        {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::deep, 16}},
+        {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::deep, 64}},
+        {"4096^3 f32", 4096, 4096, 4096, N, DType::f32, {GemmTiles::wide, 4}},
+        {"4096^3 f64", 4096, 4096, 4096, N, DType::f64, {GemmTiles::wide, 4}},
+    };
+    for (const auto& w : sweeps) {
+      Tensor a =
+          w.ta == T ? gpu_normal({w.k, w.m}, w.dtype, 1) : gpu_normal({w.m, w.k}, w.dtype, 1);
+      Tensor b = gpu_normal({w.k, w.n}, w.dtype, 2);
+      Tensor out = Tensor::empty({w.m, w.n}, w.dtype, Device::cuda());
+      const detail::TuningGuard<detail::GemmTuning> guard(w.t);
+      const Options o{.level = Determinism::portable, .variant = "cuda.tiled"};
+      const double ms = time_ms([&] { gemm(w.ta, N, 1.0, a, b, 0.0, out, o); }, 10, 2);
+      const double flops =
+          2.0 * static_cast<double>(w.m) * static_cast<double>(w.n) * static_cast<double>(w.k);
+      r.add(
+          {"gemm", "gemm_tuning", w.name, "cuda.tiled", "portable", ms, 0,
+           fmt::format("{:.0f} GFLOP/s; {}", flops / (ms * 1e-3) / 1e9,
+                       detail::choose_gemm_launch(w.m, w.n, w.k, w.dtype == DType::f32 ? 4 : 8, w.t)
+                           .describe())});
+    }
+  }
+  bench_gemm_bf16(r);
 }
 
 } // namespace samebits::bench

@@ -6,6 +6,8 @@
 #include "ops/checks.hpp"
 #include "ops/gemm.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <fmt/format.h>
 
 namespace samebits {
@@ -20,6 +22,70 @@ void check_2d(std::string_view name, const TensorView& t) {
 }
 
 } // namespace
+
+namespace detail {
+
+std::string GemmLaunch::describe() const {
+  const char* name = tiles == GemmTiles::wide   ? "wide"
+                     : tiles == GemmTiles::deep ? "deep"
+                                                : "narrow";
+  return fmt::format("{} tiles ({}x{}), {} k block(s) of {} per thread block, {} group(s){}", name,
+                     tile_rows, tile_cols, group_blocks, kGemmBlockK, groups,
+                     groups > 1 ? " summed by a second kernel" : "");
+}
+
+GemmLaunch choose_gemm_launch(std::int64_t m, std::int64_t n, std::int64_t k, std::size_t elem,
+                              const GemmTuning& t) {
+  (void)elem;
+  const auto tiles_of = [&](std::int64_t r, std::int64_t c) {
+    return ((m + r - 1) / r) * ((n + c - 1) / c);
+  };
+  const std::int64_t nb = std::max<std::int64_t>(gemm_blocks(k), 1);
+  GemmLaunch l;
+  l.tiles = t.tiles;
+  if (l.tiles == GemmTiles::automatic) {
+    // Wide tiles where there are enough of them, or enough k blocks to split over, to fill a large
+    // GPU; deep ones for few narrow tiles with a long k (weight gradients); narrow otherwise.
+    const std::int64_t wide = tiles_of(128, 128);
+    if (wide >= 128 || (m >= 128 && n >= 128 && wide * nb >= 256))
+      l.tiles = GemmTiles::wide;
+    else if (tiles_of(32, 16) < 132 && k >= 1024)
+      l.tiles = GemmTiles::deep;
+    else
+      l.tiles = GemmTiles::narrow;
+  }
+  switch (l.tiles) {
+  case GemmTiles::wide:
+    l.tile_rows = 128, l.tile_cols = 128;
+    break;
+  case GemmTiles::deep:
+    l.tile_rows = 16, l.tile_cols = 16;
+    break;
+  default:
+    l.tile_rows = 32, l.tile_cols = 16;
+    break;
+  }
+  const std::int64_t tiles = tiles_of(l.tile_rows, l.tile_cols);
+  std::int64_t g = 1;
+  if (t.group_blocks > 0) {
+    g = static_cast<std::int64_t>(
+        std::bit_floor(static_cast<std::uint64_t>(std::min(t.group_blocks, kGemmMaxGroupBlocks))));
+  } else {
+    // The largest group that still leaves about two waves of thread blocks on a 132-SM GPU (one
+    // wide block per SM, a few narrow ones): fewer groups mean less scratch traffic. (On an H200
+    // [128 x 1M] @ [1M x 128] took 1.44 ms with 256 groups of 16 blocks, 1.56 ms with 512 of 8.)
+    const std::int64_t target = l.tiles == GemmTiles::wide ? 256 : 528;
+    g = std::min(static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(nb))),
+                 kGemmMaxGroupBlocks);
+    while (g > 1 && tiles * ((nb + g - 1) / g) < target)
+      g /= 2;
+  }
+  l.group_blocks = g;
+  l.groups = (nb + g - 1) / g;
+  return l;
+}
+
+} // namespace detail
 
 void gemm(Transpose trans_a, Transpose trans_b, double alpha, const TensorView& a,
           const TensorView& b, double beta, const TensorView& c, const Options& opts) {

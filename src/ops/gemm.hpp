@@ -4,7 +4,9 @@
 #include "ops/host_device.hpp"
 #include "samebits/tensor.hpp"
 
+#include <cmath>
 #include <cstdint>
+#include <string>
 
 namespace samebits::detail {
 
@@ -35,8 +37,16 @@ struct GemmArgs {
   }
 };
 
-// One rounded product and one rounded sum, spelled out for the device so that no compiler flag
-// can fuse them (the host build has -ffp-contract=off).
+// The canonical order's k blocks (include/samebits/ops/gemm.hpp): block q covers k in
+// [q * kGemmBlockK, (q + 1) * kGemmBlockK), the last one possibly shorter.
+constexpr std::int64_t kGemmBlockK = 256;
+SAMEBITS_HD constexpr std::int64_t gemm_blocks(std::int64_t k) {
+  return (k + kGemmBlockK - 1) / kGemmBlockK;
+}
+
+// One rounded product, sum or fused multiply-add, spelled out for the device so that no compiler
+// flag can fuse or split them (the host build has -ffp-contract=off; std::fma is correctly
+// rounded wherever it runs, in hardware or in libm).
 SAMEBITS_HD inline float rn_mul(float x, float y) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(x, y);
@@ -65,6 +75,38 @@ SAMEBITS_HD inline double rn_add(double x, double y) {
   return x + y;
 #endif
 }
+SAMEBITS_HD inline float rn_fma(float x, float y, float z) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(x, y, z);
+#else
+  return std::fma(x, y, z);
+#endif
+}
+SAMEBITS_HD inline double rn_fma(double x, double y, double z) {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(x, y, z);
+#else
+  return std::fma(x, y, z);
+#endif
+}
+
+// The tree over blocks as a binary counter, the form every kernel uses. Block partials are
+// pushed in ascending block order; push number q (0-based) is merged with the entries of the
+// levels where q has trailing one bits (entry + value: the earlier blocks on the left) and the
+// result is stored at the first level where q has a zero bit. After nb pushes, the last value
+// stored sits at level ctz(nb); adding onto it the entries of the higher set bits of nb, lowest
+// first, gives the tree of include/samebits/ops/gemm.hpp. Why: the largest-power-of-two split
+// makes every aligned run of 2^l blocks a subtree, and that is what level l holds. It also means
+// that any aligned run of 2^d blocks can be summed on its own (by one GPU thread block) and those
+// sums combined by the same counter.
+//
+// The level at which push number q stores: the number of trailing one bits of q.
+SAMEBITS_HD inline int gemm_store_level(std::int64_t q) {
+  int l = 0;
+  for (; q & 1; q >>= 1)
+    ++l;
+  return l;
+}
 
 // The epilogue of the canonical order: c_new from acc and c_old (read only when beta != 0).
 // Multiplications and additions are separate roundings (the build forbids contraction).
@@ -85,11 +127,50 @@ template <class T> struct Epilogue {
   }
 };
 
-// Test hook (CUDA builds only, src/cuda/gemm.cu): the tile shape of cuda.tiled and
-// cuda.split_k_atomic. 0 picks by problem size (the default), 1 forces 128x128 tiles, 2 forces
-// 32x16 tiles, 3 forces the long-k shape (cuda.tiled: 8x16 outputs per block, a thread per
-// output; split-K: 16x16 tiles with 128-deep k steps), 4 forces cuda.tiled's thin kernel (a
-// thread per few rows and 16 columns). Results of cuda.tiled are the same bits whatever the choice.
-void set_cuda_gemm_tiles(int which);
+// --- launch choice -------------------------------------------------------------------------
+
+// The instruction set of the CPU micro-kernels. Each gives the same bits (an FMA is one rounding
+// in hardware and in libm's std::fma); automatic takes the widest the CPU has.
+enum class CpuGemmIsa : std::uint8_t { automatic, generic, avx2, avx512 };
+// Tile shapes of the CUDA kernel (src/cuda/gemm_tiles.cuh): wide 128 x 128 outputs per thread
+// block, narrow 32 x 16, deep 16 x 16 with 128-deep k steps.
+enum class GemmTiles : std::uint8_t { automatic, wide, narrow, deep };
+
+// Launch tuning of gemm (core/tuning.hpp: set_tuning / TuningGuard). Every value gives the same
+// bits at portable; the tests run each one.
+struct GemmTuning {
+  GemmTiles tiles = GemmTiles::automatic;
+  // k blocks per CUDA thread block (rounded down to a power of two, at most
+  // kGemmMaxGroupBlocks); 0 picks by shape.
+  std::int64_t group_blocks = 0;
+  CpuGemmIsa cpu_isa = CpuGemmIsa::automatic;
+};
+
+// Whether this CPU runs that micro-kernel set (automatic and generic: always), and the name of
+// the set the next CPU gemm uses (src/cpu/gemm.cpp).
+bool cpu_gemm_has(CpuGemmIsa isa);
+const char* cpu_gemm_isa_name();
+
+constexpr std::int64_t kGemmMaxGroupBlocks = 256; // 2^8: the CUDA threads' stacks hold 9 levels
+
+// How the CUDA portable kernel runs a product. A thread block computes one output tile over one
+// group of group_blocks consecutive k blocks (an aligned subtree of the canonical tree); with
+// groups > 1 the groups' sums go to scratch (groups x m x n) and a second kernel combines them
+// with the same tree, then applies the epilogue.
+struct GemmLaunch {
+  GemmTiles tiles = GemmTiles::narrow;
+  std::int64_t tile_rows = 0, tile_cols = 0;
+  std::int64_t group_blocks = 1, groups = 1;
+  std::size_t scratch_bytes(std::int64_t m, std::int64_t n, std::size_t elem) const {
+    return groups > 1 ? static_cast<std::size_t>(groups * m * n) * elem : 0;
+  }
+  std::string describe() const;
+};
+
+// The kernel choice of the CUDA portable gemm: a pure function of the shape, the element size and
+// the tuning (never of the GPU), so that it can be tested and explained on any host. It changes
+// how the work is cut, never the bits.
+GemmLaunch choose_gemm_launch(std::int64_t m, std::int64_t n, std::int64_t k, std::size_t elem,
+                              const GemmTuning& t);
 
 } // namespace samebits::detail

@@ -1,12 +1,18 @@
 // gemm on CUDA: every variant against a float64 reference (all transposes, leading-dimension,
 // column-major and strided operands, alpha/beta rules); the portable kernel bitwise equal to the
-// CPU's portable variant for two tile shapes; cuBLAS run_to_run over 100 repeats and under
-// concurrent streams; split-K's nondeterminism; bad input.
+// CPU's portable variant for every launch tuning (tile shapes, k chunks); batch invariance of the
+// portable kernel and of the pinned cuBLASLt bf16 GEMM; accuracy against cuBLAS on long k; cuBLAS
+// run_to_run over 100 repeats and under concurrent streams; split-K's nondeterminism; bad input.
+#include "core/tuning.hpp"
+#include "cuda/gemm_cublas.hpp"
 #include "gemm_reference.hpp"
 #include "ops/gemm.hpp"
 #include "testing.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <limits>
@@ -92,11 +98,20 @@ INSTANTIATE_TEST_SUITE_P(All, GemmGpuReference,
                          ::testing::Combine(::testing::Values(DType::f32, DType::f64),
                                             ::testing::Values(kN, kT), ::testing::Values(kN, kT)));
 
-// Restores automatic tile choice when a test ends.
-struct TileOverride {
-  explicit TileOverride(int which) { detail::set_cuda_gemm_tiles(which); }
-  ~TileOverride() { detail::set_cuda_gemm_tiles(0); }
-};
+// Launch tunings the portable tests run: automatic, each tile shape, and k cut into small chunks
+// (more thread blocks along k, sums combined by the second kernel) or one chunk per tile.
+using detail::GemmTiles;
+using detail::GemmTuning;
+const GemmTuning kTunings[] = {{},
+                               {.tiles = GemmTiles::wide},
+                               {.tiles = GemmTiles::narrow},
+                               {.tiles = GemmTiles::deep},
+                               {.group_blocks = 1},
+                               {.tiles = GemmTiles::wide, .group_blocks = 2},
+                               {.tiles = GemmTiles::narrow, .group_blocks = 256}};
+std::string describe(const GemmTuning& t) {
+  return fmt::format("tiles {} group_blocks {}", static_cast<int>(t.tiles), t.group_blocks);
+}
 
 struct Case {
   Transpose ta, tb;
@@ -112,16 +127,20 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       {kN, kN, {2708, 7, 16}, 1.0, 0.0},    // h @ W2
       {kT, kN, {16, 7, 2708}, 1.0, 0.0},    // h^T @ dO
       {kN, kT, {2708, 16, 7}, 1.0, 0.0},    // dO @ W2^T
-      {kN, kN, {1, 1, 1}, 1.0, 0.0},        {kN, kN, {3, 5, 0}, 2.0, -1.0},
-      {kT, kT, {129, 257, 33}, 0.3, 0.0},   {kN, kT, {300, 200, 517}, -1.25, 0.5},
-      {kT, kN, {65, 130, 1000}, 1.0, -1.0}, {kN, kN, {1000, 128, 128}, 1.0, 0.0},
-      {kN, kN, {17, 3, 4097}, 0.0, 1.5},    {kN, kT, {3, 40, 600}, 1.0, 0.0},
-      {kT, kT, {33, 20, 300}, -0.5, 1.0},   {kT, kN, {5, 9, 3000}, 0.7, 0.3},
-      {kN, kT, {32, 32, 1500}, 1.0, 0.0},   {kN, kN, {1, 1, 1024}, -2.0, 0.0},
+      {kN, kN, {1, 1, 1}, 1.0, 0.0},          {kN, kN, {3, 5, 0}, 2.0, -1.0},
+      {kT, kT, {129, 257, 33}, 0.3, 0.0},     {kN, kT, {300, 200, 517}, -1.25, 0.5},
+      {kT, kN, {65, 130, 1000}, 1.0, -1.0},   {kN, kN, {1000, 128, 128}, 1.0, 0.0},
+      {kN, kN, {17, 3, 4097}, 0.0, 1.5},      {kN, kT, {3, 40, 600}, 1.0, 0.0},
+      {kT, kT, {33, 20, 300}, -0.5, 1.0},     {kT, kN, {5, 9, 3000}, 0.7, 0.3},
+      {kN, kT, {32, 32, 1500}, 1.0, 0.0},     {kN, kN, {1, 1, 1024}, -2.0, 0.0},
       {kN, kN, {260, 300, 1000}, 1.0, 0.5}, // whole 16-byte tiles, then a last k step of 8
-      {kN, kN, {70000, 16, 128}, 1.0, 0.0}, // many rows, 16 columns: the thin kernel by itself
-      {kT, kN, {66000, 20, 37}, 0.5, 1.0},  // the same with a transposed a, two column tiles, a k
-                                            // tail
+      {kN, kN, {70000, 16, 128}, 1.0, 0.0}, // many rows, 16 columns
+      {kT, kN, {66000, 20, 37}, 0.5, 1.0},  // the same with a transposed a, two column tiles
+      {kN, kN, {40, 50, 256}, 1.0, 0.0},    // k: one whole canonical block
+      {kN, kN, {40, 50, 255}, 1.0, 0.0},      {kT, kN, {140, 129, 513}, 1.0, 0.0},
+      {kN, kT, {64, 70, 70001}, 1.0, 0.0},    // 274 blocks: odd trees, many chunks
+      {kT, kN, {130, 129, 140000}, 1.0, 0.0}, // the weight-gradient shape, scaled down
+      {kN, kN, {300, 260, 4100}, 1.0, -1.0},
   };
   int case_number = 0;
   for (DType dtype : {DType::f32, DType::f64})
@@ -139,12 +158,13 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       Tensor cpu = c0.clone();
       gemm(cs.ta, cs.tb, cs.alpha, a, b, cs.beta, cpu, {.level = Determinism::portable});
       Tensor ga = a.to(kGpu), gb = b.to(kGpu);
-      for (int tiles : {0, 1, 2, 3, 4}) {
-        TileOverride o(tiles);
+      for (const auto& t : kTunings) {
+        const detail::TuningGuard<GemmTuning> o(t);
         Tensor gc = c0.to(kGpu);
         gemm(cs.ta, cs.tb, cs.alpha, ga, gb, cs.beta, gc, {.level = Determinism::portable});
         EXPECT_NE(last_explain().find("cuda.tiled"), std::string::npos) << last_explain();
-        EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu)) << "tile setting " << tiles;
+        EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu))
+            << describe(t) << ": " << last_explain();
       }
     }
 }
@@ -159,29 +179,27 @@ TEST(GemmGpu, PortableStridedOperandsEqualCpu) {
   gemm(kN, kT, 1.0, a.values, b.values, 0.0, cpu, {.level = Determinism::portable});
   Tensor big = Tensor::full({90, 100}, std::nan(""), DType::f32, kGpu);
   TensorView c = big.view().slice(1, 10, 80); // an output with a leading dimension
-  for (int tiles : {1, 2, 3, 4}) {
-    TileOverride o(tiles);
+  for (const auto& t : kTunings) {
+    const detail::TuningGuard<GemmTuning> o(t);
     gemm(kN, kT, 1.0, a.view, b.view, 0.0, c, {.level = Determinism::portable});
-    EXPECT_TRUE(bitwise_equal(Tensor::copy_of(c, Device::cpu()), cpu));
+    EXPECT_TRUE(bitwise_equal(Tensor::copy_of(c, Device::cpu()), cpu)) << describe(t);
   }
 }
 
-// The thin kernel (many rows, at most 32 columns) with a and b in every layout, and with an a whose
-// row stride is a multiple of 16 bytes but whose start is not (its 16-byte loads must be refused):
-// chosen by itself for 70000 rows, and bitwise equal to the CPU.
-TEST(GemmGpu, ThinKernelEqualsCpuForEveryLayout) {
+// Many rows and few columns with a and b in every layout, and with an a whose row stride is a
+// multiple of 16 bytes but whose start is not (its 16-byte loads must be refused): bitwise equal to
+// the CPU.
+TEST(GemmGpu, ManyRowsEqualCpuForEveryLayout) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const std::int64_t m = 70000, n = 16, k = 64;
+  const std::int64_t m = 70000, n = 16, k = 300;
   auto check = [&](const TensorView& a, const Tensor& a_values, const TensorView& b,
                    const Tensor& b_values, const std::string& what) {
     Tensor cpu = Tensor::empty({m, n}, DType::f32);
     gemm(kN, kN, 1.0, a_values, b_values, 0.0, cpu, {.level = Determinism::portable});
     Tensor gc = Tensor::empty({m, n}, DType::f32, kGpu);
     gemm(kN, kN, 1.0, a, b, 0.0, gc, {.level = Determinism::portable});
-    EXPECT_NE(last_explain().find("thin kernel"), std::string::npos)
-        << what << ": " << last_explain();
     EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu)) << what;
   };
   int number = 0;
@@ -196,6 +214,113 @@ TEST(GemmGpu, ThinKernelEqualsCpuForEveryLayout) {
   const Operand b = gpu_operand(k, n, DType::f32, seed + 101, Layout::contiguous);
   check(shifted, Tensor::copy_of(shifted, Device::cpu()), b.view, b.values,
         "a starting off 16 bytes");
+}
+
+// The same row gives the same bits inside batches of 1 to 4096 rows (portable: by construction,
+// the canonical order depends on k only), and equals the CPU's.
+TEST(GemmGpu, PortableRowDoesNotDependOnTheBatch) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t k = 4096, n = 512;
+  Tensor all = testing::random_normal({4096, k}, DType::f32, seed, kGpu);
+  Tensor w = testing::random_normal({k, n}, DType::f32, seed + 1, kGpu);
+  Tensor first = Tensor::empty({1, n}, DType::f32, kGpu);
+  gemm(kN, kN, 1.0, all.view().slice(0, 0, 1), w, 0.0, first, {.level = Determinism::portable});
+  const Tensor want = first.to(Device::cpu());
+  for (std::int64_t rows : {1, 2, 3, 8, 17, 64, 100, 128, 129, 1000, 2048, 4096}) {
+    Tensor c = Tensor::empty({rows, n}, DType::f32, kGpu);
+    gemm(kN, kN, 1.0, all.view().slice(0, 0, rows), w, 0.0, c, {.level = Determinism::portable});
+    EXPECT_TRUE(bitwise_equal(Tensor::copy_of(c.view().slice(0, 0, 1), Device::cpu()), want))
+        << rows << " rows: " << last_explain();
+  }
+  Tensor cpu = Tensor::empty({1, n}, DType::f32);
+  gemm(kN, kN, 1.0, Tensor::copy_of(all.view().slice(0, 0, 1), Device::cpu()), w.to(Device::cpu()),
+       0.0, cpu, {.level = Determinism::portable});
+  EXPECT_TRUE(bitwise_equal(cpu, want));
+}
+
+std::uint16_t to_bf16(float x) { // round to nearest even (finite inputs)
+  const auto u = std::bit_cast<std::uint32_t>(x);
+  return static_cast<std::uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+// The pinned cuBLASLt bf16 GEMM (run_to_run material for inference): the same row inside batches
+// of 1 to 4096 rows gives the same bits. Raw device buffers: samebits has no bf16 tensors yet.
+TEST(GemmGpu, PinnedBf16RowDoesNotDependOnTheBatch) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t k = 4096, n = 4096, rows_max = 4096;
+  auto upload = [&](std::int64_t count, std::uint64_t sd) {
+    const Tensor t = testing::random_normal({count}, DType::f32, sd);
+    std::vector<std::uint16_t> h(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i)
+      h[static_cast<std::size_t>(i)] = to_bf16(t.data<float>()[i]);
+    void* d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, h.size() * 2), cudaSuccess);
+    cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+    return d;
+  };
+  void* a = upload(rows_max * k, seed);
+  void* w = upload(k * n, seed + 1);
+  void* c = nullptr;
+  ASSERT_EQ(cudaMalloc(&c, static_cast<std::size_t>(rows_max * n) * 2), cudaSuccess);
+  const detail::PinnedBf16Gemm g(n, k, 4096);
+  std::vector<std::uint16_t> want(static_cast<std::size_t>(n)), got(want.size());
+  for (std::int64_t rows :
+       {1, 2, 3, 5, 8, 16, 31, 64, 100, 128, 255, 256, 1000, 1024, 2048, 4096}) {
+    g.run(a, w, c, rows);
+    cudaMemcpy(got.data(), c, got.size() * 2, cudaMemcpyDeviceToHost); // row 0
+    if (rows == 1)
+      want = got;
+    EXPECT_EQ(got, want) << rows << " rows, " << g.describe();
+  }
+  cudaFree(a);
+  cudaFree(w);
+  cudaFree(c);
+}
+
+// On k >= 1024 the portable kernel's largest error relative to sum |a||b| against cuBLAS's (FP32,
+// no TF32) on the same inputs, over the first 16 rows. Asserted where cuBLAS runs whole-k chains
+// (a 2048 x 2048 output: more tiles than SMs, no split of k) and on very long k; printed for a
+// small output, where cuBLAS splits k into short chains and is more accurate than 256-long blocks.
+TEST(GemmGpu, PortableErrorIsNoLargerThanCublasOnLongK) {
+  SAMEBITS_REQUIRE_CUDA();
+  struct Case {
+    std::int64_t m, n, k;
+    bool assert_le;
+  };
+  for (const Case cs : {Case{2048, 2048, 1031, true}, Case{2048, 2048, 4096, true},
+                        Case{64, 64, 65536, true}, Case{64, 64, 1031, false}}) {
+    const auto seed = fresh_seed();
+    SCOPED_TRACE(fmt::format("seed {} m={} n={} k={}", seed, cs.m, cs.n, cs.k));
+    const std::int64_t rows = 16, m = cs.m, n = cs.n, k = cs.k;
+    Tensor a = testing::random_normal({m, k}, DType::f32, seed);
+    Tensor b = testing::random_normal({k, n}, DType::f32, seed + 1);
+    std::vector<double> mag;
+    const Tensor a_rows = Tensor::copy_of(a.view().slice(0, 0, rows), Device::cpu());
+    const auto ref = testing::gemm_reference(kN, kN, 1.0, a_rows, b, 0.0,
+                                             std::vector<double>(rows * n), rows, n, k, &mag);
+    Tensor ga = a.to(kGpu), gb = b.to(kGpu);
+    auto worst = [&](const char* variant, Determinism level) {
+      Tensor c = Tensor::empty({m, n}, DType::f32, kGpu);
+      gemm(kN, kN, 1.0, ga, gb, 0.0, c, {.level = level, .variant = variant});
+      const auto got =
+          testing::to_doubles(Tensor::copy_of(c.view().slice(0, 0, rows), Device::cpu()));
+      double e = 0;
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        e = std::max(e, std::abs(got[i] - ref[i]) / mag[i]);
+      return e;
+    };
+    const double ours = worst("cuda.tiled", Determinism::portable);
+    const double blas = worst("cuda.cublas", Determinism::run_to_run);
+    std::printf("[%lld x %lld] k=%lld: max error / sum|a||b|: portable %.3g, cuBLAS %.3g\n",
+                static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+                ours, blas);
+    if (cs.assert_le)
+      EXPECT_LE(ours, blas);
+  }
 }
 
 TEST(GemmGpu, CublasBitwiseOver100Repeats) {
@@ -300,8 +425,8 @@ TEST(GemmGpu, SplitKThroughEveryTileShapeMatchesReference) {
   const auto ref =
       testing::gemm_reference(kN, kN, 1.0, a, b, 0.5, testing::to_doubles(c_host), m, n, k, &mag);
   Tensor ga = a.to(kGpu), gb = b.to(kGpu);
-  for (int tiles : {1, 2, 3}) {
-    TileOverride o(tiles);
+  for (const auto& t : kTunings) {
+    const detail::TuningGuard<GemmTuning> o(t);
     Tensor c = c_host.to(kGpu);
     gemm(kN, kN, 1.0, ga, gb, 0.5, c,
          {.level = Determinism::not_guaranteed, .variant = "cuda.split_k_atomic"});
@@ -310,7 +435,7 @@ TEST(GemmGpu, SplitKThroughEveryTileShapeMatchesReference) {
     for (std::size_t e = 0; e < ref.size(); ++e)
       if (!(std::abs(got[e] - ref[e]) <= 6e-8 * static_cast<double>(k + 3) * mag[e]))
         ++bad;
-    EXPECT_EQ(bad, 0) << "tile setting " << tiles << " seed " << seed;
+    EXPECT_EQ(bad, 0) << describe(t) << " seed " << seed;
   }
 }
 

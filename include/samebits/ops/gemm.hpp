@@ -2,10 +2,15 @@
 //
 // Canonical order (the `portable` variants on every backend, for any tiling, thread count or
 // launch configuration). T is the dtype (float or double); alpha and beta are first rounded to T
-// (round to nearest). For each output element (i, j):
+// (round to nearest). KB = 256. For each output element (i, j):
 //
-//   acc = +0.0
-//   for p = 0, 1, ..., k-1:  acc = acc + (A[i,p] * B[p,j])   // product rounded, then sum rounded
+//   k is cut into nb = ceil(k / KB) blocks; block q covers p in [q*KB, min((q+1)*KB, k)).
+//   block q:  s_q = +0.0;  for p ascending in the block:  s_q = fma(A[i,p], B[p,j], s_q)
+//             (fma: a fused multiply-add, one rounding of the exact A*B + s)
+//   acc = tree(0, nb), where tree(lo, hi) = s_lo when hi - lo == 1, and otherwise
+//         tree(lo, lo + h) + tree(lo + h, hi) (one rounded sum), h the largest power of two
+//         below hi - lo (so the left part is always a complete tree of 2^j blocks)
+//   k == 0: acc = +0.0
 //   if alpha == 0:  c = +0.0 if beta == 0; c if beta == 1; beta * c otherwise
 //                   (a and b are not read at all)
 //   else:           t = acc if alpha == 1; alpha * acc otherwise (rounded)
@@ -14,21 +19,25 @@
 //                       t + (beta * c) otherwise (beta * c rounded, then the sum rounded)
 //   (alpha and beta are compared after rounding to T.)
 //
-// A = op(a) and B = op(b). No fused multiply-add anywhere. Because acc starts at +0.0 it is
-// never -0.0, so adding a +0.0 product (padding) leaves it bitwise unchanged; a dot product whose
-// products are all -0.0 gives +0.0 (as in reference BLAS). k == 0 gives acc = +0.0 and then the
-// same epilogue. NaN and inf propagate; denormals are kept. NaN payloads are not part of the
+// A = op(a) and B = op(b). The order depends on k only, never on m, n, the batch or the launch,
+// so a row's result does not depend on the other rows computed with it (batch invariance). Its
+// rounding error grows like KB + log2(k / KB) roundings instead of k. The CPU computes the fma
+// with FMA instructions where it has them (chosen at run time) and with the correctly rounded
+// std::fma otherwise; CUDA with __fmaf_rn / __fma_rn: the same bits everywhere. A block of
+// products that are all -0.0 sums to +0.0 (s starts at +0.0). k == 0 gives acc = +0.0 and then
+// the same epilogue. NaN and inf propagate; denormals are kept. NaN payloads are not part of the
 // promise (a GPU returns its canonical NaN). The alpha == 1 and beta == 1 shortcuts give the same
 // bits as the general formula for every non-NaN value.
 //
 // Variants and what selection picks (the first implementable variant at or above the level;
 // a portable variant serves every level):
-//   CPU   not_guaranteed  cpu.split_k_atomic   k cut into pieces run as separate tasks; alpha *
-//                                              partials added with atomic float adds in
+//   CPU   not_guaranteed  cpu.split_k_atomic   k blocks cut into runs done as separate tasks;
+//                                              alpha * sums added with atomic float adds in
 //                                              completion order
-//         run_to_run,     cpu.packed_tiles     packed, cache-blocked, output tiles in parallel
-//         portable                             (same bits for any thread count)
-//   CUDA  not_guaranteed  cuda.split_k_atomic  k split across blocks (grid z); partials added with
+//         run_to_run,     cpu.packed_tiles     packed, cache-blocked, output tiles in parallel;
+//         portable                             micro-kernels per instruction set (generic
+//                                              std::fma, AVX2 + FMA, AVX-512), the same bits
+//   CUDA  not_guaranteed  cuda.split_k_atomic  k chunks across blocks (grid z); sums added with
 //                                              atomicAdd onto beta * c
 //         run_to_run      cuda.tiled_small     the cuda.tiled kernel for small products (k <= 64
 //                                              and m * n <= 2^22, the small layers of a GNN), where
@@ -37,15 +46,16 @@
 //         run_to_run      cuda.cublas          cuBLAS, one handle and one fixed workspace per
 //                                              (device, stream), atomics off, no TF32; needs a unit
 //                                              stride in one dimension of a, b and c, otherwise
-//                                              run_to_run selects cuda.tiled
-//         portable        cuda.tiled           shared-memory tiles: 128x128 outputs per block when
-//                                              there are at least 128 such tiles; else 16x16 with
-//                                              64-deep k steps when k >= 1024 and there are fewer
-//                                              than 132 tiles of 32x16; else 32x16. The canonical
-//                                              order, so the same bits as cpu.packed_tiles
-// The canonical order walks k sequentially per element, so a portable product with a small
-// output and a very long k (say [128 x 1M] @ [1M x 128]) has little parallelism on a GPU; use
-// run_to_run (cuBLAS) there when CPU-GPU equality is not needed.
+//                                              run_to_run selects cuda.tiled. Not batch-invariant
+//                                              (its kernel and split of k depend on m): portable
+//                                              is, by construction
+//         portable        cuda.tiled           shared-memory tiles (128 x 128, 32 x 16 or 16 x 16
+//                                              outputs per block); each block sums an aligned run
+//                                              of k blocks (a subtree of the canonical tree), and
+//                                              with several runs per tile their sums go to scratch
+//                                              and a second kernel combines them with the same
+//                                              tree: the bits of cpu.packed_tiles
+// How cuda.tiled cuts a product is a pure function of the shape (detail::choose_gemm_launch).
 //
 // Preconditions: a, b and c are 2-D; op(a): [m, k], op(b): [k, n], c: [m, n]; all three the same
 // dtype (float32 or float64) and device. Any strides (leading dimensions) are accepted for a and

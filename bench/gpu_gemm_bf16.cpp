@@ -1,0 +1,157 @@
+// GPU benchmarks of the batch-invariant bf16 GEMM (detail::PinnedBf16Gemm: one cuBLASLt algorithm
+// per weight shape, split-K off, the same for every m) against cuBLAS's own choice per m
+// (cublasGemmEx, bf16 in and out, float32 accumulation), on the LLM shapes [m x 4096] @ [4096 x
+// 4096] and [m x 4096] @ [4096 x 14336]; each row's note says whether row 0 kept its bits across
+// every m of the sweep. Raw device buffers: samebits has no bf16 tensors yet. Also the accuracy
+// of the portable float32 GEMM against cuBLAS on long k (max error / sum |a||b|).
+#include "cuda/gemm_cublas.hpp"
+#include "gpu_common.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cublas_v2.h>
+#include <fmt/format.h>
+#include <vector>
+
+namespace samebits::bench {
+
+namespace {
+
+void* upload_bf16(std::int64_t count, std::uint64_t seed) {
+  const Tensor t = gpu_normal({count}, DType::f32, seed).to(Device::cpu());
+  std::vector<std::uint16_t> h(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) { // round to nearest even
+    const auto u = std::bit_cast<std::uint32_t>(t.data<float>()[i]);
+    h[static_cast<std::size_t>(i)] =
+        static_cast<std::uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  }
+  void* d = nullptr;
+  if (cudaMalloc(&d, h.size() * 2) != cudaSuccess)
+    throw CudaError("cudaMalloc failed");
+  cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+  return d;
+}
+
+std::vector<std::uint16_t> row0(const void* c, std::int64_t n) {
+  std::vector<std::uint16_t> h(static_cast<std::size_t>(n));
+  cudaMemcpy(h.data(), c, h.size() * 2, cudaMemcpyDeviceToHost);
+  return h;
+}
+
+void bench_bf16(Report& r) {
+  const std::int64_t k = 4096, m_max = 8192;
+  const std::int64_t ms_list[] = {1, 16, 64, 256, 1024, 4096, 8192};
+  void* a = upload_bf16(m_max * k, 11);
+  cublasHandle_t h = detail::cublas_handle_for(0, nullptr);
+  for (std::int64_t n : {std::int64_t{4096}, std::int64_t{14336}}) {
+    void* w = upload_bf16(k * n, 12);
+    void* c = nullptr;
+    cudaMalloc(&c, static_cast<std::size_t>(m_max * n) * 2);
+    const detail::PinnedBf16Gemm pinned(n, k, 4096);
+    std::vector<std::uint16_t> ref_pinned, ref_blas;
+    bool inv_pinned = true, inv_blas = true;
+    for (std::int64_t m : ms_list) {
+      const float one = 1, zero = 0;
+      auto blas = [&] {
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                     static_cast<int>(k), &one, w, CUDA_R_16BF, static_cast<int>(n), a, CUDA_R_16BF,
+                     static_cast<int>(k), &zero, c, CUDA_R_16BF, static_cast<int>(n),
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      };
+      auto pin = [&] { pinned.run(a, w, c, m); };
+      pin();
+      cudaDeviceSynchronize();
+      const auto rp = row0(c, n);
+      blas();
+      cudaDeviceSynchronize();
+      const auto rb = row0(c, n);
+      if (m == ms_list[0]) {
+        ref_pinned = rp;
+        ref_blas = rb;
+      }
+      inv_pinned = inv_pinned && rp == ref_pinned;
+      inv_blas = inv_blas && rb == ref_blas;
+      const int reps = m >= 4096 ? 20 : 50;
+      const double t_pin = time_ms(pin, reps, 3), t_blas = time_ms(blas, reps, 3);
+      const double bytes = 2.0 * static_cast<double>(m * k + k * n + m * n);
+      const double flops =
+          2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+      const std::string shape = fmt::format("bf16 [{} x 4096]@[4096 x {}]", m, n);
+      r.add({"gemm", "gemm_bf16", shape, "pinned cuBLASLt (batch-invariant)", "run_to_run", t_pin,
+             bytes,
+             fmt::format("{:.0f} GFLOP/s, {:.2f}x cuBLAS; {}", flops / (t_pin * 1e-3) / 1e9,
+                         t_blas / t_pin, pinned.describe())});
+      r.add({"gemm", "gemm_bf16", shape, "cublasGemmEx (heuristic per m)", "not_guaranteed", t_blas,
+             bytes, fmt::format("{:.0f} GFLOP/s", flops / (t_blas * 1e-3) / 1e9)});
+    }
+    r.add({"gemm", "gemm_bf16", fmt::format("bf16 row 0 over m = 1..8192, n = {}", n),
+           "pinned cuBLASLt (batch-invariant)", "run_to_run", 0, 0,
+           inv_pinned ? "row 0 bitwise the same for every m" : "ROW 0 CHANGED WITH m"});
+    r.add({"gemm", "gemm_bf16", fmt::format("bf16 row 0 over m = 1..8192, n = {}", n),
+           "cublasGemmEx (heuristic per m)", "not_guaranteed", 0, 0,
+           inv_blas ? "row 0 bitwise the same for every m" : "row 0 changed with m"});
+    cudaFree(w);
+    cudaFree(c);
+  }
+  cudaFree(a);
+}
+
+// Largest |error| / sum |a||b| of the portable kernel and of cuBLAS on [m x k] @ [k x n], over
+// the first `rows` rows (the float64 reference is on the host). Small outputs make cuBLAS split k
+// (short chains, small errors); large ones (2048 x 2048: more tiles than SMs) do not.
+void bench_accuracy(Report& r) {
+  struct Case {
+    std::int64_t m, n, k, rows;
+  };
+  for (const Case cs :
+       {Case{128, 128, 1031, 128}, Case{128, 128, 4096, 128}, Case{128, 128, 65536, 128},
+        Case{2048, 2048, 1031, 32}, Case{2048, 2048, 4096, 32}}) {
+    const std::int64_t m = cs.m, n = cs.n, k = cs.k;
+    Tensor a = gpu_normal({m, k}, DType::f32, 21), b = gpu_normal({k, n}, DType::f32, 22);
+    const auto av = a.to(Device::cpu()).to_vector<float>(),
+               bv = b.to(Device::cpu()).to_vector<float>();
+    std::vector<double> ref(static_cast<std::size_t>(cs.rows * n)), mag(ref.size());
+    for (std::int64_t i = 0; i < cs.rows; ++i)
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double x = av[static_cast<std::size_t>(i * k + p)];
+        for (std::int64_t j = 0; j < n; ++j) {
+          const double prod = x * bv[static_cast<std::size_t>(p * n + j)];
+          ref[static_cast<std::size_t>(i * n + j)] += prod;
+          mag[static_cast<std::size_t>(i * n + j)] += std::abs(prod);
+        }
+      }
+    for (const char* v : {"cuda.tiled", "cuda.cublas"}) {
+      Tensor c = Tensor::empty({m, n}, DType::f32, Device::cuda());
+      const Determinism level =
+          std::string(v) == "cuda.tiled" ? Determinism::portable : Determinism::run_to_run;
+      gemm(Transpose::no, Transpose::no, 1.0, a, b, 0.0, c, {.level = level, .variant = v});
+      const auto got = c.to(Device::cpu()).to_vector<float>();
+      double worst = 0;
+      for (std::size_t e = 0; e < ref.size(); ++e)
+        worst = std::max(worst, std::abs(got[e] - ref[e]) / mag[e]);
+      r.add({"gemm", "gemm_accuracy", fmt::format("f32 [{} x {}]@[{} x {}]", m, k, k, n), v,
+             std::string(to_string(level)), 0, 0,
+             fmt::format("max |err| / sum|a||b| = {:.3g} (first {} rows)", worst, cs.rows)});
+    }
+  }
+}
+
+} // namespace
+
+void bench_gemm_bf16(Report& r) {
+  bench_accuracy(r);
+  if (r.quick)
+    return;
+  try {
+    bench_bf16(r);
+  } catch (const std::exception& e) { // the other rows still count
+    r.add({"gemm", "gemm_bf16", "bf16 LLM shapes", "pinned cuBLASLt (batch-invariant)",
+           "run_to_run", 0, 0, std::string("FAILED: ") + e.what()});
+    std::fprintf(stderr, "bf16 GEMM benchmark failed: %s\n", e.what());
+  }
+}
+
+} // namespace samebits::bench

@@ -1,0 +1,45 @@
+// gemm's cuBLAS-backed CUDA variants (src/cuda/gemm_cublas.cu) and the pinned cuBLASLt bf16
+// GEMM (src/cuda/gemm_lt.cpp), declared for src/cuda/gemm.cu, the tests and the benchmarks.
+#pragma once
+#include "core/registry.hpp"
+#include "ops/gemm.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+struct cublasContext;
+
+namespace samebits::detail {
+
+// cuda.cublas: cublasSgemm/Dgemm, and why it cannot take some operands (empty: it can).
+void run_cublas(const GemmArgs& g, const Workspace& ws);
+std::string cublas_why_not(const GemmArgs& g);
+// The cuBLAS handle cuda.cublas uses on (device, stream), with its fixed workspace (for the
+// benchmarks' bf16 reference calls).
+cublasContext* cublas_handle_for(int device, void* stream);
+
+// A batch-invariant bf16 GEMM (float32 accumulation, bf16 output) for inference on raw device
+// buffers, row-major: c[m x n] = a[m x k] @ w[k x n]. One cuBLASLt algorithm is chosen once per
+// (n, k) and then used for every m, with split-K off (CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 1, no
+// reduction scheme) and a fixed small workspace, so each output element is one tile's k loop,
+// whose order does not depend on m: a row's bits do not depend on how many rows come with it
+// (the test and the benchmark check this on the GPU; cuBLASLt does not document it). The choice
+// (made on the GPU at construction) takes the fastest at m = m_ref of cuBLASLt's heuristic
+// candidates that run every m. Not thread-safe; one stream at a time.
+class PinnedBf16Gemm {
+public:
+  PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_ref, void* stream = nullptr);
+  ~PinnedBf16Gemm();
+  PinnedBf16Gemm(const PinnedBf16Gemm&) = delete;
+  PinnedBf16Gemm& operator=(const PinnedBf16Gemm&) = delete;
+  // Throws CudaError when the pinned algorithm cannot run this m.
+  void run(const void* a, const void* w, void* c, std::int64_t m) const;
+  std::string describe() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace samebits::detail

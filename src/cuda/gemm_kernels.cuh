@@ -1,0 +1,421 @@
+// The CUDA kernels of gemm's portable and split-K variants (src/cuda/gemm.cu launches them): the
+// tiled kernel, which sums one chunk of k (an aligned run of canonical blocks) per thread block,
+// the kernel that combines the chunks' sums with the canonical tree, and the alpha == 0 / k == 0
+// kernel. Canonical order: include/samebits/ops/gemm.hpp.
+#pragma once
+#include "cuda/vec16.cuh"
+#include "ops/gemm.hpp"
+
+#include <cstdint>
+#include <type_traits>
+
+namespace samebits::detail::cuda_gemm {
+
+using i64 = std::int64_t;
+
+// Levels of the threads' block counters: chunks of up to 2^(kLevels - 1) blocks.
+constexpr int kLevels = 9;
+static_assert(kGemmMaxGroupBlocks == 1 << (kLevels - 1), "a chunk's counter fits its stack");
+
+// Where a thread block's chunk sum goes: through the epilogue into c (the chunk is all of k),
+// raw into scratch (chunk z at c + z * zstride; gemm_combine finishes), or alpha * sum added
+// atomically onto c (cuda.split_k_atomic, after c = beta * c).
+enum class TileOut : int { final_c, partial, atomic_add };
+
+// N adjacent elements of c at e (16-byte aligned) set to epi(acc[j], e[j]), with 16-byte loads
+// (only when beta reads c) and stores.
+template <class T, int N>
+__device__ __forceinline__ void store_through16(T* e, const T (&acc)[N], const Epilogue<T>& epi) {
+  T old[N], val[N];
+  if (epi.beta != T(0))
+    load16(e, old);
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    val[j] = epi(acc[j], &old[j]);
+  store16(e, val);
+}
+
+// Tile shapes: BM x BN outputs per block of (BM/TM) x (BN/TN) threads, k in steps of BK.
+// Wide: large outputs (register-blocked 8x8 per thread). Narrow: thin outputs with short k.
+// Deep: few output tiles and long k (weight gradients) cut into many chunks of k: more blocks,
+// and 128-deep k steps loaded one step ahead so each thread has global loads in flight while it
+// computes.
+// PF: the next k step's tiles are loaded into registers while this step is computed (the deep
+// tiles' long k walk would otherwise wait for global memory at every step).
+// CONTIG: a thread's TM rows and TN columns are adjacent, so it reads them from shared memory,
+// and writes its rows of c, 16 bytes at a time (else they are RY and RX apart, one element each).
+// The float wide tiles also load the next k step ahead (PF), 16 k deep, into two buffers, 16 bytes
+// at a time where they can (DB, VEC); the double ones stay element-wise (16-byte loads made them
+// slower on an H200).
+// DB: two shared-memory buffers, so that a k step is stashed while the other is read (one
+// barrier per step instead of two). VEC: 16-byte global loads of whole tiles when A's rows run
+// along k and B's along n, aligned, and the tile lies inside the matrices.
+struct WideTiles {
+  static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
+  static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false;
+};
+struct WideFloatTiles {
+  static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;
+  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;
+};
+struct NarrowTiles {
+  static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1;
+  static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false;
+};
+struct DeepTiles {
+  static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1;
+  static constexpr bool PF = true, CONTIG = false, DB = false, VEC = false;
+};
+
+template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / Cfg::TN);
+
+// Block (x, y, z) computes rows [x*BM, +BM) x columns [y*BN, +BN) over k in [z*k_chunk, +k_chunk),
+// k_chunk a power-of-two number of canonical blocks, so the chunk is an aligned subtree of the
+// canonical tree: each thread sums each block as an fma chain from +0 and pushes it onto its
+// block counter (a stack of kLevels levels in local memory, touched once per 256 k), then folds the
+// counter (src/ops/gemm.hpp). Elements past k are -0 in A and +0 in B: their product is -0, and
+// fma(-0, +0, s) == s for every s (-0 is the identity of IEEE addition), so padding changes no
+// bit; rows/columns past m/n are not written. `mode` says where the chunk's sum goes.
+// One block per SM as the launch bound: the compiler may then keep the wide tiles' 8 x 8
+// accumulators, operands and next k step in registers (255 for float, no spills) instead of
+// aiming at more blocks with fewer and a longer instruction stream (with 8-deep steps and one
+// buffer this bound took 4096^3 from 7.48 to 7.03 ms on an H200).
+template <class T, class Cfg>
+__global__ void __launch_bounds__(kThreads<Cfg>, 1)
+    gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 zstride, i64 m, i64 n, i64 k,
+               i64 k_chunk, Epilogue<T> epi, TileOut mode) {
+  static_assert(kGemmBlockK % Cfg::BK == 0, "k steps never straddle a canonical block");
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
+  constexpr int NT = kThreads<Cfg>, RY = BM / TM, RX = BN / TN;
+  constexpr bool CONTIG = Cfg::CONTIG;
+  constexpr int NB = Cfg::DB ? 2 : 1;
+  static_assert(!Cfg::DB || Cfg::PF, "two buffers go with the next step loaded ahead");
+  // (BK, BM): the padding spreads the k-fast stores over the banks (4 keeps 16-byte alignment)
+  constexpr int PAD = CONTIG ? 4 : 1;
+  __shared__ __align__(16) T As[NB][BK][BM + PAD];
+  __shared__ __align__(16) T Bs[NB][BK][BN]; // (BK, BN)
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tx = tid % RX, ty = tid / RX;
+  const i64 row0 = static_cast<i64>(blockIdx.x) * BM, col0 = static_cast<i64>(blockIdx.y) * BN;
+  const i64 kb = static_cast<i64>(blockIdx.z) * k_chunk;
+  const i64 ke = kb + k_chunk < k ? kb + k_chunk : k;
+  const bool a_k_fast = A.cs == 1, b_n_fast = B.cs == 1; // which index is contiguous in memory
+  constexpr int W = kPerVec16<T>;
+  // Whole tiles by 16-byte loads: every k step that lies inside the chunk, in a block whose tile
+  // lies inside m and n (the others take the element-wise path below).
+  const bool vec_block = Cfg::VEC && a_k_fast && b_n_fast && A.rs % W == 0 && B.rs % W == 0 &&
+                         kb % W == 0 && aligned16(A.data) && aligned16(B.data) && row0 + BM <= m &&
+                         col0 + BN <= n;
+
+  T acc[TM][TN];
+  auto zero_acc = [&] {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j)
+        acc[i][j] = T(0);
+  };
+  zero_acc();
+  // The block counter: level l holds the sum of an aligned run of 2^l blocks.
+  T stack[kLevels][TM][TN];
+  int pushed = 0;
+  auto push = [&] {
+    const int top = gemm_store_level(pushed);
+    for (int l = 0; l < top; ++l)
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          acc[i][j] = rn_add(stack[l][i][j], acc[i][j]);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j)
+        stack[top][i][j] = acc[i][j];
+    ++pushed;
+  };
+  // After the last push acc holds the entry at level ctz(pushed); add the higher set bits.
+  auto fold = [&] {
+    if (pushed == 0)
+      return;
+    for (int l = gemm_store_level(pushed - 1) + 1; l < kLevels && (pushed >> l) != 0; ++l)
+      if ((pushed >> l) & 1)
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j)
+            acc[i][j] = rn_add(stack[l][i][j], acc[i][j]);
+  };
+  // A canonical block ends after the step at k0 when k0 + BK reaches a multiple of the block
+  // length (relative to kb, itself a multiple) or the end of the chunk.
+  auto block_ends = [&](i64 k0) { return (k0 + BK - kb) % kGemmBlockK == 0 || k0 + BK >= ke; };
+
+  // Element l of this thread's share of a k step's A and B tiles: position in the tile and value.
+  constexpr int LA = (BM * BK + NT - 1) / NT, LB = (BK * BN + NT - 1) / NT;
+  auto a_at = [&](int idx, int& r, int& kk) {
+    r = a_k_fast ? idx / BK : idx % BM;
+    kk = a_k_fast ? idx % BK : idx / BM;
+  };
+  auto b_at = [&](int idx, int& cc, int& kk) {
+    cc = b_n_fast ? idx % BN : idx / BK;
+    kk = b_n_fast ? idx / BN : idx % BK;
+  };
+  // With 16-byte loads, vector l of this thread (W elements) starts at row r, k kk of A's tile
+  // and at k kk, column cc of B's.
+  constexpr int VA = Cfg::VEC ? BM * BK / W / NT : 1, VB = Cfg::VEC ? BK * BN / W / NT : 1;
+  static_assert(!Cfg::VEC || (VA * W == LA && VB * W == LB && BM * BK % (W * NT) == 0 &&
+                              BK * BN % (W * NT) == 0),
+                "16-byte tile loads need whole vectors per thread");
+  auto a_vec_at = [&](int l, int& r, int& kk) {
+    const int v = tid + l * NT;
+    r = v / (BK / W);
+    kk = v % (BK / W) * W;
+  };
+  auto b_vec_at = [&](int l, int& cc, int& kk) {
+    const int v = tid + l * NT;
+    kk = v / (BN / W);
+    cc = v % (BN / W) * W;
+  };
+  // A k step's tiles go global -> registers (fetch) -> shared memory (stash). Without PF the
+  // fetch of a step comes right before its stash; with PF it is issued one step early, so its
+  // loads are in flight while the previous step is computed.
+  T pa[LA], pb[LB];
+  bool fetched_vec = false;
+  // `count` (an integral constant) 16-byte vectors into `to`, vector l from address(l).
+  auto load_vectors = [&](auto count, T* to, auto address) {
+#pragma unroll
+    for (int l = 0; l < decltype(count)::value; ++l) {
+      T v[W];
+      load16(address(l), v);
+#pragma unroll
+      for (int q = 0; q < W; ++q)
+        to[l * W + q] = v[q];
+    }
+  };
+  // `count` elements into `to`, element l from element(idx) with idx its place in the tile; +0
+  // where element says it lies outside.
+  auto load_elements = [&](auto count, T* to, auto element) {
+#pragma unroll
+    for (int l = 0; l < decltype(count)::value; ++l)
+      to[l] = element(tid + l * NT);
+  };
+  auto fetch = [&](i64 k0) {
+    fetched_vec = vec_block && k0 + BK <= ke;
+    if constexpr (Cfg::VEC) {
+      if (fetched_vec) {
+        load_vectors(std::integral_constant<int, VA>{}, pa, [&](int l) {
+          int r, kk;
+          a_vec_at(l, r, kk);
+          return A.data + (row0 + r) * A.rs + k0 + kk;
+        });
+        load_vectors(std::integral_constant<int, VB>{}, pb, [&](int l) {
+          int cc, kk;
+          b_vec_at(l, cc, kk);
+          return B.data + (k0 + kk) * B.rs + col0 + cc;
+        });
+        return;
+      }
+    }
+    load_elements(std::integral_constant<int, LA>{}, pa, [&](int idx) {
+      int r, kk;
+      a_at(idx, r, kk);
+      const i64 gr = row0 + r, gk = k0 + kk;
+      return (idx < BM * BK && gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : -T(0);
+    });
+    load_elements(std::integral_constant<int, LB>{}, pb, [&](int idx) {
+      int cc, kk;
+      b_at(idx, cc, kk);
+      const i64 gk = k0 + kk, gc = col0 + cc;
+      return (idx < BK * BN && gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
+    });
+  };
+  auto stash = [&](int buf) {
+    if constexpr (Cfg::VEC) {
+      if (fetched_vec) {
+#pragma unroll
+        for (int l = 0; l < VA; ++l) {
+          int r, kk;
+          a_vec_at(l, r, kk);
+#pragma unroll
+          for (int q = 0; q < W; ++q)
+            As[buf][kk + q][r] = pa[l * W + q];
+        }
+#pragma unroll
+        for (int l = 0; l < VB; ++l) {
+          int cc, kk;
+          b_vec_at(l, cc, kk);
+          T v[W];
+#pragma unroll
+          for (int q = 0; q < W; ++q)
+            v[q] = pb[l * W + q];
+          store16(&Bs[buf][kk][cc], v);
+        }
+        return;
+      }
+    }
+#pragma unroll
+    for (int l = 0; l < LA; ++l) {
+      int r, kk;
+      a_at(tid + l * NT, r, kk);
+      if (tid + l * NT < BM * BK)
+        As[buf][kk][r] = pa[l];
+    }
+#pragma unroll
+    for (int l = 0; l < LB; ++l) {
+      int cc, kk;
+      b_at(tid + l * NT, cc, kk);
+      if (tid + l * NT < BK * BN)
+        Bs[buf][kk][cc] = pb[l];
+    }
+  };
+  // The products of one k step from buffer buf, each output's chain in ascending k.
+  auto compute = [&](int buf) {
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      T ra[TM], rb[TN];
+      if constexpr (CONTIG) {
+        load16(&As[buf][kk][ty * TM], ra);
+        load16(&Bs[buf][kk][tx * TN], rb);
+      } else {
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+          ra[i] = As[buf][kk][ty + i * RY];
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          rb[j] = Bs[buf][kk][tx + j * RX];
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+          acc[i][j] = rn_fma(ra[i], rb[j], acc[i][j]);
+    }
+  };
+  if constexpr (Cfg::DB) {
+    // Step s is read from buffer s % 2 while step s + 1 is loaded and then stashed into the other;
+    // the barrier after each step makes the stash visible and frees the buffer just read.
+    if (kb < ke) {
+      fetch(kb);
+      stash(0);
+    }
+    __syncthreads();
+    int buf = 0;
+    for (i64 k0 = kb; k0 < ke; k0 += BK) {
+      const bool more = k0 + BK < ke;
+      if (more)
+        fetch(k0 + BK);
+      compute(buf);
+      if (block_ends(k0)) {
+        push();
+        if (more)
+          zero_acc();
+      }
+      if (more)
+        stash(buf ^ 1);
+      __syncthreads();
+      buf ^= 1;
+    }
+  } else {
+    if (Cfg::PF && kb < ke)
+      fetch(kb);
+    for (i64 k0 = kb; k0 < ke; k0 += BK) {
+      if (!Cfg::PF)
+        fetch(k0);
+      stash(0);
+      __syncthreads();
+      if (Cfg::PF && k0 + BK < ke)
+        fetch(k0 + BK);
+      compute(0);
+      if (block_ends(k0)) {
+        push();
+        if (k0 + BK < ke)
+          zero_acc();
+      }
+      __syncthreads();
+    }
+  }
+  fold();
+  const bool atomic = mode == TileOut::atomic_add, raw = mode == TileOut::partial;
+  c += static_cast<i64>(blockIdx.z) * zstride;
+
+  if constexpr (CONTIG) {
+    const i64 col = col0 + tx * TN;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const i64 r = row0 + ty * TM + i;
+      if (r >= m)
+        continue;
+      T* e = c + r * crs + col * ccs;
+      if (!atomic && ccs == 1 && col + TN <= n && aligned16(e)) {
+        if (raw)
+          store16(e, acc[i]);
+        else
+          store_through16(e, acc[i], epi);
+        continue;
+      }
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        if (col + j >= n)
+          continue;
+        T* ej = e + j * ccs;
+        if (atomic)
+          atomicAdd(ej, epi.alpha == T(1) ? acc[i][j] : rn_mul(epi.alpha, acc[i][j]));
+        else
+          *ej = raw ? acc[i][j] : epi(acc[i][j], ej);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const i64 r = row0 + ty + i * RY, col = col0 + tx + j * RX;
+        if (r >= m || col >= n)
+          continue;
+        T* e = c + r * crs + col * ccs;
+        if (atomic)
+          atomicAdd(e, epi.alpha == T(1) ? acc[i][j] : rn_mul(epi.alpha, acc[i][j]));
+        else
+          *e = raw ? acc[i][j] : epi(acc[i][j], e);
+      }
+  }
+}
+
+// Finishes a product whose k was cut into `groups` chunks: element e's chunk sums, part[z * m * n
+// + e] for z ascending, are combined by the block counter (the canonical tree, since every chunk
+// but the last is a complete aligned subtree), then the epilogue writes c.
+template <class T>
+__global__ void gemm_combine(const T* part, i64 groups, T* c, i64 crs, i64 ccs, i64 m, i64 n,
+                             Epilogue<T> epi) {
+  const i64 total = m * n;
+  for (i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<i64>(gridDim.x) * blockDim.x) {
+    T stack[40]; // levels: groups < 2^40
+    T v = T(0);
+    for (i64 z = 0; z < groups; ++z) {
+      v = part[z * total + idx];
+      const int top = gemm_store_level(z);
+      for (int l = 0; l < top; ++l)
+        v = rn_add(stack[l], v);
+      stack[top] = v;
+    }
+    for (int l = gemm_store_level(groups - 1) + 1; l < 40 && (groups >> l) != 0; ++l)
+      if ((groups >> l) & 1)
+        v = rn_add(stack[l], v);
+    T* e = c + (idx / n) * crs + (idx % n) * ccs;
+    *e = epi(v, e);
+  }
+}
+
+// c = epi(+0, c) everywhere: k == 0 or alpha == 0, where neither a nor b is read.
+template <class T>
+__global__ void gemm_scale(T* c, i64 crs, i64 ccs, i64 m, i64 n, Epilogue<T> epi) {
+  const i64 total = m * n;
+  for (i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<i64>(gridDim.x) * blockDim.x) {
+    T* e = c + (idx / n) * crs + (idx % n) * ccs;
+    *e = epi(T(0), e);
+  }
+}
+
+} // namespace samebits::detail::cuda_gemm
