@@ -13,7 +13,7 @@
 namespace samebits {
 namespace {
 
-constexpr std::int64_t kN = 5000; // more than one row of 4096 multipliers
+constexpr std::int64_t kN = 5000; // float32: 2 kN values, 5000 words, more than a row of 4096
 
 // The tensors of python/tests/test_trace.py's test_sum_hash_matches_the_cpp_constants.
 Tensor known(DType dt) {
@@ -21,15 +21,16 @@ Tensor known(DType dt) {
   std::vector<double> f64;
   std::vector<std::int32_t> i32;
   std::vector<std::int64_t> i64;
-  for (std::int64_t i = 0; i < kN; ++i) {
+  for (std::int64_t i = 0; i < 2 * kN; ++i)
     f32.push_back(static_cast<float>((i * 37) % 1001 - 500) / 64.0f);
+  for (std::int64_t i = 0; i < kN; ++i) {
     f64.push_back(static_cast<double>((i * 53) % 2001 - 1000) / 1024.0);
     i32.push_back(static_cast<std::int32_t>((i * 7919) % 100003 - 50000));
     i64.push_back(i * i * 7919 - 3000000000LL);
   }
   switch (dt) {
   case DType::f32:
-    return Tensor::from_vector(f32, {kN});
+    return Tensor::from_vector(f32, {2 * kN});
   case DType::f64:
     return Tensor::from_vector(f64, {50, 100});
   case DType::i32:
@@ -41,10 +42,15 @@ Tensor known(DType dt) {
 }
 
 TEST(TraceSumHash, KnownValuesMatchThePythonSide) {
-  EXPECT_EQ(hash_hex(trace::sum_hash(known(DType::f32))), "dc27d7b4b0ddfcc0");
+  EXPECT_EQ(hash_hex(trace::sum_hash(known(DType::f32))), "2737283b20127cc0");
   EXPECT_EQ(hash_hex(trace::sum_hash(known(DType::f64))), "a244966fba26fcc0");
-  EXPECT_EQ(hash_hex(trace::sum_hash(known(DType::i32))), "7dfd70b2964f43bc");
+  EXPECT_EQ(hash_hex(trace::sum_hash(known(DType::i32))), "29b2e7b9a0d92e0a");
   EXPECT_EQ(hash_hex(trace::sum_hash(known(DType::i64))), "c3ef43f9fcc8395e");
+  // An odd number of float32 values: the last word is padded with zero bytes.
+  const Tensor f32 = known(DType::f32);
+  const std::vector<float> odd(static_cast<const float*>(f32.raw()),
+                               static_cast<const float*>(f32.raw()) + 4097);
+  EXPECT_EQ(hash_hex(trace::sum_hash(Tensor::from_vector(odd, {4097}))), "576eaf781d18da49");
 }
 
 TEST(TraceSumHash, AnyOneElementChangeChangesIt) {
@@ -79,7 +85,7 @@ TEST(TraceSumHash, RecordedAndComparedAgainstAPythonStyleTrace) {
   }
   const auto cpp = trace::read(path);
   ASSERT_EQ(cpp.entries.size(), 1u);
-  EXPECT_EQ(cpp.entries[0].sum_hash, "dc27d7b4b0ddfcc0");
+  EXPECT_EQ(cpp.entries[0].sum_hash, "2737283b20127cc0");
   EXPECT_FALSE(cpp.entries[0].hash.empty());
 
   // A Python trace's line: sum_hash only, with the source fields.
@@ -88,8 +94,8 @@ TEST(TraceSumHash, RecordedAndComparedAgainstAPythonStyleTrace) {
     std::ofstream f(py_path);
     f << R"({"samebits_trace":1,"version":"python","git":"","environment":{}})"
       << "\n"
-      << R"({"i":0,"step":0,"layer":"layer","op":"op","dtype":"float32","shape":[5000],)"
-      << R"("source":"model.py:12","grad_fn":"MmBackward0","sum_hash":"dc27d7b4b0ddfcc0",)"
+      << R"({"i":0,"step":0,"layer":"layer","op":"op","dtype":"float32","shape":[10000],)"
+      << R"("source":"model.py:12","grad_fn":"MmBackward0","sum_hash":"2737283b20127cc0",)"
       << R"("min":-7.8125,"max":7.8125,"mean":0,"l2":1,"nan":0,"samples":[]})"
       << "\n";
   }

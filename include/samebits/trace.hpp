@@ -94,15 +94,16 @@ private:
 // The label of the innermost live Context on this thread; empty when there is none.
 const std::string& current_context() noexcept;
 
-// The "sum64" content hash: the sum over the elements, in row-major order, of
-//   (bits(x_i) XOR m_i) * m_i   (mod 2^64),   m_i = A[i % 4096] * B[i / 4096]
-// where bits(x) is the element's bit pattern read as a signed integer of its width (int32 for
-// float32) sign-extended to 64 bits, A[k] = splitmix64(2k) | 1 and B[j] = splitmix64(2j + 1) | 1
-// (splitmix64(x) is the finalizer of x + 0x9E3779B97F4A7C15). Integer addition is associative, so
-// a GPU computes the same value in any reduction order; each term is a bijection of the element
-// (m_i is odd), so changing any one element changes the hash. The XOR keeps values with many
-// trailing zero bits (0.5, 1.0) from leaving the low bits of the sum empty. The dtype and shape
-// are not part of it (an entry records them). samebits.torch.trace computes it on the device.
+// The "sum64" content hash: the tensor's bytes in row-major order, read as little-endian 64-bit
+// words w_i (two float32 values a word; the last word padded with zero bytes), and
+//   sum over i of (w_i XOR m_i) * m_i   (mod 2^64),   m_i = A[i % 4096] * B[i / 4096]
+// with A[k] = splitmix64(2k) | 1 and B[j] = splitmix64(2j + 1) | 1 (splitmix64(x) is the
+// finalizer of x + 0x9E3779B97F4A7C15). Integer addition is associative, so a GPU computes the
+// same value in any reduction order; each term is a bijection of its word (m_i is odd), so
+// changing any one word changes the hash; the XOR keeps values with many trailing zero bits
+// (0.5, 1.0) from leaving the low bits of the sum empty. The dtype and shape are not part of it
+// (an entry records them). samebits.torch.trace computes it on the device, in three elementwise
+// passes over native 64-bit words.
 std::uint64_t sum_hash(const TensorView& t);
 
 // Number of values sampled per entry, at positions floor(k * numel / kSamples), k = 0..7.

@@ -23,40 +23,42 @@ def known():
     """The tensors of tests/test_trace_sum_hash.cpp's KnownValuesMatchThePythonSide."""
     i = range(N)
     return {
-        "dc27d7b4b0ddfcc0": torch.tensor([((k * 37) % 1001 - 500) / 64.0 for k in i]),
+        "2737283b20127cc0": torch.tensor([((k * 37) % 1001 - 500) / 64.0 for k in range(2 * N)]),
         "a244966fba26fcc0": torch.tensor(
             [((k * 53) % 2001 - 1000) / 1024.0 for k in i], dtype=torch.float64
         ).view(50, 100),
-        "7dfd70b2964f43bc": torch.tensor(
+        "29b2e7b9a0d92e0a": torch.tensor(
             [(k * 7919) % 100003 - 50000 for k in i], dtype=torch.int32
         ),
         "c3ef43f9fcc8395e": torch.tensor([k * k * 7919 - 3000000000 for k in i]),
+        "576eaf781d18da49": torch.tensor([((k * 37) % 1001 - 500) / 64.0 for k in range(4097)]),
     }
 
 
-def bits(t):
-    view = {torch.float32: torch.int32, torch.float64: torch.int64}.get(t.dtype, t.dtype)
-    return t.reshape(-1).view(view).tolist()
+def raw(t):
+    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def test_sum_hash_matches_the_cpp_constants():
     for expected, t in known().items():
         assert tr.hash_hex(int(tr.sum_hash(t))) == expected, t.dtype
-        assert tr.hash_hex(tr.sum_hash_reference(bits(t))) == expected, t.dtype
+        assert tr.hash_hex(tr.sum_hash_reference(raw(t))) == expected, t.dtype
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
-def test_sum_hash_of_random_tensors_matches_the_definition(dtype):
+@pytest.mark.parametrize("n", [1, 3, 5, 2 * 4096 + 17])
+def test_sum_hash_of_random_tensors_matches_the_definition(dtype, n):
     g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-    x = torch.randn(3 * 4096 + 17, generator=g).to(dtype)
-    view = tr._INT_VIEW[dtype]
-    assert int(tr.sum_hash(x)) & (2**64 - 1) == tr.sum_hash_reference(x.view(view).tolist())
+    x = torch.randn(n, generator=g).to(dtype)
+    assert int(tr.sum_hash(x)) & (2**64 - 1) == tr.sum_hash_reference(raw(x))
+    b = torch.randint(0, 2, (n,), generator=g).bool()
+    assert int(tr.sum_hash(b)) & (2**64 - 1) == tr.sum_hash_reference(raw(b))
 
 
 def test_sum_hash_sees_every_one_element_change_and_the_chunked_path_agrees(monkeypatch):
-    x = torch.randn(2 * 4096 + 5, dtype=torch.float32)
+    x = torch.randn(4 * 4096 + 5, dtype=torch.float32)
     h = int(tr.sum_hash(x))
-    for i in (0, 4095, 4096, x.numel() - 1):
+    for i in (0, 1, 8191, 8192, x.numel() - 1):
         y = x.clone()
         y[i] = torch.nextafter(y[i], torch.tensor(1e9))
         assert int(tr.sum_hash(y)) != h, i
@@ -66,6 +68,9 @@ def test_sum_hash_sees_every_one_element_change_and_the_chunked_path_agrees(monk
     # Tensors longer than the cached multipliers take the chunked path: same value.
     monkeypatch.setattr(tr._Multipliers, "_FULL_LIMIT", 4096)
     assert int(tr.sum_hash(x)) == h
+    assert int(tr.sum_hash(x[:-1])) == tr.sum_hash_reference(raw(x[:-1])) - (1 << 64) * (
+        tr.sum_hash_reference(raw(x[:-1])) >> 63
+    )
 
 
 class Net(torch.nn.Module):

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <fstream>
 #include <limits>
@@ -111,27 +112,22 @@ std::uint64_t splitmix64(std::uint64_t x) {
 } // namespace
 
 std::uint64_t sum_hash(const TensorView& t) {
-  constexpr std::int64_t kRow = 4096;
+  constexpr std::size_t kRow = 4096;
   const Tensor host = Tensor::copy_of(t, Device::cpu());
-  const std::int64_t n = host.numel();
-  std::vector<std::uint64_t> cols(static_cast<std::size_t>(std::min(n, kRow)));
+  std::vector<std::uint64_t> words((host.nbytes() + 7) / 8, 0); // zero-padded last word
+  if (host.nbytes() > 0)
+    std::memcpy(words.data(), host.raw(), host.nbytes()); // little-endian hosts only
+  std::vector<std::uint64_t> cols(std::min(words.size(), kRow));
   for (std::size_t k = 0; k < cols.size(); ++k)
     cols[k] = splitmix64(2 * k) | 1;
   std::uint64_t h = 0;
-  auto add = [&]<class Bits>(const Bits* p) {
-    for (std::int64_t j = 0; j * kRow < n; ++j) {
-      const std::uint64_t row = splitmix64(2 * static_cast<std::uint64_t>(j) + 1) | 1;
-      for (std::int64_t k = 0; k < kRow && j * kRow + k < n; ++k) {
-        const std::uint64_t m = cols[static_cast<std::size_t>(k)] * row;
-        const auto bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(p[j * kRow + k]));
-        h += (bits ^ m) * m;
-      }
+  for (std::size_t j = 0; j * kRow < words.size(); ++j) {
+    const std::uint64_t row = splitmix64(2 * j + 1) | 1;
+    for (std::size_t k = 0; k < kRow && j * kRow + k < words.size(); ++k) {
+      const std::uint64_t m = cols[k] * row;
+      h += (words[j * kRow + k] ^ m) * m;
     }
-  };
-  if (size_of(host.dtype()) == 4)
-    add(static_cast<const std::int32_t*>(host.raw()));
-  else
-    add(static_cast<const std::int64_t*>(host.raw()));
+  }
   return h;
 }
 

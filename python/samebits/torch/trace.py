@@ -3,10 +3,10 @@
 # format, so `samebits diff A B` compares two runs from different processes, machines or devices.
 #
 # The hash ("sum64") is computed on the tensor's device with no host synchronization per op:
-# the elements' bits, read as signed integers of the element's width and widened to 64 bits,
-# each XORed with a position-dependent odd multiplier and then multiplied by it (the XOR keeps
-# values with many trailing zero bits, such as 0.5, from leaving the low bits of the sum empty),
-# summed modulo 2^64. Integer addition is associative,
+# the tensor's bytes read as 64-bit words (two float32 values a word), each XORed with a
+# position-dependent odd multiplier and then multiplied by it (the XOR keeps values with many
+# trailing zero bits, such as 0.5, from leaving the low bits of the sum empty), summed modulo
+# 2^64. Integer addition is associative,
 # so the sum is the same in any order the device reduces it, and the C++ recorder computes the
 # same value from host bytes (samebits::trace::sum_hash). Any change of one element changes it.
 # The per-op hash and statistics stay on the device and are read in batches.
@@ -23,14 +23,13 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["trace", "Tracer", "sum_hash", "sum_hash_reference", "SUM_HASH_ROW"]
 
 # --- the sum64 hash ------------------------------------------------------------------------------
 
-SUM_HASH_ROW = 4096  # multiplier of element i: A[i % ROW] * B[i // ROW] (mod 2^64)
+SUM_HASH_ROW = 4096  # multiplier of word i: A[i % ROW] * B[i // ROW] (mod 2^64)
 _MASK = (1 << 64) - 1
 
 
@@ -53,30 +52,24 @@ def _signed(u: int) -> int:
     return u - (1 << 64) if u >> 63 else u
 
 
-# The integer view of each dtype: same width, so the view is free. Bool reads as uint8.
-_INT_VIEW = {
-    torch.float16: torch.int16,
-    torch.bfloat16: torch.int16,
-    torch.float32: torch.int32,
-    torch.float64: torch.int64,
-    torch.bool: torch.uint8,
-}
-
-
-def sum_hash_reference(values: list[int]) -> int:
-    """The sum64 hash of elements given as their integer bits (already sign-extended), in pure
-    Python: the definition that the device code and the C++ side must match."""
+def sum_hash_reference(data: bytes) -> int:
+    """The sum64 hash of a tensor's bytes (row-major, little-endian) in pure Python: the
+    definition that the device code and the C++ side must match."""
+    data = bytes(data) + b"\0" * (-len(data) % 8)
     h = 0
-    for i, v in enumerate(values):
+    for i in range(len(data) // 8):
+        w = int.from_bytes(data[8 * i : 8 * i + 8], "little")
         m = (_col_multiplier(i % SUM_HASH_ROW) * _row_multiplier(i // SUM_HASH_ROW)) & _MASK
-        h = (h + ((v & _MASK) ^ m) * m) & _MASK
+        h = (h + (w ^ m) * m) & _MASK
     return h
 
 
 class _Multipliers:
-    """Per device, the full multiplier vector m[i] = A[i % ROW] * B[i // ROW] (as int64, wrapped)
-    up to the longest tensor seen, grown by doubling; longer tensors than _FULL_LIMIT are hashed
-    chunk by chunk with multipliers made on the fly, to bound the memory."""
+    """Per device, the multiplier vector m[i] = A[i % ROW] * B[i // ROW] (as int64, wrapped) up
+    to the longest tensor seen, grown by doubling; tensors longer than _FULL_LIMIT words are hashed
+    chunk by chunk with multipliers made on the fly, to bound the memory. On the CPU the hash's
+    temporary lives in a reused scratch buffer: a fresh large allocation there costs more than
+    the hash itself (the pages are faulted in anew each time)."""
 
     _FULL_LIMIT = 1 << 23
 
@@ -84,6 +77,7 @@ class _Multipliers:
         self._full: dict[torch.device, torch.Tensor] = {}
         self._cols: dict[torch.device, torch.Tensor] = {}
         self._rows: dict[torch.device, torch.Tensor] = {}
+        self._scratch: dict[Any, torch.Tensor] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -108,49 +102,82 @@ class _Multipliers:
     def full(self, n: int, device: torch.device) -> torch.Tensor:
         f = self._full.get(device)
         if f is None or f.numel() < n:
-            with self._lock:
-                size = max(n, 2 * (0 if f is None else f.numel()), SUM_HASH_ROW)
-                size = (size + SUM_HASH_ROW - 1) // SUM_HASH_ROW * SUM_HASH_ROW
-                rows = self.rows(size // SUM_HASH_ROW, device)
-                # int64 products wrap modulo 2^64 on the CPU and on CUDA, as the definition wants.
-                f = (rows.view(-1, 1) * self.cols(device).view(1, -1)).reshape(-1)
-                self._full[device] = f
+            size = max(n, 2 * (0 if f is None else f.numel()), SUM_HASH_ROW)
+            size = (size + SUM_HASH_ROW - 1) // SUM_HASH_ROW * SUM_HASH_ROW
+            rows = self.rows(size // SUM_HASH_ROW, device)
+            # int64 products wrap modulo 2^64 on the CPU and on CUDA, as the definition wants.
+            f = (rows.view(-1, 1) * self.cols(device).view(1, -1)).reshape(-1)
+            self._full[device] = f
         return f[:n]
 
-    def hash(self, bits: torch.Tensor) -> torch.Tensor:
-        """bits: 1-d integer tensor (the elements' bit patterns). Returns a 0-d int64 tensor on
-        bits' device; nothing is read back."""
-        n = bits.numel()
-        if n <= self._FULL_LIMIT:
-            m = self.full(n, bits.device)
-            return torch.sum(torch.bitwise_xor(bits, m) * m, dtype=torch.int64)
-        # Longer: the multipliers chunk by chunk (a chunk is a whole number of rows).
-        h = torch.zeros((), dtype=torch.int64, device=bits.device)
-        cols = self.cols(bits.device).view(1, -1)
-        rows = self.rows((n + SUM_HASH_ROW - 1) // SUM_HASH_ROW, bits.device)
-        per_chunk = self._FULL_LIMIT // SUM_HASH_ROW
-        for r0 in range(0, rows.numel(), per_chunk):
-            part = bits[r0 * SUM_HASH_ROW : (r0 + per_chunk) * SUM_HASH_ROW]
-            m = (rows[r0 : r0 + per_chunk].view(-1, 1) * cols).reshape(-1)[: part.numel()]
-            h = h + torch.sum(torch.bitwise_xor(part, m) * m, dtype=torch.int64)
-        return h
+    def scratch(self, n_words: int, device: torch.device) -> torch.Tensor:
+        """n_words of int64 temporary: reused on the CPU, fresh (from the stream-aware caching
+        allocator) elsewhere."""
+        if device.type != "cpu":
+            return torch.empty(n_words, dtype=torch.int64, device=device)
+        b = self._scratch.get(device)
+        if b is None or b.numel() < n_words:
+            b = torch.empty(max(n_words, 1024), dtype=torch.int64, device=device)
+            self._scratch[device] = b
+        return b[:n_words]
+
+    def nan_count(self, flat: torch.Tensor) -> torch.Tensor:
+        """The number of NaNs in flat (0-d, on its device); the mask in a reused CPU buffer."""
+        if flat.device.type != "cpu":
+            return torch.count_nonzero(torch.isnan(flat))
+        with self._lock:
+            b = self._scratch.get("bool")
+            if b is None or b.numel() < flat.numel():
+                b = torch.empty(max(flat.numel(), 1024), dtype=torch.bool)
+                self._scratch["bool"] = b
+            return torch.count_nonzero(torch.ne(flat, flat, out=b[: flat.numel()]))
+
+    def hash(self, t: torch.Tensor) -> torch.Tensor:
+        """The sum64 hash of t's values as a 0-d int64 tensor on t's device; nothing is read back."""
+        flat = t.reshape(-1)
+        nbytes = flat.numel() * flat.element_size()
+        n = (nbytes + 7) // 8
+        if n == 0:
+            return torch.zeros((), dtype=torch.int64, device=t.device)
+        whole = n <= self._FULL_LIMIT
+        with self._lock:  # the CPU scratch buffer is shared
+            w = self.scratch(n, t.device)
+            m = self.full(n, t.device) if whole else None
+            if nbytes % 8 == 0:
+                if whole:
+                    torch.bitwise_xor(flat.view(torch.int64), m, out=w)
+                else:
+                    w.copy_(flat.view(torch.int64))
+            else:  # the last word is padded with zero bytes
+                b = w.view(torch.uint8)
+                b[nbytes:].zero_()
+                b[:nbytes].copy_(flat.view(torch.uint8))
+                if whole:
+                    w.bitwise_xor_(m)
+            if whole:
+                # The CPU's int64 dot product is one pass (and wraps like the sum); CUDA has none.
+                return torch.dot(w, m) if t.device.type == "cpu" else torch.sum(w.mul_(m))
+            # Longer: the multipliers chunk by chunk (a chunk is a whole number of rows).
+            h = torch.zeros((), dtype=torch.int64, device=t.device)
+            cols = self.cols(t.device).view(1, -1)
+            rows = self.rows((n + SUM_HASH_ROW - 1) // SUM_HASH_ROW, t.device)
+            per_chunk = self._FULL_LIMIT // SUM_HASH_ROW
+            for r0 in range(0, rows.numel(), per_chunk):
+                part = w[r0 * SUM_HASH_ROW : (r0 + per_chunk) * SUM_HASH_ROW]
+                m = (rows[r0 : r0 + per_chunk].view(-1, 1) * cols).reshape(-1)[: part.numel()]
+                h = h + torch.sum(part.bitwise_xor_(m).mul_(m))
+            return h
 
 
 _MULTIPLIERS = _Multipliers()
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The elements of t in row-major order as 1-d integer bits."""
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    flat = t.reshape(-1)
-    view = _INT_VIEW.get(flat.dtype)
-    return flat.view(view) if view is not None else flat
-
-
 def sum_hash(t: torch.Tensor) -> torch.Tensor:
     """The sum64 hash of t as a 0-d int64 tensor on t's device (no host synchronization)."""
-    return _MULTIPLIERS.hash(_bits(t.detach()))
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return _MULTIPLIERS.hash(t)
 
 
 def hash_hex(h: int) -> str:
@@ -262,6 +289,12 @@ _SKIP = {
     _aten.new_empty_strided.default,
     _aten.resize_.default,
 }
+# Ops whose output is a function of their (non-tensor) arguments alone: constants, nothing to
+# compare, and hashing them is pure cost (a training step makes zero tensors of its largest size).
+for _name in ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "new_zeros",
+              "new_ones", "new_full", "scalar_tensor"):
+    _packet = getattr(_aten, _name)
+    _SKIP.update(getattr(_packet, o) for o in _packet.overloads())
 
 
 _written_cache: dict[Any, Any] = {}
@@ -282,6 +315,22 @@ def _written_args(func: Any) -> Any:
             ] or None
         _written_cache[func] = w
     return w
+
+
+def _tensors_in(obj: Any) -> list[torch.Tensor]:
+    """The tensors of an op's arguments or results: a tensor, or a list or tuple of tensors and
+    other values (aten schemas nest no deeper)."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        out = []
+        for x in obj:
+            if isinstance(x, torch.Tensor):
+                out.append(x)
+            elif isinstance(x, (list, tuple)):
+                out.extend(t for t in x if isinstance(t, torch.Tensor))
+        return out
+    return []
 
 
 def _pick(func: Any, written: list[tuple[int, str]], args: Any, kwargs: Any) -> list[Any]:
@@ -355,10 +404,9 @@ class Tracer(TorchDispatchMode):
             return out
         written = _written_args(func)
         if written is None:
-            tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+            tensors = _tensors_in(out)
         else:  # returns nothing (the _foreach_*_ ops): what it wrote into its arguments
-            tensors = [t for t in tree_flatten(_pick(func, written, args, kwargs))[0]
-                       if isinstance(t, torch.Tensor)]
+            tensors = _tensors_in(_pick(func, written, args, kwargs))
         if not tensors:
             return out
         node = torch._C._current_autograd_node()
@@ -383,8 +431,8 @@ class Tracer(TorchDispatchMode):
         inputs = sorted(
             {
                 p
-                for a in tree_flatten((args, kwargs))[0]
-                if isinstance(a, torch.Tensor) and (p := self._producer.get(a)) is not None
+                for a in _tensors_in(args) + _tensors_in(list((kwargs or {}).values()))
+                if (p := self._producer.get(a)) is not None
             }
         )
         det = torch.are_deterministic_algorithms_enabled()
@@ -424,8 +472,9 @@ class Tracer(TorchDispatchMode):
             self.flush()
 
     def _stats(self, x: torch.Tensor) -> Any:
-        """min, max, sum (float64), L2 norm (float64), NaN count and the sampled values, all on
-        x's device."""
+        """min, max, sum, L2 norm, NaN count and the sampled values, all left on x's device.
+        The sums accumulate in x's own precision (float32 for the half types) and so cost one
+        read of x each; they only measure how far apart two runs are, the hash says whether."""
         n = x.numel()
         if n == 0:
             return None
@@ -440,12 +489,13 @@ class Tracer(TorchDispatchMode):
             k = min(_SAMPLES, n)
             idx = torch.tensor([j * n // k for j in range(k)], device=flat.device)
             self._sample_index[key] = idx
+        acc = torch.float32 if flat.element_size() < 4 else None
         lo, hi = torch.aminmax(flat)
         return (
-            torch.cat([lo.view(1), hi.view(1), flat[idx]]),
-            torch.sum(flat, dtype=torch.float64),
-            torch.linalg.vector_norm(flat, dtype=torch.float64),
-            torch.isnan(flat).sum(),
+            (lo, hi, flat[idx]),
+            torch.sum(flat, dtype=acc),
+            torch.linalg.vector_norm(flat, dtype=acc),
+            _MULTIPLIERS.nan_count(flat),
         )
 
     def flush(self) -> None:
@@ -456,7 +506,10 @@ class Tracer(TorchDispatchMode):
         hashes = _read_back([h for _, h, _ in pending])
         has = [s is not None for _, _, s in pending]
         got = [s for _, _, s in pending if s is not None]
-        extremes = _read_back([s[0] for s in got])
+        lows = _read_back([s[0][0] for s in got])
+        highs = _read_back([s[0][1] for s in got])
+        samples = _read_back([s[0][2] for s in got])
+        extremes = [[lo, hi] + sm for lo, hi, sm in zip(lows, highs, samples)]
         sums, norms, nans = (_read_back([s[j] for s in got]) for j in (1, 2, 3))
         it = iter(zip(extremes, sums, norms, nans))
         values = [next(it) if h else None for h in has]
