@@ -118,7 +118,7 @@ def main() -> int:
 
     import contextlib
 
-    from samebits.torch.trace import trace
+    from samebits.torch.tracing import trace
     from torch.utils._debug_mode import DebugMode
 
     folder = tempfile.mkdtemp(prefix="samebits_bench_trace_")

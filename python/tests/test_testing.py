@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from samebits.testing import assert_close, check_close, load_tolerances
-from samebits.torch.calibrate import calibrate, to_json
+from samebits.torch.calibration import calibrate, to_json
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "data" / "tolerances_from_python.json"

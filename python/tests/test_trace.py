@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from samebits.torch import trace as tr
+from samebits.torch import tracing as tr
 
 REPO = Path(__file__).resolve().parents[2]
 N = 5000
@@ -172,7 +172,7 @@ CHILD = textwrap.dedent(
     import sys, torch
     sys.path.insert(0, {tests!r})
     from test_trace import train
-    from samebits.torch import trace as tr
+    from samebits.torch import tracing as tr
     with tr.trace(sys.argv[1]):
         train(steps=3, seed=int(sys.argv[2]))
     """

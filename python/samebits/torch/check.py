@@ -41,7 +41,7 @@ def _record(o: argparse.Namespace) -> int:
     import torch
 
     from .finder import _seed
-    from .trace import trace
+    from .tracing import trace
 
     if o.deterministic:
         torch.use_deterministic_algorithms(True)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from .trace import trace
+from .tracing import trace
 
 __all__ = ["find_nondeterminism", "compare_traces", "read_trace", "Report", "Difference"]
 

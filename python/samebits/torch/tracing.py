@@ -1,4 +1,5 @@
-# samebits.torch.trace(path): records every aten op that runs (op, shapes, dtype, a hash and
+# samebits.torch.trace(path) (this module is samebits.torch.tracing, so that the module never
+# shadows the function): records every aten op that runs (op, shapes, dtype, a hash and
 # statistics of each output, the user's source line, the nn.Module path) into samebits' trace
 # format, so `samebits diff A B` compares two runs from different processes, machines or devices.
 #

@@ -1,4 +1,5 @@
-# samebits.torch.calibrate(fn, runs=N, path=...): runs fn N times, measures the run-to-run spread
+# samebits.torch.calibrate(fn, runs=N, path=...) (this module is samebits.torch.calibration, so that
+# the module never shadows the function): runs fn N times, measures the run-to-run spread
 # of each tensor it returns and writes tolerances in samebits' tolerance JSON format (the one
 # `samebits calibrate` writes and samebits::load_tolerances reads; see
 # include/samebits/tolerance.hpp). The rule is the C++ Calibrator's, element for element:
