@@ -151,6 +151,27 @@ def test_trace_hashes_equal_the_tensors_own(tmp_path):
     assert e["nan"] == -1 and e["min"] == "nan"  # not computed with stats=False
 
 
+def test_statistics_of_large_outputs_come_from_a_strided_sample(tmp_path):
+    x = torch.rand(300, 1000) + 1.0  # 300000 elements: every 5th
+    small = torch.randn(40, 50)
+    with tr.trace(str(tmp_path / "s.trace")):
+        y = x * 2.0
+        z = small * 2.0
+    _, entries = read(tmp_path / "s.trace")
+    big = next(e for e in entries if e["shape"] == [300, 1000])
+    assert big["stats_stride"] == 5 and big["sum_hash"] == tr.hash_hex(int(tr.sum_hash(y)))
+    assert big["mean"] == pytest.approx(float(y.double().mean()), rel=1e-2)
+    assert big["l2"] == pytest.approx(float(y.double().norm()), rel=1e-2)
+    assert big["min"] >= float(y.min()) and big["max"] <= float(y.max())
+    flat = y.reshape(-1)
+    assert big["samples"] == [float(flat[k * flat.numel() // 8]) for k in range(8)]
+    exact = next(e for e in entries if e["shape"] == [40, 50])
+    assert "stats_stride" not in exact
+    assert exact["min"] == float(z.min()) and exact["max"] == float(z.max())
+    assert exact["mean"] == pytest.approx(float(z.double().mean()), rel=1e-5, abs=1e-6)
+    assert exact["l2"] == pytest.approx(float(z.double().norm()), rel=1e-5)
+
+
 def test_a_failed_run_leaves_only_the_partial_file(tmp_path):
     path = tmp_path / "c.trace"
     with pytest.raises(RuntimeError, match="planted"):

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import sys
@@ -275,6 +276,11 @@ class _ModuleStack:
 # --- the recorder --------------------------------------------------------------------------------
 
 _SAMPLES = 8  # as samebits::trace::kSamples: positions floor(k * n / 8)
+# Larger tensors get their min, max, mean, L2 norm and NaN count from every k-th element
+# ("stats_stride": k in the entry; the L2 norm scaled to the whole tensor): the statistics only
+# measure how far two runs are apart, the hash (over every byte) says whether they are, and a
+# full pass per statistic would cost more than the op on the CPU.
+_STATS_ELEMENTS = 1 << 16
 _FLUSH_EVERY = 512
 _FORWARD_KEPT = 1 << 20  # autograd nodes whose forward source is remembered
 _aten = torch.ops.aten
@@ -466,6 +472,8 @@ class Tracer(TorchDispatchMode):
         x = t.detach()
         h = sum_hash(x)
         stats = self._stats(x) if self.stats else None
+        if stats is not None and stats[4] > 1:
+            entry["stats_stride"] = stats[4]
         entry["i"] = self._next
         self._next += 1
         self._pending.append((entry, h, stats))
@@ -491,12 +499,17 @@ class Tracer(TorchDispatchMode):
             idx = torch.tensor([j * n // k for j in range(k)], device=flat.device)
             self._sample_index[key] = idx
         acc = torch.float32 if flat.element_size() < 4 else None
+        samples = flat[idx]
+        stride = -(-n // _STATS_ELEMENTS)
+        if stride > 1:  # large: the statistics of every stride-th element (a strided view)
+            flat = flat[::stride]
         lo, hi = torch.aminmax(flat)
         return (
-            (lo, hi, flat[idx]),
+            (lo, hi, samples),
             torch.sum(flat, dtype=acc),
             torch.linalg.vector_norm(flat, dtype=acc),
             _MULTIPLIERS.nan_count(flat),
+            stride,
         )
 
     def flush(self) -> None:
@@ -527,6 +540,10 @@ class Tracer(TorchDispatchMode):
                 n = 1
                 for s in entry["shape"]:
                     n *= s
+                stride = entry.get("stats_stride", 1)
+                part = -(-n // stride)  # elements the statistics saw
+                l2 = l2 * math.sqrt(n / part)
+                n = part
                 e.update(
                     {
                         "min": _number(mm_samples[0]),
