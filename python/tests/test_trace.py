@@ -73,6 +73,19 @@ def test_sum_hash_sees_every_one_element_change_and_the_chunked_path_agrees(monk
     )
 
 
+def test_the_cuda_code_path_computes_the_same_hash(monkeypatch):
+    # On CUDA the hash takes fresh buffers and multiplies then sums (there is no int64 dot):
+    # forced here on the CPU, it must give the definition's value.
+    monkeypatch.setattr(tr, "_has_int_dot", lambda device: False)
+    monkeypatch.setattr(tr, "_reuse_scratch", lambda device: False)
+    for n in (1, 7, 3 * 4096 + 1):
+        x = torch.randn(n)
+        assert int(tr.sum_hash(x)) & (2**64 - 1) == tr.sum_hash_reference(raw(x))
+    monkeypatch.setattr(tr._Multipliers, "_FULL_LIMIT", 4096)
+    x = torch.randn(5 * 4096 + 3, dtype=torch.float64)
+    assert int(tr.sum_hash(x)) & (2**64 - 1) == tr.sum_hash_reference(raw(x))
+
+
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()

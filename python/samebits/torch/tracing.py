@@ -66,6 +66,16 @@ def sum_hash_reference(data: bytes) -> int:
     return h
 
 
+def _has_int_dot(device: torch.device) -> bool:
+    return device.type == "cpu"
+
+
+def _reuse_scratch(device: torch.device) -> bool:
+    # Elsewhere a reused buffer could be written by a hash on one stream while another stream's
+    # hash still reads it.
+    return device.type == "cpu"
+
+
 class _Multipliers:
     """Per device, the multiplier vector m[i] = A[i % ROW] * B[i // ROW] (as int64, wrapped) up
     to the longest tensor seen, grown by doubling; tensors longer than _FULL_LIMIT words are hashed
@@ -115,7 +125,7 @@ class _Multipliers:
     def scratch(self, n_words: int, device: torch.device) -> torch.Tensor:
         """n_words of int64 temporary: reused on the CPU, fresh (from the stream-aware caching
         allocator) elsewhere."""
-        if device.type != "cpu":
+        if not _reuse_scratch(device):
             return torch.empty(n_words, dtype=torch.int64, device=device)
         b = self._scratch.get(device)
         if b is None or b.numel() < n_words:
@@ -158,7 +168,7 @@ class _Multipliers:
                     w.bitwise_xor_(m)
             if whole:
                 # The CPU's int64 dot product is one pass (and wraps like the sum); CUDA has none.
-                return torch.dot(w, m) if t.device.type == "cpu" else torch.sum(w.mul_(m))
+                return torch.dot(w, m) if _has_int_dot(t.device) else torch.sum(w.mul_(m))
             # Longer: the multipliers chunk by chunk (a chunk is a whole number of rows).
             h = torch.zeros((), dtype=torch.int64, device=t.device)
             cols = self.cols(t.device).view(1, -1)
