@@ -1,5 +1,5 @@
 // The sum64 trace hash and traces written from Python: known values (the same constants are
-// checked by python/tests/test_trace.py against samebits.torch.trace's device code), the
+// checked by python/tests/test_trace.py against samebits.torch._sumhash's device code), the
 // recorder writing it, and diff comparing Python-style, C++ and old traces by the hash kinds they
 // share.
 #include "samebits/trace.hpp"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from samebits.torch import _sumhash as sh
 from samebits.torch import tracing as tr
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +67,7 @@ def test_sum_hash_sees_every_one_element_change_and_the_chunked_path_agrees(monk
     m = torch.randn(70, 90, dtype=torch.float64)
     assert int(tr.sum_hash(m.t())) == int(tr.sum_hash(m.t().contiguous()))
     # Tensors longer than the cached multipliers take the chunked path: same value.
-    monkeypatch.setattr(tr._Multipliers, "_FULL_LIMIT", 4096)
+    monkeypatch.setattr(sh._Multipliers, "_FULL_LIMIT", 4096)
     assert int(tr.sum_hash(x)) == h
     assert int(tr.sum_hash(x[:-1])) == tr.sum_hash_reference(raw(x[:-1])) - (1 << 64) * (
         tr.sum_hash_reference(raw(x[:-1])) >> 63
@@ -76,12 +77,12 @@ def test_sum_hash_sees_every_one_element_change_and_the_chunked_path_agrees(monk
 def test_the_cuda_code_path_computes_the_same_hash(monkeypatch):
     # On CUDA the hash takes fresh buffers and multiplies then sums (there is no int64 dot):
     # forced here on the CPU, it must give the definition's value.
-    monkeypatch.setattr(tr, "_has_int_dot", lambda device: False)
-    monkeypatch.setattr(tr, "_reuse_scratch", lambda device: False)
+    monkeypatch.setattr(sh, "_has_int_dot", lambda device: False)
+    monkeypatch.setattr(sh, "_reuse_scratch", lambda device: False)
     for n in (1, 7, 3 * 4096 + 1):
         x = torch.randn(n)
         assert int(tr.sum_hash(x)) & (2**64 - 1) == tr.sum_hash_reference(raw(x))
-    monkeypatch.setattr(tr._Multipliers, "_FULL_LIMIT", 4096)
+    monkeypatch.setattr(sh._Multipliers, "_FULL_LIMIT", 4096)
     x = torch.randn(5 * 4096 + 3, dtype=torch.float64)
     assert int(tr.sum_hash(x)) & (2**64 - 1) == tr.sum_hash_reference(raw(x))
 
