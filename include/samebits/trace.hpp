@@ -10,9 +10,16 @@
 // File format (one JSON object per line):
 //   line 1: {"samebits_trace":1,"version":...,"git":...,"environment":{...}}
 //   then:   {"i":0,"step":3,"layer":"conv1","op":"aggregate","dtype":"float32","shape":[2708,16],
-//            "hash":"0123456789abcdef","min":-1.5,"max":2.25,"mean":0.01,"l2":12.5,"nan":0,
-//            "samples":[...],"context":"cuda not_guaranteed repeat run 2 of 3, seed 0"}
+//            "hash":"0123456789abcdef","sum_hash":"fedcba9876543210","min":-1.5,"max":2.25,
+//            "mean":0.01,"l2":12.5,"nan":0,"samples":[...],
+//            "context":"cuda not_guaranteed repeat run 2 of 3, seed 0"}
 // "context" is present only while a trace::Context is alive on the recording thread.
+// Two hashes: "hash" (XXH3 of dtype, shape and bytes, computed on the host) and "sum_hash" (see
+// sum_hash(), which a device computes without copying the tensor to the host). Traces written
+// from Python (samebits.torch.trace) carry only "sum_hash", plus "source" (file:line of the call),
+// and optionally "caller" (the user's line when "source" is in a library) and "grad_fn"
+// (backward ops); traces written before "sum_hash" existed carry only "hash". Entries are
+// compared by every hash that both carry (see same_output()).
 // Non-finite statistics are written as the strings "nan", "inf", "-inf". Statistics are computed
 // in float64 in row-major order, so they are themselves reproducible.
 #pragma once
@@ -88,6 +95,18 @@ private:
 // The label of the innermost live Context on this thread; empty when there is none.
 const std::string& current_context() noexcept;
 
+// The "sum64" content hash: the tensor's bytes in row-major order, read as little-endian 64-bit
+// words w_i (two float32 values a word; the last word padded with zero bytes), and
+//   sum over i of (w_i XOR m_i) * m_i   (mod 2^64),   m_i = A[i % 4096] * B[i / 4096]
+// with A[k] = splitmix64(2k) | 1 and B[j] = splitmix64(2j + 1) | 1 (splitmix64(x) is the
+// finalizer of x + 0x9E3779B97F4A7C15). Integer addition is associative, so a GPU computes the
+// same value in any reduction order; each term is a bijection of its word (m_i is odd), so
+// changing any one word changes the hash; the XOR keeps values with many trailing zero bits
+// (0.5, 1.0) from leaving the low bits of the sum empty. The dtype and shape are not part of it
+// (an entry records them). samebits.torch.trace computes it on the device, in three elementwise
+// passes over native 64-bit words.
+std::uint64_t sum_hash(const TensorView& t);
+
 // Number of values sampled per entry, at positions floor(k * numel / kSamples), k = 0..7.
 constexpr int kSamples = 8;
 
@@ -97,12 +116,21 @@ struct Entry {
   std::int64_t step = 0;
   std::string layer, op, dtype;
   Shape shape;
-  std::string hash;
+  std::string hash;     // XXH3 ("hash"); empty when the trace has none (Python traces)
+  std::string sum_hash; // sum64 ("sum_hash"); empty in traces written before it existed
   double min = 0, max = 0, mean = 0, l2 = 0;
   std::int64_t nan_count = 0;
   std::vector<double> samples;
   std::string context; // empty when recorded outside any Context
+  std::string source;  // Python traces: "file:line" of the call; may be empty
+  std::string caller;  // Python traces: the user's line when `source` lies in a library
+  std::string grad_fn; // Python traces: the autograd node, for ops run by backward
 };
+
+// True when the two entries' outputs have the same content by every hash kind both record;
+// false also when they share no hash kind (has_common_hash()).
+bool same_output(const Entry& a, const Entry& b);
+bool has_common_hash(const Entry& a, const Entry& b);
 
 struct TraceFile {
   std::string header; // the first line, as written (JSON)

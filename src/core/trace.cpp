@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <fstream>
 #include <limits>
@@ -101,7 +102,46 @@ Stats compute_stats(const Tensor& host) {
   return s;
 }
 
+std::uint64_t splitmix64(std::uint64_t x) {
+  std::uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
 } // namespace
+
+std::uint64_t sum_hash(const TensorView& t) {
+  constexpr std::size_t kRow = 4096;
+  const Tensor host = Tensor::copy_of(t, Device::cpu());
+  std::vector<std::uint64_t> words((host.nbytes() + 7) / 8, 0); // zero-padded last word
+  if (host.nbytes() > 0)
+    std::memcpy(words.data(), host.raw(), host.nbytes()); // little-endian hosts only
+  std::vector<std::uint64_t> cols(std::min(words.size(), kRow));
+  for (std::size_t k = 0; k < cols.size(); ++k)
+    cols[k] = splitmix64(2 * k) | 1;
+  std::uint64_t h = 0;
+  for (std::size_t j = 0; j * kRow < words.size(); ++j) {
+    const std::uint64_t row = splitmix64(2 * j + 1) | 1;
+    for (std::size_t k = 0; k < kRow && j * kRow + k < words.size(); ++k) {
+      const std::uint64_t m = cols[k] * row;
+      h += (words[j * kRow + k] ^ m) * m;
+    }
+  }
+  return h;
+}
+
+bool has_common_hash(const Entry& a, const Entry& b) {
+  return (!a.hash.empty() && !b.hash.empty()) || (!a.sum_hash.empty() && !b.sum_hash.empty());
+}
+
+bool same_output(const Entry& a, const Entry& b) {
+  if (!has_common_hash(a, b))
+    return false;
+  const bool hash_ok = a.hash.empty() || b.hash.empty() || a.hash == b.hash;
+  const bool sum_ok = a.sum_hash.empty() || b.sum_hash.empty() || a.sum_hash == b.sum_hash;
+  return hash_ok && sum_ok;
+}
 
 Context::Context(std::string label) : previous_(std::exchange(t_context, std::move(label))) {}
 Context::~Context() {
@@ -169,6 +209,7 @@ void record(std::int64_t step, std::string_view layer, std::string_view op, cons
                {"dtype", std::string(to_string(out.dtype))},
                {"shape", out.sizes()},
                {"hash", hash_hex(content_hash(host))},
+               {"sum_hash", hash_hex(sum_hash(host))},
                {"min", number(s.min)},
                {"max", number(s.max)},
                {"mean", number(s.mean)},
@@ -222,7 +263,10 @@ TraceFile read(const std::string& path) {
       e.op = j.at("op").get<std::string>();
       e.dtype = j.at("dtype").get<std::string>();
       e.shape = j.at("shape").get<Shape>();
-      e.hash = j.at("hash").get<std::string>();
+      e.hash = j.value("hash", "");
+      e.sum_hash = j.value("sum_hash", "");
+      if (e.hash.empty() && e.sum_hash.empty())
+        throw std::invalid_argument("entry has neither \"hash\" nor \"sum_hash\"");
       e.min = read_number(j.at("min"));
       e.max = read_number(j.at("max"));
       e.mean = read_number(j.at("mean"));
@@ -230,8 +274,10 @@ TraceFile read(const std::string& path) {
       e.nan_count = j.at("nan").get<std::int64_t>();
       for (const auto& v : j.at("samples"))
         e.samples.push_back(read_number(v));
-      if (j.contains("context"))
-        e.context = j.at("context").get<std::string>();
+      e.context = j.value("context", "");
+      e.source = j.value("source", "");
+      e.caller = j.value("caller", "");
+      e.grad_fn = j.value("grad_fn", "");
       t.entries.push_back(std::move(e));
     } catch (const json::parse_error& ex) {
       // The parser's own message quotes the bytes it read, which may be binary.

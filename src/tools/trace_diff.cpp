@@ -56,7 +56,7 @@ std::string sci(double v) {
 } // namespace
 
 double distance(const Entry& a, const Entry& b) {
-  if (a.hash == b.hash)
+  if (same_output(a, b))
     return 0.0;
   if (a.nan_count != b.nan_count)
     return std::numeric_limits<double>::infinity();
@@ -101,6 +101,15 @@ DiffReport diff(const TraceFile& a, const TraceFile& b) {
   for (std::size_t i = 0; i < n; ++i) {
     const Entry& x = a.entries[i];
     const Entry& y = b.entries[i];
+    if (!has_common_hash(x, y)) {
+      r.structure_mismatch = static_cast<std::int64_t>(i);
+      r.structure_message = fmt::format(
+          "entry {}: A records hash kinds [{}{}], B [{}{}]: no common kind to compare (traces "
+          "written before sum_hash existed compare only with each other)",
+          i, x.hash.empty() ? "" : "hash ", x.sum_hash.empty() ? "" : "sum_hash",
+          y.hash.empty() ? "" : "hash ", y.sum_hash.empty() ? "" : "sum_hash");
+      break;
+    }
     if (x.step != y.step || x.layer != y.layer || x.op != y.op || x.shape != y.shape ||
         x.dtype != y.dtype) {
       r.structure_mismatch = static_cast<std::int64_t>(i);
@@ -116,7 +125,7 @@ DiffReport diff(const TraceFile& a, const TraceFile& b) {
                 x.layer,
                 x.op,
                 x.context,
-                x.hash == y.hash,
+                same_output(x, y),
                 distance(x, y)};
     if (!d.same_hash && r.first_diff < 0) {
       r.first_diff = d.index;
@@ -169,8 +178,19 @@ std::string format_diff(const DiffReport& r) {
             : scale > 0 && std::isfinite(diff) ? diff / scale
                                                : std::numeric_limits<double>::infinity()));
   };
+  if (!a.source.empty() || !b.source.empty()) {
+    s += fmt::format("  source   A: {}{}\n", shown(a.source),
+                     a.caller.empty() ? "" : " (called from " + shown(a.caller) + ")");
+    s += fmt::format("           B: {}{}\n", shown(b.source),
+                     b.caller.empty() ? "" : " (called from " + shown(b.caller) + ")");
+  }
+  if (!a.grad_fn.empty())
+    s += fmt::format("  backward of {}\n", shown(a.grad_fn));
   s += fmt::format("  {:<8} {:>24} {:>24}\n", "", "A", "B");
-  s += fmt::format("  {:<8} {:>24} {:>24}\n", "hash", a.hash, b.hash);
+  if (!a.hash.empty() && !b.hash.empty())
+    s += fmt::format("  {:<8} {:>24} {:>24}\n", "hash", a.hash, b.hash);
+  if (!a.sum_hash.empty() && !b.sum_hash.empty())
+    s += fmt::format("  {:<8} {:>24} {:>24}\n", "sum_hash", a.sum_hash, b.sum_hash);
   row("min", a.min, b.min);
   row("max", a.max, b.max);
   row("mean", a.mean, b.mean);

@@ -1,0 +1,465 @@
+# samebits.torch.trace(path) (this module is samebits.torch.tracing, so that the module never
+# shadows the function): records every aten op that runs (op, shapes, dtype, a hash and
+# statistics of each output, the user's source line, the nn.Module path) into samebits' trace
+# format, so `samebits diff A B` compares two runs from different processes, machines or devices.
+#
+# The hash ("sum64") is computed on the tensor's device with no host synchronization per op:
+# the tensor's bytes read as 64-bit words (two float32 values a word), each XORed with a
+# position-dependent odd multiplier and then multiplied by it (the XOR keeps values with many
+# trailing zero bits, such as 0.5, from leaving the low bits of the sum empty), summed modulo
+# 2^64. Integer addition is associative,
+# so the sum is the same in any order the device reduces it, and the C++ recorder computes the
+# same value from host bytes (samebits::trace::sum_hash). Any change of one element changes it.
+# The per-op hash and statistics stay on the device and are read in batches.
+#
+# Imports only torch and the standard library.
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
+
+from ._sumhash import SUM_HASH_ROW, _MULTIPLIERS, hash_hex, sum_hash, sum_hash_reference
+
+__all__ = ["trace", "Tracer", "sum_hash", "sum_hash_reference", "SUM_HASH_ROW"]
+
+# --- where an op was called from ----------------------------------------------------------------
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_SAMEBITS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIBRARY_MARKERS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+
+# code object -> (is inside torch or samebits, is inside any installed package or the stdlib)
+_code_kind: dict[Any, tuple[bool, bool]] = {}
+
+
+def _classify(code: Any) -> tuple[bool, bool]:
+    k = _code_kind.get(code)
+    if k is None:
+        f = code.co_filename
+        internal = f.startswith((_TORCH_DIR, _SAMEBITS_DIR, "<frozen"))
+        library = internal or f.startswith(_STDLIB_DIR) or any(m in f for m in _LIBRARY_MARKERS)
+        k = (internal, library)
+        _code_kind[code] = k
+    return k
+
+
+def _where(frame: Any) -> tuple[str, str]:
+    """(source, caller): the innermost frame outside torch and samebits (which may be in a
+    library such as PyG), and the innermost one outside every installed package (the user's)."""
+    source = caller = ""
+    f = frame
+    while f is not None:
+        internal, library = _classify(f.f_code)
+        if not internal and not source:
+            source = f"{f.f_code.co_filename}:{f.f_lineno}"
+        if not library:
+            caller = f"{f.f_code.co_filename}:{f.f_lineno}"
+            break
+        f = f.f_back
+    if not source:
+        source = caller
+    return source, (caller if caller != source else "")
+
+
+# --- module paths --------------------------------------------------------------------------------
+
+
+class _ModuleStack:
+    """The path of nn.Module calls ("GraphSAGE.conv1.lin_l") kept by global module hooks."""
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+        self._names: dict[int, str] = {}
+        self._root: Any = None
+        self._handles: list[Any] = []
+
+    def install(self) -> None:
+        from torch.nn.modules import module as m
+
+        self._handles = [
+            m.register_module_forward_pre_hook(self._pre),
+            m.register_module_forward_hook(self._post, always_call=True),
+        ]
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _pre(self, module: Any, args: Any) -> None:
+        if not self.stack:
+            if self._root is not module:
+                self._root = module
+                root = type(module).__name__
+                self._names = {
+                    id(sub): (root + "." + name if name else root)
+                    for name, sub in module.named_modules()
+                }
+        name = self._names.get(id(module))
+        if name is None:
+            name = (self.stack[-1] + "." if self.stack else "") + type(module).__name__
+        self.stack.append(name)
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        if self.stack:
+            self.stack.pop()
+
+    def current(self) -> str:
+        return self.stack[-1] if self.stack else ""
+
+
+# --- the recorder --------------------------------------------------------------------------------
+
+_SAMPLES = 8  # as samebits::trace::kSamples: positions floor(k * n / 8)
+# Larger tensors get their min, max, mean, L2 norm and NaN count from every k-th element
+# ("stats_stride": k in the entry; the L2 norm scaled to the whole tensor): the statistics only
+# measure how far two runs are apart, the hash (over every byte) says whether they are, and a
+# full pass per statistic would cost more than the op on the CPU.
+_STATS_ELEMENTS = 1 << 16
+_FLUSH_EVERY = 512
+_FORWARD_KEPT = 1 << 20  # autograd nodes whose forward source is remembered
+_aten = torch.ops.aten
+# Ops that make no values (their output is uninitialised memory, or a copy of a scalar).
+_SKIP = {
+    _aten.detach.default,
+    _aten.lift_fresh.default,
+    _aten._local_scalar_dense.default,
+    _aten.empty.memory_format,
+    _aten.empty_strided.default,
+    _aten.empty_like.default,
+    _aten.new_empty.default,
+    _aten.new_empty_strided.default,
+    _aten.resize_.default,
+}
+# Ops whose output is a function of their (non-tensor) arguments alone: constants, nothing to
+# compare, and hashing them is pure cost (a training step makes zero tensors of its largest size).
+for _name in ("zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "new_zeros",
+              "new_ones", "new_full", "scalar_tensor"):
+    _packet = getattr(_aten, _name)
+    _SKIP.update(getattr(_packet, o) for o in _packet.overloads())
+
+
+_written_cache: dict[Any, Any] = {}
+
+
+def _written_args(func: Any) -> Any:
+    """For an op that returns nothing, the positions and names of the arguments it writes to;
+    None for every other op."""
+    w = _written_cache.get(func, False)
+    if w is False:
+        schema = func._schema
+        w = None
+        if not schema.returns:
+            w = [
+                (i, a.name)
+                for i, a in enumerate(schema.arguments)
+                if a.alias_info is not None and a.alias_info.is_write
+            ] or None
+        _written_cache[func] = w
+    return w
+
+
+def _tensors_in(obj: Any) -> list[torch.Tensor]:
+    """The tensors of an op's arguments or results: a tensor, or a list or tuple of tensors and
+    other values (aten schemas nest no deeper)."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        out = []
+        for x in obj:
+            if isinstance(x, torch.Tensor):
+                out.append(x)
+            elif isinstance(x, (list, tuple)):
+                out.extend(t for t in x if isinstance(t, torch.Tensor))
+        return out
+    return []
+
+
+def _pick(func: Any, written: list[tuple[int, str]], args: Any, kwargs: Any) -> list[Any]:
+    kwargs = kwargs or {}
+    return [args[i] if i < len(args) else kwargs.get(name) for i, name in written]
+
+
+class Tracer(TorchDispatchMode):
+    """The mode behind trace(); `step` is the trace's step field (advanced by every optimizer
+    step, or set by hand), `context` labels the entries (a run number, say)."""
+
+    def __init__(self, path: str, *, stats: bool = True, context: str = "") -> None:
+        super().__init__()
+        self.path = path
+        self.stats = stats
+        self.context = context
+        self.step = 0
+        self.entries = 0  # written so far
+        self._next = 0  # the index of the next entry
+        self._producer = WeakIdKeyDictionary()  # tensor -> index of the entry that last wrote it
+        self._pending: list[tuple[dict[str, Any], torch.Tensor, Any]] = []
+        self._forward_where: dict[int, tuple[str, str, str]] = {}  # autograd sequence nr -> where
+        self._modules = _ModuleStack()
+        self._file: Any = None
+        self._step_hooks: list[Any] = []
+        self._optimizer = ""  # "optimizer.SGD" while an optimizer steps
+        self._sample_index: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+    # -- lifetime --
+    def __enter__(self) -> "Tracer":
+        self._file = open(self.path + ".partial", "w", encoding="utf-8")
+        self._file.write(json.dumps(_header(), separators=(",", ":")) + "\n")
+        self._modules.install()
+        from torch.optim import optimizer
+
+        self._step_hooks = [
+            optimizer.register_optimizer_step_pre_hook(self._optimizer_enter),
+            optimizer.register_optimizer_step_post_hook(self._advance),
+        ]
+        return super().__enter__()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            self._modules.remove()
+            for h in self._step_hooks:
+                h.remove()
+            try:
+                self.flush()
+            finally:
+                self._file.close()
+        if exc_type is None:
+            os.replace(self.path + ".partial", self.path)  # a failed run leaves only .partial
+
+    def _optimizer_enter(self, opt: Any, *args: Any) -> None:
+        self._optimizer = "optimizer." + type(opt).__name__
+
+    def _advance(self, *args: Any) -> None:
+        self._optimizer = ""
+        self.step += 1
+
+    # -- recording --
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func.is_view or func in _SKIP:  # no new values: a view's values are its base's
+            if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
+                p = self._producer.get(args[0])
+                if p is not None:
+                    self._producer[out] = p
+            return out
+        written = _written_args(func)
+        if written is None:
+            tensors = _tensors_in(out)
+        else:  # returns nothing (the _foreach_*_ ops): what it wrote into its arguments
+            tensors = _tensors_in(_pick(func, written, args, kwargs))
+        if not tensors:
+            return out
+        node = torch._C._current_autograd_node()
+        if node is not None:  # backward: attribute to the forward op that made the node
+            source, caller, layer = self._forward_where.get(node._sequence_nr(), ("", "", ""))
+            grad_fn = node.name()
+        else:
+            source, caller = _where(sys._getframe(1))
+            layer = self._optimizer or self._modules.current()
+            grad_fn = ""
+            # The node this op made (if any) has the newest sequence number; the first op to
+            # claim a number is the one that made it.
+            seq = torch._C._autograd._get_sequence_nr() - 1
+            self._forward_where.setdefault(seq, (source, caller, layer))
+        if len(self._forward_where) > 2 * _FORWARD_KEPT:  # bound it: old steps' nodes are gone
+            newest = torch._C._autograd._get_sequence_nr()
+            self._forward_where = {
+                k: v for k, v in self._forward_where.items() if k > newest - _FORWARD_KEPT
+            }
+        # The entries that produced this op's tensor inputs: an output that differs while all of
+        # these agree comes from the op itself, not from what it was given.
+        inputs = sorted(
+            {
+                p
+                for a in _tensors_in(args) + _tensors_in(list((kwargs or {}).values()))
+                if (p := self._producer.get(a)) is not None
+            }
+        )
+        det = torch.are_deterministic_algorithms_enabled()
+        name = str(func)
+        for k, t in enumerate(tensors):
+            if t.device.type == "meta" or type(t) not in (torch.Tensor, torch.nn.Parameter):
+                continue  # fake and subclass tensors (compile-time tracing) hold no values
+            entry = {
+                "step": self.step,
+                "layer": layer,
+                "op": name if len(tensors) == 1 else f"{name}[{k}]",
+                "dtype": str(t.dtype).removeprefix("torch."),
+                "shape": list(t.shape),
+                "source": source,
+            }
+            if caller:
+                entry["caller"] = caller
+            if grad_fn:
+                entry["grad_fn"] = grad_fn
+            if det:
+                entry["deterministic_algorithms"] = True
+            if self.context:
+                entry["context"] = self.context
+            entry["inputs"] = inputs
+            self._producer[t] = self._next
+            self._record(entry, t)
+        return out
+
+    def _record(self, entry: dict[str, Any], t: torch.Tensor) -> None:
+        x = t.detach()
+        h = sum_hash(x)
+        stats = self._stats(x) if self.stats else None
+        if stats is not None and stats[4] > 1:
+            entry["stats_stride"] = stats[4]
+        entry["i"] = self._next
+        self._next += 1
+        self._pending.append((entry, h, stats))
+        if len(self._pending) >= _FLUSH_EVERY:
+            self.flush()
+
+    def _stats(self, x: torch.Tensor) -> Any:
+        """min, max, sum, L2 norm, NaN count and the sampled values, all left on x's device.
+        The sums accumulate in x's own precision (float32 for the half types) and so cost one
+        read of x each; they only measure how far apart two runs are, the hash says whether."""
+        n = x.numel()
+        if n == 0:
+            return None
+        if x.is_complex():
+            x = torch.view_as_real(x)
+        if not x.is_floating_point():
+            x = x.to(torch.float64)
+        flat = x.reshape(-1)
+        key = (n, flat.device)
+        idx = self._sample_index.get(key)
+        if idx is None:
+            k = min(_SAMPLES, n)
+            idx = torch.tensor([j * n // k for j in range(k)], device=flat.device)
+            self._sample_index[key] = idx
+        acc = torch.float32 if flat.element_size() < 4 else None
+        samples = flat[idx]
+        stride = -(-n // _STATS_ELEMENTS)
+        if stride > 1:  # large: the statistics of every stride-th element (a strided view)
+            flat = flat[::stride]
+        lo, hi = torch.aminmax(flat)
+        return (
+            (lo, hi, samples),
+            torch.sum(flat, dtype=acc),
+            torch.linalg.vector_norm(flat, dtype=acc),
+            _MULTIPLIERS.nan_count(flat),
+            stride,
+        )
+
+    def flush(self) -> None:
+        """Reads the pending hashes and statistics back (one synchronization) and writes them."""
+        pending, self._pending = self._pending, []
+        if not pending or self._file is None:
+            return
+        hashes = _read_back([h for _, h, _ in pending])
+        has = [s is not None for _, _, s in pending]
+        got = [s for _, _, s in pending if s is not None]
+        lows = _read_back([s[0][0] for s in got])
+        highs = _read_back([s[0][1] for s in got])
+        samples = _read_back([s[0][2] for s in got])
+        extremes = [[lo, hi] + sm for lo, hi, sm in zip(lows, highs, samples)]
+        sums, norms, nans = (_read_back([s[j] for s in got]) for j in (1, 2, 3))
+        it = iter(zip(extremes, sums, norms, nans))
+        values = [next(it) if h else None for h in has]
+        lines = []
+        for (entry, _, _), h, v in zip(pending, hashes, values):
+            e = {"i": entry["i"], **entry}
+            e["sum_hash"] = hash_hex(h)
+            if v is None:
+                e.update({"min": 0.0, "max": 0.0, "mean": 0.0, "l2": 0.0, "nan": 0, "samples": []})
+                if not self.stats and entry["shape"] and 0 not in entry["shape"]:
+                    e.update({"min": "nan", "max": "nan", "mean": "nan", "l2": "nan", "nan": -1})
+            else:
+                mm_samples, total, l2, nan = v
+                n = 1
+                for s in entry["shape"]:
+                    n *= s
+                stride = entry.get("stats_stride", 1)
+                part = -(-n // stride)  # elements the statistics saw
+                l2 = l2 * math.sqrt(n / part)
+                n = part
+                e.update(
+                    {
+                        "min": _number(mm_samples[0]),
+                        "max": _number(mm_samples[1]),
+                        "mean": _number(total / n),
+                        "l2": _number(l2),
+                        "nan": int(nan),
+                        "samples": [_number(s) for s in mm_samples[2:]],
+                    }
+                )
+            self.entries += 1
+            lines.append(json.dumps(e, separators=(",", ":")))
+        self._file.write("\n".join(lines) + "\n")
+        self._file.flush()
+
+
+def _read_back(tensors: list[torch.Tensor]) -> list[Any]:
+    """The values of many small device tensors with one copy per (device, dtype) group: each
+    tensor's values as a list (or a number for a 0-d tensor), in order."""
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(i)
+    result: list[Any] = [None] * len(tensors)
+    for idx in groups.values():
+        parts = [tensors[i].reshape(-1) for i in idx]
+        flat = torch.cat(parts).cpu()
+        if flat.is_floating_point():
+            flat = flat.double()
+        values = flat.tolist()
+        at = 0
+        for i, p in zip(idx, parts):
+            n = p.numel()
+            result[i] = values[at] if tensors[i].dim() == 0 else values[at : at + n]
+            at += n
+    return result
+
+
+def _number(v: float) -> Any:
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def _header() -> dict[str, Any]:
+    devices = []
+    if torch.cuda.is_available():
+        devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {
+        "samebits_trace": 1,
+        "version": "python",
+        "git": "",
+        "writer": "samebits.torch.trace",
+        "hash_kinds": ["sum64"],
+        "environment": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "platform": platform.platform(),
+            "cuda_devices": devices,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        },
+    }
+
+
+def trace(path: str, *, stats: bool = True, context: str = "") -> Tracer:
+    """Records every aten op run inside the `with` block into the trace file `path`:
+
+        with samebits.torch.trace("run1.trace"):
+            train_step()
+
+    The file is written to `path`.partial and renamed to `path` when the block ends without an
+    exception. `stats=False` records the hash only (cheaper; `samebits diff` then still finds the
+    first difference but cannot say how large it is)."""
+    return Tracer(path, stats=stats, context=context)
