@@ -124,3 +124,6 @@ def __getattr__(name):
         if module_name == name:
             return module
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+# The drop-in mode: torch's own accumulating ops through samebits (mode.py).
+from .mode import covered_ops, deterministic, disable, enable  # noqa: E402
