@@ -264,3 +264,99 @@ def test_cuda_atomic_index_add_becomes_one_result():
     with st.deterministic("run_to_run"):
         outs = {torch.index_add(x, 0, i, s).cpu().numpy().tobytes() for _ in range(20)}
     assert len(outs) == 1
+
+
+# --- backwards torch refuses in deterministic mode: interpolate, adaptive and 3-D pooling --------
+
+def _grad_of(fn, x, go):
+    x = x.detach().requires_grad_()
+    fn(x).backward(go)
+    return x.grad
+
+
+RESAMPLE = [
+    ("upsample_nearest2d_backward", dict(mode="nearest", size=(11, 7))),
+    ("upsample_nearest2d_backward", dict(mode="nearest", scale_factor=2.5)),
+    ("upsample_bilinear2d_backward", dict(mode="bilinear", size=(13, 9), align_corners=False)),
+    ("upsample_bilinear2d_backward", dict(mode="bilinear", size=(13, 9), align_corners=True)),
+    ("upsample_bilinear2d_backward", dict(mode="bilinear", scale_factor=1.7)),
+    ("upsample_bicubic2d_backward", dict(mode="bicubic", size=(12, 10), align_corners=False)),
+    ("upsample_bicubic2d_backward", dict(mode="bicubic", size=(3, 4), align_corners=True)),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("op,kwargs", RESAMPLE, ids=lambda v: str(v))
+def test_interpolate_backward(op, kwargs, dtype, level, device):
+    g = gen(len(str(kwargs)))
+    x = rand(g, 2, 3, 5, 6, dtype=dtype, device=device)
+    fn = lambda t: torch.nn.functional.interpolate(t, **kwargs)  # noqa: E731
+    go = rand(g, *fn(x).shape, dtype=dtype, device=device)
+    sbmode.reset_calls()
+    with st.deterministic(level):
+        a, b = _grad_of(fn, x, go), _grad_of(fn, x, go)
+    assert sbmode.calls().get(op, 0) == 2
+    assert torch.equal(a, b)
+    check_close(a, _grad_of(fn, x.double(), go.double()), dtype)
+
+
+POOLS = [
+    ("_adaptive_avg_pool2d_backward", lambda t: torch.nn.functional.adaptive_avg_pool2d(t, (4, 3))),
+    ("_adaptive_avg_pool2d_backward", lambda t: torch.nn.functional.adaptive_avg_pool2d(t, (7, 9))),
+    ("avg_pool3d_backward", lambda t: torch.nn.functional.avg_pool3d(t.unsqueeze(2).expand(
+        -1, -1, 5, -1, -1), 2)),
+    ("avg_pool3d_backward", lambda t: torch.nn.functional.avg_pool3d(
+        t.unsqueeze(2).expand(-1, -1, 4, -1, -1), (3, 2, 3), stride=(2, 1, 2), padding=1,
+        ceil_mode=True, count_include_pad=False)),
+    ("avg_pool3d_backward", lambda t: torch.nn.functional.avg_pool3d(
+        t.unsqueeze(2).expand(-1, -1, 4, -1, -1), 3, stride=2, padding=1, ceil_mode=True,
+        count_include_pad=True)),
+    ("avg_pool3d_backward", lambda t: torch.nn.functional.avg_pool3d(
+        t.unsqueeze(2).expand(-1, -1, 4, -1, -1), 2, divisor_override=3)),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("case", range(len(POOLS)))
+def test_pooling_backward(case, dtype, device):
+    op, fn = POOLS[case]
+    g = gen(500 + case)
+    x = rand(g, 2, 3, 7, 9, dtype=dtype, device=device)
+    go = rand(g, *fn(x).shape, dtype=dtype, device=device)
+    sbmode.reset_calls()
+    with st.deterministic("portable"):
+        a, b = _grad_of(fn, x, go), _grad_of(fn, x, go)
+    assert sbmode.calls().get(op, 0) == 2
+    assert torch.equal(a, b)
+    check_close(a, _grad_of(fn, x.double(), go.double()), dtype)
+
+
+BAGS = [dict(mode="sum"), dict(mode="sum", per_sample_weights=True), dict(mode="mean"),
+        dict(mode="max"), dict(mode="sum", padding_idx=3), dict(mode="mean", padding_idx=3)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("case", range(len(BAGS)))
+def test_embedding_bag_backward(case, dtype, device):
+    # scale_grad_by_freq is left to torch's kernel.
+    kw = dict(BAGS[case])
+    g = gen(700 + case)
+    w = rand(g, 12, 5, dtype=dtype, device=device)
+    i = ints(g, 12, 40, device=device)
+    off = torch.tensor([0, 7, 7, 19, 30], device=device)          # one empty bag
+    psw = rand(g, 40, dtype=dtype, device=device) if kw.pop("per_sample_weights", False) else None
+
+    def fn(t):
+        p = None if psw is None else psw.to(t.dtype)
+        return torch.nn.functional.embedding_bag(i, t, off, per_sample_weights=p, **kw)
+    go = rand(g, 5, 5, dtype=dtype, device=device)
+    sbmode.reset_calls()
+    with st.deterministic("run_to_run"):
+        a, b = _grad_of(fn, w, go), _grad_of(fn, w, go)
+    assert sbmode.calls().get("_embedding_bag_dense_backward", 0) == 2
+    assert torch.equal(a, b)
+    check_close(a, _grad_of(fn, w.double(), go.double()), dtype)

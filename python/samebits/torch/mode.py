@@ -25,7 +25,7 @@ import warnings
 import torch
 
 from .. import _level_name
-from . import _ops
+from . import _ops, _separable
 
 _FLOAT = (torch.float32, torch.float64)
 _INDEX = (torch.int64, torch.int32)
@@ -286,6 +286,106 @@ def _segment_reduce(original):
                                        level=_state["level"])
         return original.call_boxed(keyset, data, reduce, lengths=lengths, indices=indices,
                                    offsets=offsets, axis=axis, unsafe=unsafe, initial=initial)
+    return run
+
+
+@_override("_embedding_bag_dense_backward")
+def _embedding_bag_backward(original):
+    def run(keyset, grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+            scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
+        args = (grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+        extra = () if per_sample_weights is None else (per_sample_weights,)
+        if not (_supported(grad, *extra, index=indices) and grad.dim() == 2
+                and mode in (0, 1, 2) and not scale_grad_by_freq):
+            return original.call_boxed(keyset, *args)
+        _count(run.name)
+        out = grad.new_zeros((num_weights, grad.shape[1]))
+        level = _state["level"]
+        if mode == 2:
+            # (scale_grad_by_freq goes to torch's kernel, whose scaling this does not reproduce.)
+            # max: each bag's gradient goes to the row that held the maximum, per feature; an
+            # empty bag (size 0) passes none.
+            g = grad * (bag_size > 0).to(grad.dtype).unsqueeze(1)
+            _ops._core.scatter_add(out, 0, maximum_indices.to(torch.int64), g, level,
+                                   _ops._stream(out))
+            return out
+        rows = grad.index_select(0, offset2bag)          # a gather: no accumulation
+        if mode == 1:
+            rows = rows / bag_size.index_select(0, offset2bag).clamp_min(1).to(
+                grad.dtype).unsqueeze(1)
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights.unsqueeze(1)
+        if padding_idx >= 0:
+            rows = rows * (indices != padding_idx).to(grad.dtype).unsqueeze(1)
+        _ops._index_add_into(out, 0, indices, rows, 1.0, level)
+        return out
+    return run
+
+
+# Backwards that torch computes by scattering (with atomics on CUDA) and refuses under
+# torch.use_deterministic_algorithms: here products with per-axis weight matrices (_separable.py).
+
+def _resample_override(kind, with_align):
+    def make(original):
+        def run(keyset, grad_output, output_size, input_size, *rest):
+            align = rest[0] if with_align else False
+            scales = rest[1:] if with_align else rest
+            scales = tuple(scales) + (None,) * (2 - len(scales))
+            if not _supported(grad_output) or grad_output.dim() != 4:
+                return original.call_boxed(keyset, grad_output, output_size, input_size, *rest)
+            _count(run.name)
+            n, c, ih, iw = (int(v) for v in input_size)
+            oh, ow = (int(v) for v in output_size)
+            double = grad_output.dtype == torch.float64
+            mats = [_separable._weights(kind, oh, ih, align, scales[0], double),
+                    _separable._weights(kind, ow, iw, align, scales[1], double)]
+            g = grad_output.reshape(n * c, oh, ow)
+            return _separable.backward(g, mats, _state["level"]).reshape(n, c, ih, iw)
+        return run
+    return make
+
+
+_OVERRIDES["upsample_nearest2d_backward"] = _resample_override("nearest", False)
+_OVERRIDES["upsample_bilinear2d_backward"] = _resample_override("linear", True)
+_OVERRIDES["upsample_bicubic2d_backward"] = _resample_override("cubic", True)
+
+
+@_override("_adaptive_avg_pool2d_backward")
+def _adaptive_avg_pool2d_backward(original):
+    def run(keyset, grad_output, self):
+        if not (_supported(grad_output, self) and self.dim() in (3, 4)):
+            return original.call_boxed(keyset, grad_output, self)
+        _count(run.name)
+        ih, iw = self.shape[-2:]
+        oh, ow = grad_output.shape[-2:]
+        double = self.dtype == torch.float64
+        mats = [_separable._weights("adaptive", oh, ih, False, None, double),
+                _separable._weights("adaptive", ow, iw, False, None, double)]
+        g = grad_output.reshape(-1, oh, ow)
+        return _separable.backward(g, mats, _state["level"]).reshape(self.shape)
+    return run
+
+
+@_override("avg_pool3d_backward")
+def _avg_pool3d_backward(original):
+    def run(keyset, grad_output, self, kernel_size, stride, padding, ceil_mode,
+            count_include_pad, divisor_override=None):
+        if not (_supported(grad_output, self) and self.dim() in (4, 5)):
+            return original.call_boxed(keyset, grad_output, self, kernel_size, stride, padding,
+                                       ceil_mode, count_include_pad, divisor_override)
+        _count(run.name)
+        k = list(kernel_size) * (3 if len(kernel_size) == 1 else 1)
+        st = list(stride) if len(stride) else k
+        st = st * (3 if len(st) == 1 else 1)
+        pad = list(padding) * (3 if len(padding) == 1 else 1)
+        ins, outs = self.shape[-3:], grad_output.shape[-3:]
+        mats = [_separable._pool_weights(outs[j], ins[j], k[j], st[j], pad[j], count_include_pad,
+                                         divisor_override is None) for j in range(3)]
+        g = grad_output.reshape((-1,) + tuple(outs))
+        if divisor_override is not None:
+            g = g / divisor_override
+        return _separable.backward(g, mats, _state["level"]).reshape(self.shape)
     return run
 
 
