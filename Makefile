@@ -9,9 +9,10 @@ WERROR ?= 0
 CMAKE_FLAGS = $(CMAKE_ARGS) $(if $(filter 1,$(WERROR)),-DSAMEBITS_WERROR=ON)
 CLANG_FORMAT ?= clang-format-14
 DEBIAN_PACKAGES := cmake g++ make git libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev \
-                   nlohmann-json3-dev libcli11-dev libxxhash-dev
+                   nlohmann-json3-dev libcli11-dev libxxhash-dev \
+                   python3-dev python3-venv ccache ninja-build
 
-.PHONY: run test deps build bench baseline clean format-check
+.PHONY: run test deps build bench baseline clean format-check venv python pytest
 .PHONY: test-sanitize deps-sanitize
 SANITIZE_PACKAGES := clang-14 libclang-rt-14-dev ninja-build ccache
 
@@ -25,8 +26,12 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+# ccache (a Debian package above) serves every compiler call when it is there.
+LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+              -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_POSITION_INDEPENDENT_CODE=ON $(LAUNCHER) \
+	  $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -34,8 +39,30 @@ build: deps $(BUILD)/CMakeCache.txt
 run: build
 	./scripts/main_job.sh $(BUILD)
 
-test: build
+test: build python
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	$(MAKE) pytest
+
+# The Python package: a project-local virtual environment with torch (pinned to the GPU machine's
+# 2.11), built into it from the main build tree (scikit-build-core reuses $(BUILD), so the library
+# is not compiled twice), then its tests.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP_PACKAGES := torch==2.11.* torch-geometric pytest numpy nanobind scikit-build-core
+venv: $(VENV)/.samebits-venv
+$(VENV)/.samebits-venv: | deps
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(PIP_PACKAGES)
+	touch $@
+
+python: build venv
+	CMAKE_GENERATOR="$$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' $(BUILD)/CMakeCache.txt)" \
+	  $(PY) -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=$(BUILD) \
+	  -Ccmake.define.SAMEBITS_BUILD_TESTS=ON -Ccmake.define.SAMEBITS_BUILD_BENCH=ON .
+
+pytest:
+	$(PY) -m pytest -q python/tests
 
 bench: build
 	$(BUILD)/bench/samebits_bench_cpu
@@ -46,7 +73,7 @@ baseline:
 	python3 bench/summarize.py $(BASELINE_RUN) > bench/BASELINE.md
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(VENV)
 
 # Every C++ and CUDA source as clang-format 14 writes it (.clang-format); installs it if missing.
 format-check:

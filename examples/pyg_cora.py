@@ -1,0 +1,231 @@
+"""The reproducibility experiment in PyTorch Geometric: unchanged PyG models trained N times on Cora
+in four modes (torch default, torch deterministic, samebits run_to_run, samebits portable).
+
+    python examples/pyg_cora.py --runs 100 --device cuda --models sage,gcn,gat --svg out/pyg.svg
+
+For every model and mode it prints how many distinct weight sets the N trainings gave (same seed,
+same data, same code), the test accuracy's spread and the time per training, and it can draw the
+distinct counts as an SVG bar chart. With --synthetic it also times PyG SAGEConv inference on a
+random graph of 1M nodes and 20M edges (CUDA) with and without the mode.
+"""
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import samebits.torch as st  # noqa: E402
+
+MODES = ("torch", "torch_det", "run_to_run", "portable")
+
+
+def load_cora_tsv(device, data_dir):
+    """Cora from samebits' bundled nodes.tsv and edges.tsv (data/cora/README.md) as a PyG Data:
+    the same nodes, features, labels, split and edge order as PyG's Planetoid("Cora")."""
+    from torch_geometric.data import Data
+    rows, cols, labels, split = [], [], [], []
+    with open(os.path.join(data_dir, "nodes.tsv")) as f:
+        next(f)
+        for line in f:
+            node, label, part, feats = line.rstrip("\n").split("\t")
+            labels.append(int(label))
+            split.append(part)
+            for c in filter(None, feats.split(",")):
+                rows.append(int(node))
+                cols.append(int(c.split(":")[0]))
+    with open(os.path.join(data_dir, "edges.tsv")) as f:
+        next(f)
+        edges = [tuple(map(int, line.split())) for line in f]
+    n, nf = len(labels), 1433
+    x = torch.zeros(n, nf)
+    x[torch.tensor(rows), torch.tensor(cols)] = 1.0
+    mask = {p: torch.tensor([s == p for s in split]) for p in ("train", "val", "test")}
+    data = Data(x=x, edge_index=torch.tensor(edges).t().contiguous(), y=torch.tensor(labels),
+                train_mask=mask["train"], val_mask=mask["val"], test_mask=mask["test"])
+    return data.to(device), nf, int(max(labels)) + 1
+
+
+def load_cora(device, data_dir):
+    """Cora through PyG's own Planetoid reader (needs scipy) from the ind.cora.* files."""
+    from torch_geometric.datasets import Planetoid
+    root = tempfile.mkdtemp(prefix="samebits-pyg-")
+    os.makedirs(os.path.join(root, "Cora", "raw"))
+    for f in os.listdir(data_dir):
+        shutil.copy(os.path.join(data_dir, f), os.path.join(root, "Cora", "raw", f))
+    ds = Planetoid(root, "Cora")
+    data = ds[0].to(device)
+    shutil.rmtree(root, ignore_errors=True)
+    return data, ds.num_features, ds.num_classes
+
+
+def make_model(name, num_features, num_classes, hidden=16):
+    from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+    conv = {"sage": lambda i, o, last: SAGEConv(i, o),
+            "gcn": lambda i, o, last: GCNConv(i, o),
+            "gat": lambda i, o, last: GATConv(i, o, heads=1 if last else 4, concat=not last)}[name]
+    mid = hidden * (4 if name == "gat" else 1)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = conv(num_features, hidden, False)
+            self.c2 = conv(mid, num_classes, True)
+
+        def forward(self, x, edge_index):
+            x = F.dropout(F.relu(self.c1(x, edge_index)), 0.5, self.training)
+            return self.c2(x, edge_index)
+    return Net()
+
+
+def train_once(name, data, nf, nc, epochs, seed=0):
+    """One training from a fixed seed: (weight hash, test accuracy)."""
+    torch.manual_seed(seed)
+    model = make_model(name, nf, nc).to(data.x.device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    for _ in range(epochs):
+        model.train()
+        opt.zero_grad()
+        out = model(data.x, data.edge_index)
+        F.cross_entropy(out[data.train_mask], data.y[data.train_mask]).backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        pred = model(data.x, data.edge_index).argmax(1)
+        acc = (pred[data.test_mask] == data.y[data.test_mask]).float().mean().item()
+    w = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+    return hashlib.sha256(w.numpy().tobytes()).hexdigest()[:16], acc
+
+
+class Mode:
+    """The context a mode trains in."""
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        self.was = torch.are_deterministic_algorithms_enabled()
+        if self.mode == "torch_det":
+            torch.use_deterministic_algorithms(True)
+        elif self.mode in ("run_to_run", "portable"):
+            st.enable(self.mode)
+
+    def __exit__(self, *exc):
+        if self.mode in ("run_to_run", "portable"):
+            st.disable()
+        torch.use_deterministic_algorithms(self.was)
+
+
+def run_mode(name, mode, data, nf, nc, runs, epochs, sync):
+    hashes, accs = set(), []
+    with Mode(mode):
+        train_once(name, data, nf, nc, epochs)  # warm-up: kernels, caches
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            h, acc = train_once(name, data, nf, nc, epochs)
+            hashes.add(h)
+            accs.append(acc)
+        sync()
+        ms = (time.perf_counter() - t0) * 1e3 / runs
+    return dict(model=name, mode=mode, runs=runs, distinct=len(hashes), acc_min=min(accs),
+                acc_max=max(accs), ms=ms, hash=sorted(hashes)[0])
+
+
+def synthetic_inference(device, sync, nodes=1_000_000, edges=20_000_000, feats=128, reps=10):
+    from torch_geometric.nn import SAGEConv
+    g = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(nodes, feats, generator=g).to(device)
+    ei = torch.randint(0, nodes, (2, edges), generator=g).to(device)
+    conv = SAGEConv(feats, feats).to(device).eval()
+    res = {}
+    for mode in MODES:
+        with Mode(mode), torch.no_grad():
+            conv(x, ei)
+            sync()
+            outs = set()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                y = conv(x, ei)
+                outs.add(hashlib.sha256(y.cpu().numpy().tobytes()).hexdigest()[:16])
+            sync()
+            res[mode] = dict(ms=(time.perf_counter() - t0) * 1e3 / reps, distinct=len(outs))
+    return res
+
+
+def svg_chart(rows, path):
+    """Distinct weight sets per model and mode, as bars scaled to the number of runs."""
+    w, bar, gap, top = 720, 14, 6, 30
+    h = top + len(rows) * (bar + gap) + 20
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+           'font-family="sans-serif" font-size="12">',
+           '<text x="10" y="18">distinct weight sets (bar: share of runs)</text>']
+    for k, r in enumerate(rows):
+        y = top + k * (bar + gap)
+        frac = r["distinct"] / r["runs"]
+        out.append(f'<text x="10" y="{y + 11}">{r["model"]} {r["mode"]}</text>')
+        out.append(f'<rect x="170" y="{y}" width="{max(1, 450 * frac):.1f}" height="{bar}" '
+                   f'fill="{"#c0392b" if r["distinct"] > 1 else "#27ae60"}"/>')
+        out.append(f'<text x="{175 + 450 * frac:.1f}" y="{y + 11}">{r["distinct"]} of '
+                   f'{r["runs"]}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=20, help="trainings per model and mode (20)")
+    ap.add_argument("--epochs", type=int, default=10, help="epochs per training (10)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--models", default="sage,gcn,gat", help="any of sage, gcn, gat")
+    ap.add_argument("--modes", default=",".join(MODES), help="any of " + ", ".join(MODES))
+    ap.add_argument("--data", default=os.path.join(HERE, "..", "data", "cora"),
+                    help="folder with nodes.tsv and edges.tsv, or with Planetoid's ind.cora.* "
+                    "files (read by PyG's Planetoid, which needs scipy)")
+    ap.add_argument("--svg", help="write the distinct counts as an SVG chart")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="also time SAGEConv inference on a 1M-node, 20M-edge random graph")
+    a = ap.parse_args(argv)
+    if a.runs < 1 or a.epochs < 1:
+        ap.error("--runs and --epochs must be at least 1")
+    device = torch.device(a.device)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    if os.path.exists(os.path.join(a.data, "nodes.tsv")):
+        data, nf, nc = load_cora_tsv(device, a.data)
+    else:
+        data, nf, nc = load_cora(device, a.data)
+    rows = []
+    print(f"{'model':6} {'mode':11} {'runs':>5} {'distinct':>8} {'acc min':>8} {'acc max':>8} "
+          f"{'ms/training':>12}")
+    for name in a.models.split(","):
+        for mode in a.modes.split(","):
+            if mode not in MODES:
+                ap.error(f"--modes: unknown mode {mode!r}")
+            try:
+                r = run_mode(name, mode, data, nf, nc, a.runs, a.epochs, sync)
+            except RuntimeError as e:   # torch's deterministic mode throws on some ops
+                print(f"{name:6} {mode:11} refused: {str(e).splitlines()[0][:90]}")
+                continue
+            rows.append(r)
+            print(f"{name:6} {mode:11} {r['runs']:5d} {r['distinct']:8d} {r['acc_min']:8.4f} "
+                  f"{r['acc_max']:8.4f} {r['ms']:12.2f}", flush=True)
+    if a.svg:
+        svg_chart(rows, a.svg)
+    if a.synthetic:
+        if device.type != "cuda":
+            print("synthetic: skipped (needs --device cuda)")
+        else:
+            for mode, r in synthetic_inference(device, sync).items():
+                print(f"synthetic SAGEConv inference {mode:11} {r['ms']:8.2f} ms, "
+                      f"{r['distinct']} distinct outputs of 10")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

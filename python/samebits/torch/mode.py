@@ -1,0 +1,476 @@
+"""The drop-in mode: torch's own accumulating ops run through samebits while the mode is on.
+
+    with samebits.torch.deterministic(level="run_to_run"):
+        train(model)            # unchanged PyTorch / PyG code
+
+While the mode is active, the aten kernels of the ops in `covered_ops()` are overridden on the
+CPU and CUDA dispatch keys (torch.library, as the batch-invariant libraries do): a covered call
+on float32/float64 tensors runs the samebits kernel at the mode's level; any other call (another
+dtype, a layout samebits does not take) runs torch's own kernel, which the override keeps. Autograd
+is torch's: the backward formulas call aten ops, so a backward that accumulates (gather's is a
+scatter_add, index_select's an index_add, embedding's embedding_dense_backward) is covered too.
+
+The mode also sets torch.use_deterministic_algorithms(True) and restores the previous setting
+when it ends, so an op samebits does not replace either runs torch's deterministic kernel or
+throws; inside `with deterministic():` such an error carries a note saying that samebits has no
+replacement for it.
+
+The overrides are process-wide (the dispatcher has no per-thread kernels): enable() and the
+context manager affect every thread, and nest: the innermost level applies until it ends.
+"""
+import contextlib
+import threading
+import warnings
+
+import torch
+
+from .. import _level_name
+from . import _ops, _separable
+
+_FLOAT = (torch.float32, torch.float64)
+_INDEX = (torch.int64, torch.int32)
+
+_lock = threading.Lock()
+_stack = []          # (level, previous deterministic flag, previous warn_only flag)
+_library = None      # the torch.library.Library holding the overrides while the mode is on
+_state = {"level": None}
+_calls = {}          # aten overload name -> calls that samebits ran (see calls())
+
+
+def _supported(*tensors, index=None):
+    """True when samebits takes these tensors: CPU or CUDA, float32/float64 values (int64/int32
+    indices), no tensor subclass (those go through torch, which dispatches them further)."""
+    for t in tensors:
+        if type(t) is not torch.Tensor or t.dtype not in _FLOAT or t.device.type not in (
+                "cpu", "cuda") or t.is_sparse:
+            return False
+    if index is not None:
+        if type(index) is not torch.Tensor or index.dtype not in _INDEX or index.is_sparse:
+            return False
+    return True
+
+
+def _count(name):
+    _calls[name] = _calls.get(name, 0) + 1
+
+
+def calls():
+    """How many calls of each covered aten op samebits ran since the last reset_calls() (calls
+    that fell back to torch's kernel are not counted): what a test or a user checks to see that
+    the mode took effect."""
+    return dict(_calls)
+
+
+def reset_calls():
+    _calls.clear()
+
+
+def _same_device(*tensors):
+    d = tensors[0].device
+    return all(t.device == d for t in tensors)
+
+
+# --- the covered ops -------------------------------------------------------------------------------
+# Each entry: aten overload name -> function(original_kernel) returning the override, which takes
+# (keyset, *args, **kwargs) as torch.library passes them with with_keyset=True. An override falls
+# back to `original.call_boxed(keyset, ...)` for calls samebits does not take.
+
+_OVERRIDES = {}
+
+
+def _override(*names):
+    def register(make):
+        for n in names:
+            _OVERRIDES[n] = make
+        return make
+    return register
+
+
+def _row_index(dim, index, src):
+    """The index vector when `index` is a vector expanded (stride 0) along every dim but `dim`,
+    as PyG's scatter passes it: then scatter_add along dim is an index_add of whole slices, which
+    samebits runs as a row scatter. None otherwise."""
+    if index.dim() != src.dim() or index.dim() < 2 or tuple(index.shape) != tuple(src.shape):
+        return None
+    if any(index.stride(d) != 0 for d in range(index.dim()) if d != dim):
+        return None
+    sel = [0] * index.dim()
+    sel[dim] = slice(None)
+    return index[tuple(sel)]
+
+
+def _scatter_add_into(out, dim, index, src):
+    level = _state["level"]
+    dim = dim % max(out.dim(), 1)
+    rows = _row_index(dim, index, src)
+    if rows is not None and all(out.shape[d] == src.shape[d] for d in range(out.dim()) if d != dim):
+        _ops._index_add_into(out, dim, rows, src, 1.0, level)
+    else:
+        _ops._core.scatter_add(out, dim, index, src, level, _ops._stream(out))
+
+
+@_override("index_add", "index_add_", "index_add.out")
+def _index_add(original):
+    def run(keyset, self, dim, index, source, *, alpha=1, out=None):
+        dest = out if out is not None else self
+        if not (_supported(self, source, dest, index=index) and _same_device(self, source, dest)
+                and not isinstance(alpha, complex)):
+            kw = {"alpha": alpha} if out is None else {"alpha": alpha, "out": out}
+            return original.call_boxed(keyset, self, dim, index, source, **kw)
+        _count(run.name)
+        result = _into(run.name, self, out)
+        _ops._index_add_into(result, dim, index, source, float(alpha), _state["level"])
+        return result
+    return run
+
+
+def _into(name, self, out):
+    """Where the op writes: self for the in-place form, out for the out= form (after copying
+    self there), a fresh copy of self for the functional form."""
+    if name.endswith("_"):
+        return self
+    if out is not None:
+        if out.data_ptr() != self.data_ptr():
+            out.resize_(self.shape).copy_(self)
+        return out
+    return self.clone(memory_format=torch.contiguous_format)
+
+
+@_override("scatter_add", "scatter_add_", "scatter_add.out")
+def _scatter_add(original):
+    def run(keyset, self, dim, index, src, *, out=None):
+        dest = out if out is not None else self
+        if not (_supported(self, src, dest, index=index) and _same_device(self, src, dest)):
+            kw = {} if out is None else {"out": out}
+            return original.call_boxed(keyset, self, dim, index, src, **kw)
+        _count(run.name)
+        result = _into(run.name, self, out)
+        _scatter_add_into(result, dim, index, src)
+        return result
+    return run
+
+
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+@_override("scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out")
+def _scatter_reduce(original):
+    def run(keyset, self, dim, index, src, reduce, *, include_self=True, out=None):
+        dest = out if out is not None else self
+        if not (reduce in _REDUCES and _supported(self, src, dest, index=index)
+                and _same_device(self, src, dest)):
+            kw = {"include_self": include_self}
+            if out is not None:
+                kw["out"] = out
+            return original.call_boxed(keyset, self, dim, index, src, reduce, **kw)
+        _count(run.name)
+        result = _into(run.name.split(".")[0], self, out)
+        _ops._core.scatter_reduce(result, dim % max(result.dim(), 1), index, src, reduce,
+                                  include_self, _state["level"], _ops._stream(result))
+        return result
+    return run
+
+
+def _flat_index(self, indices, values):
+    """For index_put_(accumulate=True) with integer index tensors on the leading dims (no None,
+    no masks): the linear index into self viewed as [prod(leading), rest...] and values shaped to
+    match, or None when the call is another kind."""
+    if len(indices) == 0 or len(indices) > self.dim() or not self.is_contiguous():
+        return None
+    if any(i is None or type(i) is not torch.Tensor or i.dtype not in _INDEX for i in indices):
+        return None
+    try:
+        idx = torch.broadcast_tensors(*indices)
+    except RuntimeError:
+        return None
+    lead = self.shape[:len(indices)]
+    flat = torch.zeros(idx[0].shape, dtype=torch.int64, device=self.device)
+    for i, size in zip(idx, lead):
+        # Negative indices count from the end, as in torch; the range is checked by the op.
+        flat = flat * size + torch.where(i < 0, i + size, i).to(torch.int64)
+    rest = self.shape[len(indices):]
+    target = self.view((-1,) + tuple(rest))
+    vals = values.expand(tuple(idx[0].shape) + tuple(rest)).reshape((-1,) + tuple(rest))
+    return target, flat.reshape(-1), vals
+
+
+@_override("_index_put_impl_")
+def _index_put(original):
+    def run(keyset, self, indices, values, accumulate=False, unsafe=False):
+        if accumulate and _supported(self, values) and _same_device(self, values):
+            found = _flat_index(self, list(indices), values)
+            if found is not None:
+                target, flat, vals = found
+                if target.shape[0] > 0 or flat.numel() == 0:
+                    _count(run.name)
+                    _ops._index_add_into(target, 0, flat, vals.to(self.dtype), 1.0,
+                                         _state["level"])
+                    return self
+        return original.call_boxed(keyset, self, indices, values, accumulate, unsafe)
+    return run
+
+
+@_override("embedding_dense_backward")
+def _embedding_backward(original):
+    def run(keyset, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+        if not (_supported(grad_output, index=indices) and _same_device(grad_output, indices)):
+            return original.call_boxed(keyset, grad_output, indices, num_weights, padding_idx,
+                                       scale_grad_by_freq)
+        _count(run.name)
+        width = grad_output.shape[-1]
+        idx = indices.reshape(-1)
+        rows = grad_output.reshape(-1, width)
+        if padding_idx >= 0:
+            rows = rows * (idx != padding_idx).to(rows.dtype).unsqueeze(1)
+        if scale_grad_by_freq:
+            counts = torch.bincount(idx, minlength=num_weights)   # integer counts: exact
+            rows = rows / counts[idx].to(rows.dtype).unsqueeze(1)
+        grad = rows.new_zeros((num_weights, width))
+        _ops._index_add_into(grad, 0, idx, rows, 1.0, _state["level"])
+        return grad
+    return run
+
+
+@_override("bincount")
+def _bincount(original):
+    def run(keyset, self, weights=None, minlength=0):
+        if (weights is None or not _supported(weights, index=self) or self.dim() != 1
+                or not _same_device(self, weights)):
+            return original.call_boxed(keyset, self, weights, minlength)
+        _count(run.name)
+        return _ops.bincount(self, weights, minlength, level=_state["level"])
+    return run
+
+
+@_override("histc")
+def _histc(original):
+    def run(keyset, self, bins=100, min=0, max=0):
+        if not _supported(self):
+            return original.call_boxed(keyset, self, bins, min, max)
+        _count(run.name)
+        return _ops.histc(self, bins, float(min), float(max), level=_state["level"])
+    return run
+
+
+@_override("cumsum", "cumsum_", "cumsum.out")
+def _cumsum(original):
+    def run(keyset, self, dim, *, dtype=None, out=None):
+        dest = out if out is not None else self
+        if not (_supported(self, dest) and (dtype is None or dtype == self.dtype)):
+            kw = {"dtype": dtype} if out is None else {"dtype": dtype, "out": out}
+            return original.call_boxed(keyset, self, dim, **kw)
+        _count(run.name)
+        d = dim % max(self.dim(), 1)
+        if run.name == "cumsum_":
+            _ops._core.cumsum(self, d, self, _state["level"], _ops._stream(self))
+            return self
+        result = out if out is not None else torch.empty_like(
+            self, memory_format=torch.contiguous_format)
+        if out is not None:
+            result.resize_(self.shape)
+        src = self.clone() if out is not None and out.data_ptr() == self.data_ptr() else self
+        _ops._core.cumsum(src, d, result, _state["level"], _ops._stream(self))
+        return result
+    return run
+
+
+@_override("segment_reduce")
+def _segment_reduce(original):
+    def run(keyset, data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+            unsafe=False, initial=None):
+        ok = (axis == 0 and initial is None and indices is None and reduce in ("sum", "mean",
+              "max", "min") and _supported(data) and ((lengths is None) != (offsets is None)))
+        if ok:
+            _count(run.name)
+            return _ops.segment_reduce(data, reduce, lengths=lengths, offsets=offsets,
+                                       level=_state["level"])
+        return original.call_boxed(keyset, data, reduce, lengths=lengths, indices=indices,
+                                   offsets=offsets, axis=axis, unsafe=unsafe, initial=initial)
+    return run
+
+
+@_override("_embedding_bag_dense_backward")
+def _embedding_bag_backward(original):
+    def run(keyset, grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+            scale_grad_by_freq, mode, per_sample_weights, padding_idx=-1):
+        args = (grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+        extra = () if per_sample_weights is None else (per_sample_weights,)
+        if not (_supported(grad, *extra, index=indices) and grad.dim() == 2
+                and mode in (0, 1, 2) and not scale_grad_by_freq):
+            return original.call_boxed(keyset, *args)
+        _count(run.name)
+        out = grad.new_zeros((num_weights, grad.shape[1]))
+        level = _state["level"]
+        if mode == 2:
+            # (scale_grad_by_freq goes to torch's kernel, whose scaling this does not reproduce.)
+            # max: each bag's gradient goes to the row that held the maximum, per feature; an
+            # empty bag (size 0) passes none.
+            g = grad * (bag_size > 0).to(grad.dtype).unsqueeze(1)
+            _ops._core.scatter_add(out, 0, maximum_indices.to(torch.int64), g, level,
+                                   _ops._stream(out))
+            return out
+        rows = grad.index_select(0, offset2bag)          # a gather: no accumulation
+        if mode == 1:
+            rows = rows / bag_size.index_select(0, offset2bag).clamp_min(1).to(
+                grad.dtype).unsqueeze(1)
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights.unsqueeze(1)
+        if padding_idx >= 0:
+            rows = rows * (indices != padding_idx).to(grad.dtype).unsqueeze(1)
+        _ops._index_add_into(out, 0, indices, rows, 1.0, level)
+        return out
+    return run
+
+
+# Backwards that torch computes by scattering (with atomics on CUDA) and refuses under
+# torch.use_deterministic_algorithms: here products with per-axis weight matrices (_separable.py).
+
+def _resample_override(kind, with_align):
+    def make(original):
+        def run(keyset, grad_output, output_size, input_size, *rest):
+            align = rest[0] if with_align else False
+            scales = rest[1:] if with_align else rest
+            scales = tuple(scales) + (None,) * (2 - len(scales))
+            if not _supported(grad_output) or grad_output.dim() != 4:
+                return original.call_boxed(keyset, grad_output, output_size, input_size, *rest)
+            _count(run.name)
+            n, c, ih, iw = (int(v) for v in input_size)
+            oh, ow = (int(v) for v in output_size)
+            double = grad_output.dtype == torch.float64
+            mats = [_separable._weights(kind, oh, ih, align, scales[0], double),
+                    _separable._weights(kind, ow, iw, align, scales[1], double)]
+            g = grad_output.reshape(n * c, oh, ow)
+            return _separable.backward(g, mats, _state["level"]).reshape(n, c, ih, iw)
+        return run
+    return make
+
+
+_OVERRIDES["upsample_nearest2d_backward"] = _resample_override("nearest", False)
+_OVERRIDES["upsample_bilinear2d_backward"] = _resample_override("linear", True)
+_OVERRIDES["upsample_bicubic2d_backward"] = _resample_override("cubic", True)
+
+
+@_override("_adaptive_avg_pool2d_backward")
+def _adaptive_avg_pool2d_backward(original):
+    def run(keyset, grad_output, self):
+        if not (_supported(grad_output, self) and self.dim() in (3, 4)):
+            return original.call_boxed(keyset, grad_output, self)
+        _count(run.name)
+        ih, iw = self.shape[-2:]
+        oh, ow = grad_output.shape[-2:]
+        double = self.dtype == torch.float64
+        mats = [_separable._weights("adaptive", oh, ih, False, None, double),
+                _separable._weights("adaptive", ow, iw, False, None, double)]
+        g = grad_output.reshape(-1, oh, ow)
+        return _separable.backward(g, mats, _state["level"]).reshape(self.shape)
+    return run
+
+
+@_override("avg_pool3d_backward")
+def _avg_pool3d_backward(original):
+    def run(keyset, grad_output, self, kernel_size, stride, padding, ceil_mode,
+            count_include_pad, divisor_override=None):
+        if not (_supported(grad_output, self) and self.dim() in (4, 5)):
+            return original.call_boxed(keyset, grad_output, self, kernel_size, stride, padding,
+                                       ceil_mode, count_include_pad, divisor_override)
+        _count(run.name)
+        k = list(kernel_size) * (3 if len(kernel_size) == 1 else 1)
+        st = list(stride) if len(stride) else k
+        st = st * (3 if len(st) == 1 else 1)
+        pad = list(padding) * (3 if len(padding) == 1 else 1)
+        ins, outs = self.shape[-3:], grad_output.shape[-3:]
+        mats = [_separable._pool_weights(outs[j], ins[j], k[j], st[j], pad[j], count_include_pad,
+                                         divisor_override is None) for j in range(3)]
+        g = grad_output.reshape((-1,) + tuple(outs))
+        if divisor_override is not None:
+            g = g / divisor_override
+        return _separable.backward(g, mats, _state["level"]).reshape(self.shape)
+    return run
+
+
+# --- the mode ----------------------------------------------------------------------------------------
+
+def covered_ops():
+    """The aten ops the mode replaces, as 'aten::name.overload' strings (sorted)."""
+    return sorted("aten::" + n for n in _OVERRIDES)
+
+
+def _install(level):
+    global _library
+    _state["level"] = level
+    if _library is not None:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        # torch warns once that an aten kernel is overridden: that is the point of the mode.
+        warnings.simplefilter("ignore", UserWarning)
+        for name, make in _OVERRIDES.items():
+            for key in ("CPU", "CUDA"):
+                if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::" + name, key):
+                    continue
+                original = torch.library.get_kernel("aten::" + name, key)
+                kernel = make(original)
+                kernel.name = name
+                lib.impl(name, kernel, key, with_keyset=True)
+    _library = lib
+
+
+def _uninstall():
+    global _library
+    if _library is not None:
+        _library._destroy()
+        _library = None
+    _state["level"] = None
+
+
+def enable(level="run_to_run"):
+    """Turns the drop-in mode on at `level` (process-wide) until the matching disable()."""
+    name = _level_name(level)
+    with _lock:
+        _stack.append((name, torch.are_deterministic_algorithms_enabled(),
+                       torch.is_deterministic_algorithms_warn_only_enabled()))
+        torch.use_deterministic_algorithms(True)
+        _install(name)
+
+
+def disable():
+    """Ends the innermost enable(): restores the previous level, or torch's own kernels and the
+    previous torch.use_deterministic_algorithms setting when it was the outermost."""
+    with _lock:
+        if not _stack:
+            raise RuntimeError("samebits.torch.disable(): the drop-in mode is not enabled")
+        _, was_on, warn_only = _stack.pop()
+        torch.use_deterministic_algorithms(was_on, warn_only=warn_only)
+        if _stack:
+            _state["level"] = _stack[-1][0]
+        else:
+            _uninstall()
+
+
+def is_enabled():
+    """True while the drop-in mode is on; `level()` says at which level."""
+    return bool(_stack)
+
+
+def level():
+    """The drop-in mode's level, or None when it is off."""
+    return _state["level"]
+
+
+_NO_DETERMINISTIC = "does not have a deterministic implementation"
+
+
+@contextlib.contextmanager
+def deterministic(level="run_to_run"):
+    """`with samebits.torch.deterministic(level):` runs the block in the drop-in mode."""
+    enable(level)
+    try:
+        yield
+    except RuntimeError as e:
+        if _NO_DETERMINISTIC in str(e):
+            e.add_note("samebits has no replacement for this op (samebits.torch.covered_ops() "
+                       "lists the ops the drop-in mode replaces).")
+        raise
+    finally:
+        disable()

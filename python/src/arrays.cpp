@@ -1,0 +1,144 @@
+// Python arrays as TensorViews (see arrays.hpp), and samebits tensors back as DLPack arrays.
+#include "arrays.hpp"
+
+#include <array>
+#include <memory>
+
+namespace samebits::python {
+
+namespace {
+
+// torch's Tensor type and its four dtypes, looked up once torch has been imported (samebits never
+// imports torch itself: without it, no argument can be a torch tensor).
+struct TorchTypes {
+  PyObject* tensor = nullptr;
+  std::array<PyObject*, 4> dtypes{}; // float32, float64, int32, int64 (DType order)
+};
+
+const TorchTypes* torch_types() {
+  static TorchTypes types;
+  static bool ready = false;
+  if (ready)
+    return types.tensor ? &types : nullptr;
+  PyObject* modules = PyImport_GetModuleDict();
+  PyObject* torch = PyDict_GetItemString(modules, "torch"); // borrowed
+  if (!torch)
+    return nullptr; // not imported yet: look again next time
+  nb::handle t(torch);
+  types.tensor = nb::object(t.attr("Tensor")).release().ptr();
+  const char* names[4] = {"float32", "float64", "int32", "int64"};
+  for (int i = 0; i < 4; ++i)
+    types.dtypes[static_cast<std::size_t>(i)] = nb::object(t.attr(names[i])).release().ptr();
+  ready = true;
+  return &types;
+}
+
+[[noreturn]] void too_many_dims(const char* what, std::size_t ndim) {
+  throw InvalidArgument(std::string(what) + ": " + std::to_string(ndim) +
+                        " dimensions; samebits takes at most " + std::to_string(kMaxDims));
+}
+
+TensorView torch_view(nb::handle obj, const TorchTypes& types, const char* what) {
+  TensorView v;
+  nb::object dtype = obj.attr("dtype");
+  int code = -1;
+  for (int i = 0; i < 4; ++i)
+    if (dtype.ptr() == types.dtypes[static_cast<std::size_t>(i)])
+      code = i;
+  if (code < 0)
+    throw InvalidArgument(std::string(what) + ": dtype " + nb::str(dtype).c_str() +
+                          " is not supported (float32, float64, int32 or int64)");
+  v.dtype = static_cast<DType>(code);
+  nb::tuple shape = nb::borrow<nb::tuple>(obj.attr("shape"));
+  nb::tuple strides = nb::borrow<nb::tuple>(obj.attr("stride")());
+  std::size_t ndim = shape.size();
+  if (ndim > static_cast<std::size_t>(kMaxDims))
+    too_many_dims(what, ndim);
+  v.ndim = static_cast<int>(ndim);
+  for (std::size_t d = 0; d < ndim; ++d) {
+    v.shape[d] = nb::cast<std::int64_t>(shape[d]);
+    v.strides[d] = nb::cast<std::int64_t>(strides[d]);
+  }
+  int index = nb::cast<int>(obj.attr("get_device")());
+  if (index >= 0)
+    v.device = Device::cuda(index);
+  else if (!nb::cast<bool>(obj.attr("is_cpu")))
+    throw InvalidArgument(std::string(what) + ": device " + nb::str(obj.attr("device")).c_str() +
+                          " is not supported (cpu or cuda)");
+  v.data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(obj.attr("data_ptr")()));
+  return v;
+}
+
+TensorView dlpack_view(nb::handle obj, const char* what) {
+  nb::ndarray<> a;
+  if (!nb::try_cast(obj, a, false))
+    throw InvalidArgument(
+        std::string(what) + ": expected an array (a torch tensor, or any object " +
+        "with __dlpack__ or the buffer protocol), got " + nb::type_name(obj.type()).c_str());
+  TensorView v;
+  nb::dlpack::dtype t = a.dtype();
+  if (t == nb::dtype<float>())
+    v.dtype = DType::f32;
+  else if (t == nb::dtype<double>())
+    v.dtype = DType::f64;
+  else if (t == nb::dtype<std::int32_t>())
+    v.dtype = DType::i32;
+  else if (t == nb::dtype<std::int64_t>())
+    v.dtype = DType::i64;
+  else
+    throw InvalidArgument(std::string(what) + ": element type (DLPack code " +
+                          std::to_string(t.code) + ", " + std::to_string(t.bits) +
+                          " bits) is not supported (float32, float64, int32 or int64)");
+  if (a.ndim() > static_cast<std::size_t>(kMaxDims))
+    too_many_dims(what, a.ndim());
+  v.ndim = static_cast<int>(a.ndim());
+  for (std::size_t d = 0; d < a.ndim(); ++d) {
+    v.shape[d] = static_cast<std::int64_t>(a.shape(d));
+    v.strides[d] = a.stride(d);
+  }
+  if (a.device_type() == nb::device::cuda::value)
+    v.device = Device::cuda(a.device_id());
+  else if (a.device_type() != nb::device::cpu::value)
+    throw InvalidArgument(std::string(what) + ": DLPack device type " +
+                          std::to_string(a.device_type()) + " is not supported (cpu or cuda)");
+  v.data = a.data();
+  return v;
+}
+
+} // namespace
+
+TensorView to_view(nb::handle obj, const char* what) {
+  if (const TorchTypes* types = torch_types())
+    if (PyObject_IsInstance(obj.ptr(), types->tensor) == 1)
+      return torch_view(obj, *types, what);
+  return dlpack_view(obj, what);
+}
+
+nb::object to_array(const Tensor& t) {
+  auto* keep = new Tensor(t);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  const TensorView& v = t.view();
+  std::array<std::size_t, kMaxDims> shape{};
+  for (int d = 0; d < v.ndim; ++d)
+    shape[static_cast<std::size_t>(d)] =
+        static_cast<std::size_t>(v.shape[static_cast<std::size_t>(d)]);
+  nb::dlpack::dtype dt = v.dtype == DType::f32   ? nb::dtype<float>()
+                         : v.dtype == DType::f64 ? nb::dtype<double>()
+                         : v.dtype == DType::i32 ? nb::dtype<std::int32_t>()
+                                                 : nb::dtype<std::int64_t>();
+  int device = v.device.is_cuda() ? nb::device::cuda::value : nb::device::cpu::value;
+  nb::ndarray<nb::array_api> a(v.data, static_cast<std::size_t>(v.ndim), shape.data(), owner,
+                               v.strides.data(), dt, device,
+                               v.device.is_cuda() ? v.device.index : 0);
+  return nb::cast(a);
+}
+
+Options options(const std::optional<std::string>& level, std::uintptr_t stream) {
+  Options o;
+  if (level)
+    o.level = parse_determinism(*level);
+  o.stream.handle = reinterpret_cast<void*>(stream);
+  return o;
+}
+
+} // namespace samebits::python

@@ -1,0 +1,129 @@
+// samebits._core: the nanobind module. This file holds the core bindings (mode and levels, the
+// environment report, errors, hashes); ops.cpp binds the ops. The Python package (samebits/)
+// wraps these in its public API; nothing here is meant to be called by users directly.
+#include "arrays.hpp"
+#include "samebits/environment.hpp"
+#include "samebits/threads.hpp"
+
+#include <memory>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+namespace nb = nanobind;
+using namespace samebits;
+
+namespace samebits::python {
+void bind_ops(nb::module_& m);
+}
+
+namespace {
+
+// C++ exceptions become the classes of samebits._errors (defined in Python, where a class can
+// have two bases: IndexOutOfRange is both an InvalidArgument and an IndexError). Messages are
+// passed through unchanged.
+void translate(const std::exception_ptr& p, void*) {
+  auto raise = [](const char* name, const char* what) {
+    nb::object cls = nb::module_::import_("samebits._errors").attr(name);
+    PyErr_SetString(cls.ptr(), what);
+  };
+  try {
+    std::rethrow_exception(p);
+  } catch (const IndexOutOfRange& e) {
+    raise("IndexOutOfRange", e.what());
+  } catch (const InvalidArgument& e) {
+    raise("InvalidArgument", e.what());
+  } catch (const NondeterministicError& e) {
+    raise("NondeterministicError", e.what());
+  } catch (const BackendUnavailable& e) {
+    raise("BackendUnavailable", e.what());
+  } catch (const CudaError& e) {
+    raise("CudaError", e.what());
+  } catch (const OverflowError& e) {
+    raise("OverflowError", e.what());
+  } catch (const DataError& e) {
+    raise("DataError", e.what());
+  } catch (const Error& e) {
+    raise("Error", e.what());
+  }
+}
+
+// `with samebits.determinism(level):` holds one of these between __enter__ and __exit__; the C++
+// guard is thread-local, as the Python context is.
+struct Guard {
+  Determinism level;
+  std::optional<bool> warn_only;
+  std::unique_ptr<DeterminismGuard> active;
+};
+
+} // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "samebits C++ bindings (use the samebits package, not this module)";
+  nb::register_exception_translator(translate);
+
+  m.def("version", [] { return std::string(version()); });
+  m.def("git_revision", [] { return std::string(git_revision()); });
+  m.def("cuda_available", &cuda_available);
+  m.def("num_threads", &num_threads);
+  m.def("set_num_threads", &set_num_threads);
+
+  // Levels travel as their names; samebits.Level is a str enum of the same names.
+  m.def("set_determinism", [](const std::string& level, bool warn_only) {
+    set_mode({parse_determinism(level), warn_only});
+  });
+  m.def("mode", [] {
+    Mode md = mode();
+    return std::make_pair(std::string(to_string(md.level)), md.warn_only);
+  });
+  // The mode a call on this thread gets: the per-call level if given, else the innermost guard,
+  // else the process-wide mode.
+  m.def("effective_mode", [](const std::optional<std::string>& level) {
+    Mode md = effective_mode(python::options(level, 0));
+    return std::make_pair(std::string(to_string(md.level)), md.warn_only);
+  });
+  m.def("last_explain", [] { return last_explain(); });
+  m.def("environment_json", [] { return environment_json(); });
+  m.def("environment_text", [] { return environment_text(); });
+  m.def("reset_warnings", &reset_warnings);
+  m.def("set_warning_handler", [](nb::object handler) {
+    if (handler.is_none()) {
+      set_warning_handler(nullptr);
+      return;
+    }
+    // The handler is kept for the life of the process (a warning can come from any op).
+    auto* keep = new nb::object(handler);
+    set_warning_handler([keep](const std::string& text) {
+      nb::gil_scoped_acquire gil;
+      (*keep)(text);
+    });
+  });
+
+  nb::class_<Guard>(m, "_Guard")
+      .def(
+          "__init__",
+          [](Guard* g, const std::string& level, std::optional<bool> warn_only) {
+            new (g) Guard{parse_determinism(level), warn_only, nullptr};
+          },
+          nb::arg("level"), nb::arg("warn_only").none() = nb::none())
+      .def("__enter__",
+           [](Guard& g) {
+             if (g.active)
+               throw InvalidArgument("samebits.determinism: this guard is already active");
+             g.active = std::make_unique<DeterminismGuard>(g.level, g.warn_only);
+             return std::string(to_string(g.level));
+           })
+      .def("__exit__", [](Guard& g, nb::args) { g.active.reset(); });
+
+  m.def("content_hash",
+        [](nb::handle x) { return content_hash(python::to_view(x, "content_hash")); });
+  m.def("hash_hex", &hash_hex);
+  m.def("bitwise_equal", [](nb::handle a, nb::handle b) {
+    return bitwise_equal(python::to_view(a, "bitwise_equal: a"),
+                         python::to_view(b, "bitwise_equal: b"));
+  });
+
+  python::bind_ops(m);
+}

@@ -1,0 +1,362 @@
+"""The drop-in mode (samebits.torch.deterministic): torch's own ops, unchanged user code.
+
+Every covered aten op, called the way user code calls it, must (a) run samebits (the mode's call
+counter), (b) give torch's values (float64 reference, exact where the op is exact), (c) give the
+bits of the samebits.torch op at the same level, and (d) leave torch as it was when the mode ends.
+Cases are generated from a seeded generator over dtype x device x level x layout.
+"""
+import itertools
+import os
+
+import pytest
+import torch
+
+import samebits.torch as st
+from samebits.torch import mode as sbmode
+
+SEED = int(os.environ.get("SAMEBITS_TEST_SEED", "20261201"))
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+LEVELS = ["run_to_run", "portable"]
+DTYPES = [torch.float32, torch.float64]
+
+
+def gen(case):
+    return torch.Generator().manual_seed(SEED + case)
+
+
+def rand(g, *shape, dtype=torch.float32, device="cpu"):
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype).to(device)
+
+
+def ints(g, hi, *shape, device="cpu"):
+    return torch.randint(0, hi, shape, generator=g).to(device)
+
+
+def check_close(actual, expected, dtype):
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(actual.double().cpu(), expected.double().cpu(), rtol=tol, atol=tol)
+
+
+# Each case: (name, aten op the mode must take, function(g, dtype, device) -> (run, reference)).
+# run() is called under the mode; reference() computes the float64 result with torch, mode off.
+
+def case_index_add(g, dtype, device):
+    x, s, i = rand(g, 7, 5, dtype=dtype, device=device), rand(g, 40, 5, dtype=dtype,
+                                                                 device=device), ints(g, 7, 40,
+                                                                                      device=device)
+    return ("index_add", lambda: torch.index_add(x, 0, i, s, alpha=0.5),
+            lambda: torch.index_add(x.double(), 0, i, s.double(), alpha=0.5))
+
+
+def case_index_add_inplace_dim1(g, dtype, device):
+    x, s, i = rand(g, 4, 9, dtype=dtype, device=device), rand(g, 4, 30, dtype=dtype,
+                                                                 device=device), ints(g, 9, 30,
+                                                                                      device=device)
+    return ("index_add_", lambda: x.clone().index_add_(1, i, s),
+            lambda: x.double().index_add_(1, i, s.double()))
+
+
+def case_scatter_add_pyg(g, dtype, device):
+    # PyG's scatter: a vector index expanded along the features (stride 0).
+    s, i = rand(g, 50, 6, dtype=dtype, device=device), ints(g, 11, 50, device=device)
+    idx = i.view(-1, 1).expand_as(s)
+    return ("scatter_add_", lambda: s.new_zeros(11, 6).scatter_add_(0, idx, s),
+            lambda: s.double().new_zeros(11, 6).scatter_add_(0, idx, s.double()))
+
+
+def case_scatter_add_general(g, dtype, device):
+    s, i = rand(g, 8, 6, dtype=dtype, device=device), ints(g, 5, 8, 6, device=device)
+    x = rand(g, 5, 6, dtype=dtype, device=device)
+    return ("scatter_add", lambda: torch.scatter_add(x, 0, i, s),
+            lambda: torch.scatter_add(x.double(), 0, i, s.double()))
+
+
+def make_scatter_reduce(reduce, include_self):
+    def case(g, dtype, device):
+        s, i = rand(g, 30, 4, dtype=dtype, device=device), ints(g, 6, 30, 4, device=device)
+        x = rand(g, 6, 4, dtype=dtype, device=device)
+        return ("scatter_reduce.two",
+                lambda: torch.scatter_reduce(x, 0, i, s, reduce, include_self=include_self),
+                lambda: torch.scatter_reduce(x.double(), 0, i, s.double(), reduce,
+                                             include_self=include_self))
+    case.__name__ = f"case_scatter_reduce_{reduce}_{include_self}"
+    return case
+
+
+def case_index_put_accumulate(g, dtype, device):
+    x, v, i = rand(g, 9, 3, dtype=dtype, device=device), rand(g, 25, 3, dtype=dtype,
+                                                                 device=device), ints(g, 9, 25,
+                                                                                      device=device)
+    return ("_index_put_impl_", lambda: x.clone().index_put_((i,), v, accumulate=True),
+            lambda: x.double().index_put_((i,), v.double(), accumulate=True))
+
+
+def case_index_put_two_indices(g, dtype, device):
+    x, v = rand(g, 4, 5, 3, dtype=dtype, device=device), rand(g, 20, 3, dtype=dtype,
+                                                                 device=device)
+    i, j = ints(g, 4, 20, device=device), ints(g, 5, 20, device=device) - 5   # negative too
+    return ("_index_put_impl_", lambda: x.clone().index_put_((i, j), v, accumulate=True),
+            lambda: x.double().index_put_((i, j), v.double(), accumulate=True))
+
+
+def case_embedding_backward(g, dtype, device):
+    w = rand(g, 10, 4, dtype=dtype, device=device)
+    i = ints(g, 10, 3, 7, device=device)
+    go = rand(g, 3, 7, 4, dtype=dtype, device=device)
+
+    def grad(weight, padding_idx, freq):
+        weight = weight.detach().requires_grad_()
+        torch.nn.functional.embedding(i, weight, padding_idx=padding_idx,
+                                      scale_grad_by_freq=freq).backward(go.to(weight.dtype))
+        return weight.grad
+    return ("embedding_dense_backward", lambda: torch.cat([grad(w, 2, False), grad(w, -1, True)]),
+            lambda: torch.cat([grad(w.double(), 2, False), grad(w.double(), -1, True)]))
+
+
+def case_gather_backward(g, dtype, device):
+    x = rand(g, 6, 5, dtype=dtype, device=device)
+    i = ints(g, 6, 12, 5, device=device)
+
+    def grad(t):
+        t = t.detach().requires_grad_()
+        torch.gather(t, 0, i).pow(2).sum().backward()
+        return t.grad
+    return ("scatter_add", lambda: grad(x), lambda: grad(x.double()))
+
+
+def case_index_select_backward(g, dtype, device):
+    x = rand(g, 6, 5, dtype=dtype, device=device)
+    i = ints(g, 6, 20, device=device)
+
+    def grad(t):
+        t = t.detach().requires_grad_()
+        torch.index_select(t, 0, i).pow(2).sum().backward()
+        return t.grad
+    return ("index_add", lambda: grad(x), lambda: grad(x.double()))
+
+
+def case_bincount_weights(g, dtype, device):
+    i, w = ints(g, 12, 100, device=device), rand(g, 100, dtype=dtype, device=device)
+    return ("bincount", lambda: torch.bincount(i, w, minlength=15),
+            lambda: torch.bincount(i, w.double(), minlength=15))
+
+
+def case_histc(g, dtype, device):
+    x = rand(g, 500, dtype=dtype, device=device)
+    return ("histc", lambda: torch.histc(x, 16, -2, 2), lambda: torch.histc(x.double(), 16, -2, 2))
+
+
+def case_cumsum(g, dtype, device):
+    x = rand(g, 5, 33, dtype=dtype, device=device)
+    return ("cumsum", lambda: torch.cumsum(x, 1), lambda: torch.cumsum(x.double(), 1))
+
+
+def case_segment_reduce(g, dtype, device):
+    x = rand(g, 12, 3, dtype=dtype, device=device)
+    lengths = torch.tensor([3, 0, 5, 4], device=device)
+    return ("segment_reduce", lambda: torch.segment_reduce(x, "sum", lengths=lengths),
+            lambda: torch.segment_reduce(x.double(), "sum", lengths=lengths))
+
+
+CASES = [case_index_add, case_index_add_inplace_dim1, case_scatter_add_pyg,
+         case_scatter_add_general, case_index_put_accumulate, case_index_put_two_indices,
+         case_embedding_backward, case_gather_backward, case_index_select_backward,
+         case_bincount_weights, case_histc, case_cumsum, case_segment_reduce] + [
+    make_scatter_reduce(r, s) for r, s in itertools.product(
+        ["sum", "prod", "mean", "amax", "amin"], [True, False])]
+EXACT = {"case_histc"}  # counts
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__[5:])
+def test_covered_op_runs_samebits_with_torch_values(case, dtype, level, device):
+    k = CASES.index(case) * 1000 + DTYPES.index(dtype) * 10 + LEVELS.index(level)
+    op, run, reference = case(gen(k), dtype, device)
+    sbmode.reset_calls()
+    with st.deterministic(level):
+        first = run()
+        again = run()
+    # The in-place or out= overload of the op counts too (a backward calls index_add_, say).
+    ran = {k: v for k, v in sbmode.calls().items() 
+           if k.split(".")[0].rstrip("_") == op.split(".")[0].rstrip("_")}
+    assert ran, f"{op} did not run through samebits: {sbmode.calls()}"
+    assert torch.equal(first, again), "the same call gave other bits"
+    if case.__name__ in EXACT:
+        assert torch.equal(first.double().cpu(), reference().double().cpu())
+    else:
+        check_close(first, reference(), dtype)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_same_bits_as_the_samebits_op(level):
+    g = gen(7)
+    x, s, i = rand(g, 30, 8), rand(g, 500, 8), ints(g, 30, 500)
+    with st.deterministic(level):
+        a = torch.index_add(x, 0, i, s)
+        b = torch.zeros(30, 8).scatter_add_(0, i.view(-1, 1).expand_as(s), s)
+    assert torch.equal(a, st.index_add(x, 0, i, s, level=level))
+    assert torch.equal(b, st.scatter_add(torch.zeros(30, 8), 0, i.view(-1, 1).expand(500, 8).
+                                         contiguous(), s, level=level))
+
+
+def test_mode_restores_torch_on_exit():
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(False)
+    try:
+        with st.deterministic("portable"):
+            assert torch.are_deterministic_algorithms_enabled()
+            assert st.mode.level() == "portable"
+            with st.deterministic("run_to_run"):           # nesting: the inner level applies
+                assert st.mode.level() == "run_to_run"
+            assert st.mode.level() == "portable"
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert not st.mode.is_enabled() and st.mode.level() is None
+        sbmode.reset_calls()
+        torch.index_add(torch.zeros(3), 0, torch.tensor([0, 1]), torch.ones(2))
+        assert sbmode.calls() == {}, "an override outlived the mode"
+        with pytest.raises(RuntimeError, match="not enabled"):
+            st.disable()
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
+def test_unsupported_dtypes_fall_back_to_torch():
+    sbmode.reset_calls()
+    with st.deterministic("run_to_run"):
+        out = torch.index_add(torch.zeros(4, dtype=torch.int64), 0, torch.tensor([1, 1]),
+                              torch.tensor([2, 3]))
+    assert out.tolist() == [0, 5, 0, 0]
+    assert sbmode.calls() == {}
+
+
+def test_out_of_range_index_raises_index_error_and_leaves_the_input():
+    x = torch.randn(4, 3)
+    before = x.clone()
+    with st.deterministic("portable"):
+        with pytest.raises(IndexError):
+            x.index_add_(0, torch.tensor([0, 9]), torch.randn(2, 3))
+    assert torch.equal(x, before)
+
+
+def test_an_error_without_replacement_says_so():
+    with pytest.raises(RuntimeError) as info:
+        with st.deterministic("run_to_run"):
+            raise RuntimeError("foo_cuda does not have a deterministic implementation, but you "
+                               "set 'torch.use_deterministic_algorithms(True)'")
+    assert any("samebits has no replacement" in n for n in info.value.__notes__)
+
+
+def test_covered_ops_lists_the_replaced_ops():
+    ops = st.covered_ops()
+    for name in ["aten::index_add", "aten::scatter_add_", "aten::scatter_reduce.two",
+                 "aten::_index_put_impl_", "aten::embedding_dense_backward", "aten::bincount",
+                 "aten::histc", "aten::cumsum", "aten::segment_reduce"]:
+        assert name in ops
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_atomic_index_add_becomes_one_result():
+    g = gen(99)
+    x = rand(g, 1000, 16, device="cuda")
+    s, i = rand(g, 200000, 16, device="cuda"), ints(g, 1000, 200000, device="cuda")
+    with st.deterministic("run_to_run"):
+        outs = {torch.index_add(x, 0, i, s).cpu().numpy().tobytes() for _ in range(20)}
+    assert len(outs) == 1
+
+
+# --- backwards torch refuses in deterministic mode: interpolate, adaptive and 3-D pooling --------
+
+def _grad_of(fn, x, go):
+    x = x.detach().requires_grad_()
+    fn(x).backward(go)
+    return x.grad
+
+
+RESAMPLE = [
+    ("upsample_nearest2d_backward", dict(mode="nearest", size=(11, 7))),
+    ("upsample_nearest2d_backward", dict(mode="nearest", scale_factor=2.5)),
+    ("upsample_bilinear2d_backward", dict(mode="bilinear", size=(13, 9), align_corners=False)),
+    ("upsample_bilinear2d_backward", dict(mode="bilinear", size=(13, 9), align_corners=True)),
+    ("upsample_bilinear2d_backward", dict(mode="bilinear", scale_factor=1.7)),
+    ("upsample_bicubic2d_backward", dict(mode="bicubic", size=(12, 10), align_corners=False)),
+    ("upsample_bicubic2d_backward", dict(mode="bicubic", size=(3, 4), align_corners=True)),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("op,kwargs", RESAMPLE, ids=lambda v: str(v))
+def test_interpolate_backward(op, kwargs, dtype, level, device):
+    g = gen(len(str(kwargs)))
+    x = rand(g, 2, 3, 5, 6, dtype=dtype, device=device)
+    fn = lambda t: torch.nn.functional.interpolate(t, **kwargs)  # noqa: E731
+    go = rand(g, *fn(x).shape, dtype=dtype, device=device)
+    sbmode.reset_calls()
+    with st.deterministic(level):
+        a, b = _grad_of(fn, x, go), _grad_of(fn, x, go)
+    assert sbmode.calls().get(op, 0) == 2
+    assert torch.equal(a, b)
+    check_close(a, _grad_of(fn, x.double(), go.double()), dtype)
+
+
+POOLS = [
+    ("_adaptive_avg_pool2d_backward", lambda t: torch.nn.functional.adaptive_avg_pool2d(t, (4, 3))),
+    ("_adaptive_avg_pool2d_backward", lambda t: torch.nn.functional.adaptive_avg_pool2d(t, (7, 9))),
+    ("avg_pool3d_backward", lambda t: torch.nn.functional.avg_pool3d(t.unsqueeze(2).expand(
+        -1, -1, 5, -1, -1), 2)),
+    ("avg_pool3d_backward", lambda t: torch.nn.functional.avg_pool3d(
+        t.unsqueeze(2).expand(-1, -1, 4, -1, -1), (3, 2, 3), stride=(2, 1, 2), padding=1,
+        ceil_mode=True, count_include_pad=False)),
+    ("avg_pool3d_backward", lambda t: torch.nn.functional.avg_pool3d(
+        t.unsqueeze(2).expand(-1, -1, 4, -1, -1), 3, stride=2, padding=1, ceil_mode=True,
+        count_include_pad=True)),
+    ("avg_pool3d_backward", lambda t: torch.nn.functional.avg_pool3d(
+        t.unsqueeze(2).expand(-1, -1, 4, -1, -1), 2, divisor_override=3)),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("case", range(len(POOLS)))
+def test_pooling_backward(case, dtype, device):
+    op, fn = POOLS[case]
+    g = gen(500 + case)
+    x = rand(g, 2, 3, 7, 9, dtype=dtype, device=device)
+    go = rand(g, *fn(x).shape, dtype=dtype, device=device)
+    sbmode.reset_calls()
+    with st.deterministic("portable"):
+        a, b = _grad_of(fn, x, go), _grad_of(fn, x, go)
+    assert sbmode.calls().get(op, 0) == 2
+    assert torch.equal(a, b)
+    check_close(a, _grad_of(fn, x.double(), go.double()), dtype)
+
+
+BAGS = [dict(mode="sum"), dict(mode="sum", per_sample_weights=True), dict(mode="mean"),
+        dict(mode="max"), dict(mode="sum", padding_idx=3), dict(mode="mean", padding_idx=3)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("case", range(len(BAGS)))
+def test_embedding_bag_backward(case, dtype, device):
+    # scale_grad_by_freq is left to torch's kernel.
+    kw = dict(BAGS[case])
+    g = gen(700 + case)
+    w = rand(g, 12, 5, dtype=dtype, device=device)
+    i = ints(g, 12, 40, device=device)
+    off = torch.tensor([0, 7, 7, 19, 30], device=device)          # one empty bag
+    psw = rand(g, 40, dtype=dtype, device=device) if kw.pop("per_sample_weights", False) else None
+
+    def fn(t):
+        p = None if psw is None else psw.to(t.dtype)
+        return torch.nn.functional.embedding_bag(i, t, off, per_sample_weights=p, **kw)
+    go = rand(g, 5, 5, dtype=dtype, device=device)
+    sbmode.reset_calls()
+    with st.deterministic("run_to_run"):
+        a, b = _grad_of(fn, w, go), _grad_of(fn, w, go)
+    assert sbmode.calls().get("_embedding_bag_dense_backward", 0) == 2
+    assert torch.equal(a, b)
+    check_close(a, _grad_of(fn, w.double(), go.double()), dtype)
