@@ -125,5 +125,24 @@ NB_MODULE(_core, m) {
                          python::to_view(b, "bitwise_equal: b"));
   });
 
+  // Throws the C++ exception named `kind` with `message`: lets the tests check every translation.
+  m.def("_throw_for_test", [](const std::string& kind, const std::string& message) {
+    if (kind == "IndexOutOfRange")
+      throw IndexOutOfRange(message);
+    if (kind == "InvalidArgument")
+      throw InvalidArgument(message);
+    if (kind == "NondeterministicError")
+      throw NondeterministicError(message);
+    if (kind == "BackendUnavailable")
+      throw BackendUnavailable(message);
+    if (kind == "CudaError")
+      throw CudaError(message);
+    if (kind == "OverflowError")
+      throw OverflowError(message);
+    if (kind == "DataError")
+      throw DataError(message);
+    throw Error(message);
+  });
+
   python::bind_ops(m);
 }

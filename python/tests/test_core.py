@@ -137,3 +137,16 @@ def test_index_plan_matches_stable_sort_and_is_reusable(gen):
         assert samebits.content_hash(via_plan) == samebits.content_hash(direct)
     with pytest.raises(IndexError):
         samebits.IndexPlan(torch.tensor([0, 9]), 7)
+
+
+@pytest.mark.parametrize("kind,builtin", [
+    ("IndexOutOfRange", IndexError), ("InvalidArgument", ValueError),
+    ("NondeterministicError", RuntimeError), ("BackendUnavailable", RuntimeError),
+    ("CudaError", RuntimeError), ("OverflowError", OverflowError), ("DataError", ValueError),
+    ("Error", Exception)])
+def test_every_cpp_exception_is_translated_with_its_message(kind, builtin):
+    message = f"{kind}: what was wrong; what to do"
+    with pytest.raises(builtin) as e:
+        samebits._core._throw_for_test(kind, message)
+    assert type(e.value) is getattr(samebits, kind)
+    assert str(e.value) == message
