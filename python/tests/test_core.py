@@ -150,3 +150,13 @@ def test_every_cpp_exception_is_translated_with_its_message(kind, builtin):
         samebits._core._throw_for_test(kind, message)
     assert type(e.value) is getattr(samebits, kind)
     assert str(e.value) == message
+
+
+def test_dlpack_capsules_and_objects_are_views(gen):
+    t = torch.randn(5, 3, generator=gen)
+    assert samebits.content_hash(torch.utils.dlpack.to_dlpack(t)) == samebits.content_hash(t)
+    out = torch.zeros(4, 3)
+    # Written through a DLPack capsule of out: the torch tensor sees the result (zero-copy).
+    samebits._core.index_add(torch.utils.dlpack.to_dlpack(out), np.array([0, 1, 1, 3, 2]), t)
+    expected = torch.zeros(4, 3, dtype=t.dtype).index_add(0, torch.tensor([0, 1, 1, 3, 2]), t)
+    torch.testing.assert_close(out, expected)
