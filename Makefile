@@ -8,7 +8,7 @@ DEBIAN_PACKAGES := cmake g++ make git libgtest-dev libgmock-dev libbenchmark-dev
                    nlohmann-json3-dev libcli11-dev libxxhash-dev \
                    python3-dev python3-venv ccache ninja-build
 
-.PHONY: run test deps build bench clean venv python pytest
+.PHONY: run test deps build bench clean
 
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -40,6 +40,7 @@ test: build python
 # The Python package: a project-local virtual environment with torch (pinned to the GPU machine's
 # 2.11), built into it from the main build tree (scikit-build-core reuses $(BUILD), so the library
 # is not compiled twice), then its tests.
+.PHONY: venv python pytest
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_PACKAGES := torch==2.11.* torch-geometric pytest numpy nanobind scikit-build-core
