@@ -154,7 +154,12 @@ def case_index_select(g):
 
 def case_gather(g):
     x, idx = _rand(g, 5, 6), _ints(g, 6, 4, 7)
-    return (st.gather, (x, 1, idx), {}, lambda: x.gather(1, idx), True, (0,), None)
+
+    def raw(x, idx):
+        out = np.zeros(idx.shape, x.dtype)
+        _core.gather(x, 1, idx, out, "portable")
+        return out
+    return (st.gather, (x, 1, idx), {}, lambda: x.gather(1, idx), True, (0,), (raw, (x, idx)))
 
 
 def case_cumsum(g):
@@ -169,7 +174,12 @@ def case_cumsum(g):
 
 def case_bincount(g):
     idx = _ints(g, 9, 30)
-    return (st.bincount, (idx,), {}, lambda: idx.bincount(), True, (), None)
+
+    def raw(idx):
+        out = np.zeros(int(idx.max()) + 1, np.int64)
+        _core.bincount(idx, None, out, "portable")
+        return out
+    return (st.bincount, (idx,), {}, lambda: idx.bincount(), True, (), (raw, (idx,)))
 
 
 def case_bincount_weights(g):
@@ -185,7 +195,13 @@ def case_bincount_weights(g):
 
 def case_histc(g):
     x = _rand(g, 200)
-    return (st.histc, (x, 13, -1.5, 2.0), {}, lambda: x.histc(13, -1.5, 2.0), True, (), None)
+
+    def raw(x):
+        out = np.zeros(13, x.dtype)
+        _core.histc(x, -1.5, 2.0, out, "portable")
+        return out
+    return (st.histc, (x, 13, -1.5, 2.0), {}, lambda: x.histc(13, -1.5, 2.0), True, (),
+            (raw, (x,)))
 
 
 def case_sum(g):
@@ -200,7 +216,12 @@ def case_sum(g):
 
 def case_sum_dim(g):
     x = _rand(g, 5, 7, 3)
-    return (st.sum, (x, 1, True), {}, lambda: x.sum(1, keepdim=True), False, (0,), None)
+
+    def raw(x):
+        out = np.zeros((5, 3), x.dtype)
+        _core.sum_dim(x, 1, out, "portable")
+        return out.reshape(5, 1, 3)
+    return (st.sum, (x, 1, True), {}, lambda: x.sum(1, keepdim=True), False, (0,), (raw, (x,)))
 
 
 def case_mm(g):
@@ -215,8 +236,14 @@ def case_mm(g):
 
 def case_addmm(g):
     bias, a, b = _rand(g, 4), _rand(g, 6, 5), _rand(g, 5, 4)
+
+    def raw(bias, a, b):
+        out = np.ascontiguousarray(np.broadcast_to(bias, (6, 4)))
+        _core.gemm(False, False, 2.0, a, b, 0.5, out, "portable")
+        return out
     return (st.addmm, (bias, a, b), {"beta": 0.5, "alpha": 2.0},
-            lambda: torch.addmm(bias, a, b, beta=0.5, alpha=2.0), False, (0, 1, 2), None)
+            lambda: torch.addmm(bias, a, b, beta=0.5, alpha=2.0), False, (0, 1, 2),
+            (raw, (bias, a, b)))
 
 
 CASES = {f.__name__[5:]: f for f in (case_index_add, case_index_add_dim1, case_scatter_add,

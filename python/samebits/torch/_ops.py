@@ -175,7 +175,7 @@ def _offsets(lengths: Optional[Tensor], offsets: Optional[Tensor], what: str) ->
     if (lengths is None) == (offsets is None):
         raise ValueError(f"{what}: give exactly one of lengths and offsets")
     if offsets is not None:
-        return offsets
+        return offsets.to(torch.int64)
     # Integer prefix sums are exact: the same offsets on every device.
     return torch.nn.functional.pad(torch.cumsum(lengths, 0), (1, 0))
 
