@@ -38,3 +38,24 @@ def test_lazy_names_resolve_to_what_their_module_defines():
             continue
         if hasattr(mod, name):
             assert getattr(st, name) is getattr(mod, name)
+
+
+def test_dispatch_modes_see_the_custom_op():
+    # A TorchDispatchMode (the finder's trace, FakeTensorMode) must see samebits ops: with one
+    # active, calls go through the dispatcher instead of the eager shortcut.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x, idx, src = torch.zeros(4, 2), torch.tensor([0, 3, 3]), torch.ones(3, 2)
+    with Record() as rec:
+        out = st.index_add(x, 0, idx, src)
+    assert "samebits.index_add.default" in rec.ops
+    assert torch.equal(out, x.index_add(0, idx, src))

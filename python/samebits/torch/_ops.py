@@ -28,12 +28,15 @@ def _eager_fast(args, kwargs):
         return False
     grad = _C.is_grad_enabled()
     for a in args:
-        if isinstance(a, Tensor) and ((grad and a.requires_grad) or type(a) is not Tensor):
+        if isinstance(a, Tensor) and ((grad and a.requires_grad) or type(a) not in _PLAIN):
             return False
     for a in kwargs.values():
-        if isinstance(a, Tensor) and ((grad and a.requires_grad) or type(a) is not Tensor):
+        if isinstance(a, Tensor) and ((grad and a.requires_grad) or type(a) not in _PLAIN):
             return False
     return True
+
+
+_PLAIN = (Tensor, torch.nn.Parameter)  # subclasses (FakeTensor, DTensor...) take the dispatcher
 
 
 def _op(name, mutates_args):
