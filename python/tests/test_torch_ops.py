@@ -304,12 +304,17 @@ def test_cuda_bitwise_equal_to_cpu_at_portable(name, gen):
     assert samebits.content_hash(cpu) == samebits.content_hash(cuda)
 
 
+@pytest.mark.parametrize("path", ["eager", "dispatcher"])
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(n for n in CASES))
-def test_gradcheck_float64(name, device, gen):
+def test_gradcheck_float64(name, device, path, gen):
+    # eager: the public function (its autograd.Function path); dispatcher: the custom op itself
+    # (register_autograd's path). Both run the same setup_context and backward.
     op, args, kwargs, _, _, diff, _ = CASES[name](gen)
     if not diff:
         pytest.skip("not differentiable (as in torch)")
+    if path == "dispatcher":
+        op = op.op
     args = list(_to(args, device))
     inputs = tuple(args[i].detach().clone().requires_grad_() for i in diff)
 

@@ -5,54 +5,16 @@ thread's mode, see samebits.determinism). Outputs come from torch's allocator; t
 into them through zero-copy views, on CUDA on torch's current stream. Nothing here adds numerics of
 its own: every value is the C++ op's. The backward formulas are in _autograd.py.
 """
-import functools
 from typing import Optional
 
 import torch
 from torch import Tensor
-from torch.library import custom_op, register_fake
+from torch.library import register_fake
 
 from .. import _core
+from ._dispatch import op as _op
 
 _NS = "samebits::"
-_C = torch._C
-
-
-def _eager_fast(args, kwargs):
-    """True when a call may run the kernel directly instead of through torch's dispatcher: plain
-    tensors, no autograd to record, nothing tracing or intercepting (torch.compile, a dispatch or
-    function mode such as a FakeTensorMode, functorch). The dispatcher costs tens of microseconds
-    per call; both paths run the same function, so the bits are the same."""
-    if (torch.compiler.is_compiling() or _C._len_torch_dispatch_stack()
-            or _C._is_torch_function_mode_enabled() or _C._are_functorch_transforms_active()):
-        return False
-    grad = _C.is_grad_enabled()
-    for a in args:
-        if isinstance(a, Tensor) and ((grad and a.requires_grad) or type(a) not in _PLAIN):
-            return False
-    for a in kwargs.values():
-        if isinstance(a, Tensor) and ((grad and a.requires_grad) or type(a) not in _PLAIN):
-            return False
-    return True
-
-
-_PLAIN = (Tensor, torch.nn.Parameter)  # subclasses (FakeTensor, DTensor...) take the dispatcher
-
-
-def _op(name, mutates_args):
-    """Registers fn as the custom op samebits::name and returns the public function: the op
-    (through the dispatcher), or fn itself where _eager_fast allows. `.op` is the custom op."""
-    def register(fn):
-        op = custom_op(_NS + name, mutates_args=mutates_args)(fn)
-
-        @functools.wraps(fn)
-        def call(*args, **kwargs):
-            if _eager_fast(args, kwargs):
-                return fn(*args, **kwargs)
-            return op(*args, **kwargs)
-        call.op = op
-        return call
-    return register
 
 
 def _stream(t: Tensor) -> int:
