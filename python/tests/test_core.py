@@ -126,8 +126,8 @@ def test_index_plan_matches_stable_sort_and_is_reusable(gen):
     order = torch.from_dlpack(plan.order)
     assert torch.equal(order, torch.sort(index, stable=True).indices)
     counts = torch.bincount(index, minlength=7)
-    assert torch.equal(torch.from_dlpack(plan.offsets), torch.cat([torch.zeros(1, dtype=torch.int64),
-                                                                   counts.cumsum(0)]))
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+    assert torch.equal(torch.from_dlpack(plan.offsets), offsets)
     src = torch.randn(40, 3, generator=gen)
     for _ in range(3):  # the same plan, reused: the same bits as the sorting call at portable
         via_plan = torch.zeros(7, 3)

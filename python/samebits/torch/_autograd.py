@@ -248,7 +248,7 @@ register_autograd("aggregate", _aggregate_backward,
                   setup_context=_aggregate_setup)
 
 
-# --- gathers ---------------------------------------------------------------------------------------
+# --- gathers --------------------------------------------------------------------------------------
 
 def _index_select_setup(ctx, inputs, keyword_only_inputs, output):
     input, dim, index = inputs
@@ -283,7 +283,7 @@ def _gather_backward(ctx, grad):
 register_autograd("gather", _gather_backward, setup_context=_gather_setup)
 
 
-# --- scans, counts, sums, products -----------------------------------------------------------------
+# --- scans, counts, sums, products ----------------------------------------------------------------
 
 def _cumsum_setup(ctx, inputs, keyword_only_inputs, output):
     ctx.dim = inputs[1]

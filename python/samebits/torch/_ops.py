@@ -1,4 +1,4 @@
-"""samebits ops as torch.library custom ops (namespace `samebits`): forward kernels and fake kernels.
+"""samebits ops as torch.library custom ops (namespace `samebits`): forward and fake kernels.
 
 Each op has torch's signature and semantics plus a `level=` keyword (a level name; None: the
 thread's mode, see samebits.determinism). Outputs come from torch's allocator; the C++ op writes
@@ -229,7 +229,7 @@ def _(x, rowptr, col, reduce="sum", rowptr_t=None, col_t=None, *, level=None):
     return x.new_empty((rowptr.shape[0] - 1,) + tuple(x.shape[1:]))
 
 
-# --- gathers ---------------------------------------------------------------------------------------
+# --- gathers --------------------------------------------------------------------------------------
 
 @_op("index_select", mutates_args=())
 def index_select(input: Tensor, dim: int, index: Tensor, *, level: Optional[str] = None) -> Tensor:
@@ -270,7 +270,7 @@ def _(input, dim, index, *, level=None):
     return input.new_empty(index.shape)
 
 
-# --- scans, counts, sums, products -----------------------------------------------------------------
+# --- scans, counts, sums, products ----------------------------------------------------------------
 
 @_op("cumsum", mutates_args=())
 def cumsum(input: Tensor, dim: int, *, level: Optional[str] = None) -> Tensor:
