@@ -87,7 +87,6 @@ NB_MODULE(_core, m) {
   m.def("last_explain", [] { return last_explain(); });
   m.def("environment_json", [] { return environment_json(); });
   m.def("environment_text", [] { return environment_text(); });
-  m.def("reset_warnings", &reset_warnings);
   m.def("set_warning_handler", [](nb::object handler) {
     if (handler.is_none()) {
       set_warning_handler(nullptr);
