@@ -26,12 +26,12 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-# ccache (a Debian package above) serves every compiler call when it is there.
-LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-              -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+# ccache (a Debian package above, so looked for after deps) serves every compiler call.
+LAUNCHER = $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+             -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_POSITION_INDEPENDENT_CODE=ON $(LAUNCHER) \
-	  $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+	  $(LAUNCHER) $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -46,6 +46,7 @@ test: build python
 # The Python package: a project-local virtual environment with torch (pinned to the GPU machine's
 # 2.11), built into it from the main build tree (scikit-build-core reuses $(BUILD), so the library
 # is not compiled twice), then its tests.
+.PHONY: venv python pytest
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_PACKAGES := torch==2.11.* torch-geometric pytest numpy nanobind scikit-build-core

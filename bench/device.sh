@@ -4,13 +4,13 @@
 # inference benchmark, and PyTorch's reference figures, writing everything under $OUT.
 #
 #   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch,
-#                               profile (default: all but profile)
+#                               python, profile (default: all but profile)
 #
 # The Debian development packages samebits builds against travel as .deb files in .device/debs
 # (git-ignored; see docs/device.md) and are unpacked into .device/root; PyTorch's reference script
 # travels as .device/bench/torch_reference.py with Cora's Planetoid files in .device/data/cora.
 set -uo pipefail
-steps=${1:-build,test,sanitize,bench,experiment,tools,torch}
+steps=${1:-build,test,sanitize,bench,experiment,tools,torch,python}
 OUT=${OUT:-/tmp/samebits-out}
 mkdir -p "$OUT"
 log="$OUT/log.txt"
@@ -133,5 +133,24 @@ if has torch; then
   (cd .device/bench && OUT="$OUT" PYTHONUNBUFFERED=1 timeout 400 python3 torch_reference.py \
      --runs "${TORCH_RUNS:-100}") >"$OUT/torch.txt" 2>&1
   tail -40 "$OUT/torch.txt" | tee -a "$log"
+fi
+if has python; then
+  # The Python package, built offline from this tree (torch, nanobind and scikit-build-core are
+  # on the machine; pytest and numpy travel as wheels in .device/wheels if it lacks them) into a
+  # target directory, then its tests (the GPU ones included) and bench_torch.py.
+  say "Python package: pip install (offline), pytest, bench_torch"
+  py=$PWD/.device/python
+  rm -rf "$py" && mkdir -p "$py"
+  python3 -m pip install --no-build-isolation --no-deps --no-index --target "$py" \
+    -Cbuild-dir=build-device-python -Ccmake.define.SAMEBITS_CUDA=ON \
+    -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90 -Ccmake.define.CMAKE_PREFIX_PATH="$root/usr" . \
+    >/tmp/python_build.txt 2>&1 || tail -30 /tmp/python_build.txt | tee -a "$log"
+  python3 -c "import pytest, numpy" 2>/dev/null ||
+    python3 -m pip install --no-index --no-deps --target "$py" .device/wheels/*.whl >/dev/null
+  (PYTHONPATH=$py timeout 900 python3 -m pytest -q -p no:cacheprovider python/tests) \
+    >"$OUT/python_tests.txt" 2>&1
+  tail -15 "$OUT/python_tests.txt" | tee -a "$log"
+  PYTHONPATH=$py timeout 600 python3 python/bench/bench_torch.py --out "$OUT/bench_torch.json" \
+    2>&1 | tee -a "$log"
 fi
 say done

@@ -87,7 +87,6 @@ NB_MODULE(_core, m) {
   m.def("last_explain", [] { return last_explain(); });
   m.def("environment_json", [] { return environment_json(); });
   m.def("environment_text", [] { return environment_text(); });
-  m.def("reset_warnings", &reset_warnings);
   m.def("set_warning_handler", [](nb::object handler) {
     if (handler.is_none()) {
       set_warning_handler(nullptr);
@@ -123,6 +122,25 @@ NB_MODULE(_core, m) {
   m.def("bitwise_equal", [](nb::handle a, nb::handle b) {
     return bitwise_equal(python::to_view(a, "bitwise_equal: a"),
                          python::to_view(b, "bitwise_equal: b"));
+  });
+
+  // Throws the C++ exception named `kind` with `message`: lets the tests check every translation.
+  m.def("_throw_for_test", [](const std::string& kind, const std::string& message) {
+    if (kind == "IndexOutOfRange")
+      throw IndexOutOfRange(message);
+    if (kind == "InvalidArgument")
+      throw InvalidArgument(message);
+    if (kind == "NondeterministicError")
+      throw NondeterministicError(message);
+    if (kind == "BackendUnavailable")
+      throw BackendUnavailable(message);
+    if (kind == "CudaError")
+      throw CudaError(message);
+    if (kind == "OverflowError")
+      throw OverflowError(message);
+    if (kind == "DataError")
+      throw DataError(message);
+    throw Error(message);
   });
 
   python::bind_ops(m);

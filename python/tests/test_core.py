@@ -126,8 +126,8 @@ def test_index_plan_matches_stable_sort_and_is_reusable(gen):
     order = torch.from_dlpack(plan.order)
     assert torch.equal(order, torch.sort(index, stable=True).indices)
     counts = torch.bincount(index, minlength=7)
-    assert torch.equal(torch.from_dlpack(plan.offsets), torch.cat([torch.zeros(1, dtype=torch.int64),
-                                                                   counts.cumsum(0)]))
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+    assert torch.equal(torch.from_dlpack(plan.offsets), offsets)
     src = torch.randn(40, 3, generator=gen)
     for _ in range(3):  # the same plan, reused: the same bits as the sorting call at portable
         via_plan = torch.zeros(7, 3)
@@ -137,3 +137,26 @@ def test_index_plan_matches_stable_sort_and_is_reusable(gen):
         assert samebits.content_hash(via_plan) == samebits.content_hash(direct)
     with pytest.raises(IndexError):
         samebits.IndexPlan(torch.tensor([0, 9]), 7)
+
+
+@pytest.mark.parametrize("kind,builtin", [
+    ("IndexOutOfRange", IndexError), ("InvalidArgument", ValueError),
+    ("NondeterministicError", RuntimeError), ("BackendUnavailable", RuntimeError),
+    ("CudaError", RuntimeError), ("OverflowError", OverflowError), ("DataError", ValueError),
+    ("Error", Exception)])
+def test_every_cpp_exception_is_translated_with_its_message(kind, builtin):
+    message = f"{kind}: what was wrong; what to do"
+    with pytest.raises(builtin) as e:
+        samebits._core._throw_for_test(kind, message)
+    assert type(e.value) is getattr(samebits, kind)
+    assert str(e.value) == message
+
+
+def test_dlpack_capsules_and_objects_are_views(gen):
+    t = torch.randn(5, 3, generator=gen)
+    assert samebits.content_hash(torch.utils.dlpack.to_dlpack(t)) == samebits.content_hash(t)
+    out = torch.zeros(4, 3)
+    # Written through a DLPack capsule of out: the torch tensor sees the result (zero-copy).
+    samebits._core.index_add(torch.utils.dlpack.to_dlpack(out), np.array([0, 1, 1, 3, 2]), t)
+    expected = torch.zeros(4, 3, dtype=t.dtype).index_add(0, torch.tensor([0, 1, 1, 3, 2]), t)
+    torch.testing.assert_close(out, expected)

@@ -10,6 +10,7 @@ import torch
 
 from .. import _core
 from . import _ops
+from ._dispatch import register_autograd
 
 
 def _level(ctx_level):
@@ -51,8 +52,8 @@ def _index_add_backward(ctx, grad):
     return grad, None, None, g_source
 
 
-torch.library.register_autograd("samebits::index_add", _index_add_backward,
-                                setup_context=_index_add_setup)
+register_autograd("index_add", _index_add_backward,
+                  setup_context=_index_add_setup)
 
 
 def _scatter_add_setup(ctx, inputs, keyword_only_inputs, output):
@@ -70,8 +71,8 @@ def _scatter_add_backward(ctx, grad):
     return grad, None, None, g_src
 
 
-torch.library.register_autograd("samebits::scatter_add", _scatter_add_backward,
-                                setup_context=_scatter_add_setup)
+register_autograd("scatter_add", _scatter_add_backward,
+                  setup_context=_scatter_add_setup)
 
 
 # --- scatter_reduce --------------------------------------------------------------------------
@@ -146,8 +147,8 @@ def _scatter_reduce_backward(ctx, grad):
     return (g_input if ctx.needs_input_grad[0] else None), None, None, g_src, None
 
 
-torch.library.register_autograd("samebits::scatter_reduce", _scatter_reduce_backward,
-                                setup_context=_scatter_reduce_setup)
+register_autograd("scatter_reduce", _scatter_reduce_backward,
+                  setup_context=_scatter_reduce_setup)
 
 
 # --- segment reductions and aggregation ---------------------------------------------------------
@@ -183,8 +184,8 @@ def _segment_reduce_backward(ctx, grad):
     return g, None, None, None
 
 
-torch.library.register_autograd("samebits::segment_reduce", _segment_reduce_backward,
-                                setup_context=_segment_reduce_setup)
+register_autograd("segment_reduce", _segment_reduce_backward,
+                  setup_context=_segment_reduce_setup)
 
 
 def _segment_csr_setup(ctx, inputs, keyword_only_inputs, output):
@@ -199,8 +200,8 @@ def _segment_csr_backward(ctx, grad):
     return g, None, None
 
 
-torch.library.register_autograd("samebits::segment_csr", _segment_csr_backward,
-                                setup_context=_segment_csr_setup)
+register_autograd("segment_csr", _segment_csr_backward,
+                  setup_context=_segment_csr_setup)
 
 
 csr_transpose = _ops.csr_transpose
@@ -243,11 +244,11 @@ def _aggregate_backward(ctx, grad):
     return g, None, None, None, None, None
 
 
-torch.library.register_autograd("samebits::aggregate", _aggregate_backward,
-                                setup_context=_aggregate_setup)
+register_autograd("aggregate", _aggregate_backward,
+                  setup_context=_aggregate_setup)
 
 
-# --- gathers ---------------------------------------------------------------------------------------
+# --- gathers --------------------------------------------------------------------------------------
 
 def _index_select_setup(ctx, inputs, keyword_only_inputs, output):
     input, dim, index = inputs
@@ -262,8 +263,8 @@ def _index_select_backward(ctx, grad):
     return g, None, None
 
 
-torch.library.register_autograd("samebits::index_select", _index_select_backward,
-                                setup_context=_index_select_setup)
+register_autograd("index_select", _index_select_backward,
+                  setup_context=_index_select_setup)
 
 
 def _gather_setup(ctx, inputs, keyword_only_inputs, output):
@@ -279,10 +280,10 @@ def _gather_backward(ctx, grad):
     return g, None, None
 
 
-torch.library.register_autograd("samebits::gather", _gather_backward, setup_context=_gather_setup)
+register_autograd("gather", _gather_backward, setup_context=_gather_setup)
 
 
-# --- scans, counts, sums, products -----------------------------------------------------------------
+# --- scans, counts, sums, products ----------------------------------------------------------------
 
 def _cumsum_setup(ctx, inputs, keyword_only_inputs, output):
     ctx.dim = inputs[1]
@@ -295,7 +296,7 @@ def _cumsum_backward(ctx, grad):
     return g, None
 
 
-torch.library.register_autograd("samebits::cumsum", _cumsum_backward, setup_context=_cumsum_setup)
+register_autograd("cumsum", _cumsum_backward, setup_context=_cumsum_setup)
 
 
 def _bincount_setup(ctx, inputs, keyword_only_inputs, output):
@@ -310,8 +311,8 @@ def _bincount_backward(ctx, grad):
     return None, g, None
 
 
-torch.library.register_autograd("samebits::bincount", _bincount_backward,
-                                setup_context=_bincount_setup)
+register_autograd("bincount", _bincount_backward,
+                  setup_context=_bincount_setup)
 
 
 def _sum_setup(ctx, inputs, keyword_only_inputs, output):
@@ -329,7 +330,7 @@ def _sum_backward(ctx, grad):
     return grad.expand(ctx.shape).contiguous(), None, None
 
 
-torch.library.register_autograd("samebits::sum", _sum_backward, setup_context=_sum_setup)
+register_autograd("sum", _sum_backward, setup_context=_sum_setup)
 
 
 def _mm_setup(ctx, inputs, keyword_only_inputs, output):
@@ -344,7 +345,7 @@ def _mm_backward(ctx, grad):
     return ga, gb
 
 
-torch.library.register_autograd("samebits::mm", _mm_backward, setup_context=_mm_setup)
+register_autograd("mm", _mm_backward, setup_context=_mm_setup)
 
 
 def _addmm_setup(ctx, inputs, keyword_only_inputs, output):
@@ -381,4 +382,4 @@ def _addmm_backward(ctx, grad):
     return g_in, g1, g2
 
 
-torch.library.register_autograd("samebits::addmm", _addmm_backward, setup_context=_addmm_setup)
+register_autograd("addmm", _addmm_backward, setup_context=_addmm_setup)

@@ -1,4 +1,4 @@
-"""samebits ops as torch.library custom ops (namespace `samebits`): forward kernels and fake kernels.
+"""samebits ops as torch.library custom ops (namespace `samebits`): forward and fake kernels.
 
 Each op has torch's signature and semantics plus a `level=` keyword (a level name; None: the
 thread's mode, see samebits.determinism). Outputs come from torch's allocator; the C++ op writes
@@ -9,9 +9,10 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-from torch.library import custom_op, register_fake
+from torch.library import register_fake
 
 from .. import _core
+from ._dispatch import op as _op
 
 _NS = "samebits::"
 
@@ -47,7 +48,7 @@ def _index_add_into(out, dim, index, source, alpha, level):
                     _stream(out))
 
 
-@custom_op(_NS + "index_add", mutates_args=())
+@_op("index_add", mutates_args=())
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: float = 1.0,
               level: Optional[str] = None) -> Tensor:
     """torch.index_add: out = input with alpha * source[i] added at index[i] along dim."""
@@ -56,7 +57,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     return out
 
 
-@custom_op(_NS + "index_add_", mutates_args=("input",))
+@_op("index_add_", mutates_args=("input",))
 def _index_add_inplace(input: Tensor, dim: int, index: Tensor, source: Tensor, *,
                        alpha: float = 1.0, level: Optional[str] = None) -> None:
     _index_add_into(input, dim, index, source, alpha, level)
@@ -74,7 +75,7 @@ def _(input, dim, index, source, *, alpha=1.0, level=None):
 
 # --- scatter_add and scatter_reduce --------------------------------------------------------------
 
-@custom_op(_NS + "scatter_add", mutates_args=())
+@_op("scatter_add", mutates_args=())
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor, *,
                 level: Optional[str] = None) -> Tensor:
     """torch.scatter_add: out[index[p] along dim] += src[p]."""
@@ -83,13 +84,13 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor, *,
     return out
 
 
-@custom_op(_NS + "scatter_add_", mutates_args=("input",))
+@_op("scatter_add_", mutates_args=("input",))
 def _scatter_add_inplace(input: Tensor, dim: int, index: Tensor, src: Tensor, *,
                          level: Optional[str] = None) -> None:
     _core.scatter_add(input, _dim(dim, input.dim()), index, src, level, _stream(input))
 
 
-@custom_op(_NS + "scatter_reduce", mutates_args=())
+@_op("scatter_reduce", mutates_args=())
 def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
                    include_self: bool = True, level: Optional[str] = None) -> Tensor:
     """torch.scatter_reduce with reduce "sum", "prod", "mean", "amax" or "amin"."""
@@ -99,7 +100,7 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     return out
 
 
-@custom_op(_NS + "scatter_reduce_", mutates_args=("input",))
+@_op("scatter_reduce_", mutates_args=("input",))
 def _scatter_reduce_inplace(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
                             include_self: bool = True, level: Optional[str] = None) -> None:
     _core.scatter_reduce(input, _dim(dim, input.dim()), index, src, _reduce_name(reduce),
@@ -139,12 +140,12 @@ def _offsets(lengths: Optional[Tensor], offsets: Optional[Tensor], what: str) ->
     if (lengths is None) == (offsets is None):
         raise ValueError(f"{what}: give exactly one of lengths and offsets")
     if offsets is not None:
-        return offsets
+        return offsets.to(torch.int64)
     # Integer prefix sums are exact: the same offsets on every device.
     return torch.nn.functional.pad(torch.cumsum(lengths, 0), (1, 0))
 
 
-@custom_op(_NS + "segment_reduce", mutates_args=())
+@_op("segment_reduce", mutates_args=())
 def segment_reduce(data: Tensor, reduce: str, lengths: Optional[Tensor] = None,
                    offsets: Optional[Tensor] = None, *, axis: int = 0,
                    level: Optional[str] = None) -> Tensor:
@@ -161,7 +162,7 @@ def segment_reduce(data: Tensor, reduce: str, lengths: Optional[Tensor] = None,
     return out
 
 
-@custom_op(_NS + "segment_csr", mutates_args=())
+@_op("segment_csr", mutates_args=())
 def segment_csr(src: Tensor, indptr: Tensor, reduce: str = "sum", *,
                 level: Optional[str] = None) -> Tensor:
     """PyG's torch_scatter.segment_csr along dim 0: reduce "sum", "mean", "max" or "min" of
@@ -187,7 +188,7 @@ def _segment_ids(offsets, num_rows):
                                    output_size=num_rows)
 
 
-@custom_op(_NS + "csr_transpose", mutates_args=())
+@_op("csr_transpose", mutates_args=())
 def csr_transpose(rowptr: Tensor, col: Tensor, num_sources: int) -> tuple[Tensor, Tensor]:
     """The transposed CSR graph (rowptr_t, col_t): row j lists, in ascending order, every node i
     whose row contains j. Built with a samebits IndexPlan (a stable sort), so it is the same on
@@ -204,7 +205,7 @@ def _(rowptr, col, num_sources):
     return rowptr.new_empty(num_sources + 1), col.new_empty(col.shape[0])
 
 
-@custom_op(_NS + "aggregate", mutates_args=())
+@_op("aggregate", mutates_args=())
 def aggregate(x: Tensor, rowptr: Tensor, col: Tensor, reduce: str = "sum",
               rowptr_t: Optional[Tensor] = None, col_t: Optional[Tensor] = None, *,
               level: Optional[str] = None) -> Tensor:
@@ -228,9 +229,9 @@ def _(x, rowptr, col, reduce="sum", rowptr_t=None, col_t=None, *, level=None):
     return x.new_empty((rowptr.shape[0] - 1,) + tuple(x.shape[1:]))
 
 
-# --- gathers ---------------------------------------------------------------------------------------
+# --- gathers --------------------------------------------------------------------------------------
 
-@custom_op(_NS + "index_select", mutates_args=())
+@_op("index_select", mutates_args=())
 def index_select(input: Tensor, dim: int, index: Tensor, *, level: Optional[str] = None) -> Tensor:
     """torch.index_select: the slices input[..., index[i], ...] along dim."""
     dim = _dim(dim, input.dim())
@@ -256,7 +257,7 @@ def _(input, dim, index, *, level=None):
     return input.new_empty(shape)
 
 
-@custom_op(_NS + "gather", mutates_args=())
+@_op("gather", mutates_args=())
 def gather(input: Tensor, dim: int, index: Tensor, *, level: Optional[str] = None) -> Tensor:
     """torch.gather: out[p] = input[p with p[dim] = index[p]]."""
     out = input.new_empty(index.shape)
@@ -269,9 +270,9 @@ def _(input, dim, index, *, level=None):
     return input.new_empty(index.shape)
 
 
-# --- scans, counts, sums, products -----------------------------------------------------------------
+# --- scans, counts, sums, products ----------------------------------------------------------------
 
-@custom_op(_NS + "cumsum", mutates_args=())
+@_op("cumsum", mutates_args=())
 def cumsum(input: Tensor, dim: int, *, level: Optional[str] = None) -> Tensor:
     """torch.cumsum (inclusive prefix sums along dim), float32 or float64."""
     out = _empty_like(input)
@@ -279,7 +280,7 @@ def cumsum(input: Tensor, dim: int, *, level: Optional[str] = None) -> Tensor:
     return out
 
 
-@custom_op(_NS + "cumsum_", mutates_args=("input",))
+@_op("cumsum_", mutates_args=("input",))
 def _cumsum_inplace(input: Tensor, dim: int, *, level: Optional[str] = None) -> None:
     _core.cumsum(input, _dim(dim, input.dim()), input, level, _stream(input))
 
@@ -288,7 +289,7 @@ register_fake(_NS + "cumsum", lambda input, dim, *, level=None: _empty_like(inpu
 register_fake(_NS + "cumsum_", lambda input, dim, *, level=None: None)
 
 
-@custom_op(_NS + "bincount", mutates_args=())
+@_op("bincount", mutates_args=())
 def bincount(input: Tensor, weights: Optional[Tensor] = None, minlength: int = 0, *,
              level: Optional[str] = None) -> Tensor:
     """torch.bincount: counts (int64) or sums of weights per value of a 1-d int32/int64 input.
@@ -313,7 +314,7 @@ def _(input, weights=None, minlength=0, *, level=None):
     return input.new_empty(n, dtype=torch.int64 if weights is None else weights.dtype)
 
 
-@custom_op(_NS + "histc", mutates_args=())
+@_op("histc", mutates_args=())
 def histc(input: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0, *,
           level: Optional[str] = None) -> Tensor:
     """torch.histc: counts in `bins` equal bins over [min, max] (as input's dtype); values outside
@@ -333,7 +334,7 @@ def _(input, bins=100, min=0.0, max=0.0, *, level=None):
     return input.new_empty(bins)
 
 
-@custom_op(_NS + "sum", mutates_args=())
+@_op("sum", mutates_args=())
 def sum(input: Tensor, dim: Optional[int] = None, keepdim: bool = False, *,
         level: Optional[str] = None) -> Tensor:
     """torch.sum over all elements (dim None) or over one dim, in samebits's canonical order."""
@@ -363,7 +364,7 @@ def _(input, dim=None, keepdim=False, *, level=None):
     return input.new_empty(_sum_shape(input, dim, keepdim))
 
 
-@custom_op(_NS + "mm", mutates_args=())
+@_op("mm", mutates_args=())
 def mm(input: Tensor, mat2: Tensor, *, level: Optional[str] = None) -> Tensor:
     """torch.mm: [m, k] @ [k, n], float32 or float64, no TF32."""
     out = input.new_empty((input.shape[0], mat2.shape[1]))
@@ -376,7 +377,7 @@ def _(input, mat2, *, level=None):
     return input.new_empty((input.shape[0], mat2.shape[1]))
 
 
-@custom_op(_NS + "addmm", mutates_args=())
+@_op("addmm", mutates_args=())
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0, alpha: float = 1.0,
           level: Optional[str] = None) -> Tensor:
     """torch.addmm: beta * input + alpha * (mat1 @ mat2), input broadcast to [m, n]. beta == 0

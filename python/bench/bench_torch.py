@@ -1,0 +1,156 @@
+"""samebits.torch against torch's own ops: per-call overhead on tiny inputs, and the anchor shapes
+(docs: /work/shared/docs/anchors.md) at run_to_run against torch default and torch deterministic.
+
+    python python/bench/bench_torch.py [--device cuda] [--out bench_torch.json] [--quick]
+
+Times are medians over repeats (CUDA events on the GPU, perf_counter on the CPU). "raw" is the
+samebits._core binding called directly on the same tensors: the C++ op plus the binding, without
+the custom-op dispatch; the difference to "samebits" is what torch.library adds.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+import samebits
+import samebits.torch as st
+from samebits import _core
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def per_call_us(fn, device, calls):
+    """Wall time per call of a loop of `calls` calls (median of 5 loops), in microseconds: on the
+    GPU with tiny inputs this is the host-side cost, launches included."""
+    for _ in range(20):
+        fn()
+    _sync(device)
+    loops = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        _sync(device)
+        loops.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(loops)
+
+
+def op_ms(fn, device, repeats):
+    """Median time of one call in milliseconds (CUDA events on the GPU)."""
+    for _ in range(3):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _stream(t):
+    return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else 0
+
+
+def tiny_cases(device):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 4, generator=g).to(device)
+    idx = torch.randint(0, 16, (32,), generator=g).to(device)
+    src = torch.randn(32, 4, generator=g).to(device)
+    gidx = idx[:, None].expand(32, 4).contiguous()
+    a, b = torch.randn(8, 8, generator=g).to(device), torch.randn(8, 8, generator=g).to(device)
+    v = torch.randn(64, generator=g).to(device)
+    out = torch.empty_like(x)
+    s = _stream(x)
+    return {
+        "index_add": (lambda: torch.index_add(x, 0, idx, src),
+                      lambda: st.index_add(x, 0, idx, src, level="run_to_run"),
+                      lambda: (out.copy_(x), _core.index_add(out, idx, src, 1.0, "run_to_run", s))),
+        "scatter_add": (lambda: torch.scatter_add(x, 0, gidx, src),
+                        lambda: st.scatter_add(x, 0, gidx, src, level="run_to_run"), None),
+        "index_select": (lambda: torch.index_select(src, 0, idx),
+                         lambda: st.index_select(src, 0, idx, level="run_to_run"), None),
+        "gather": (lambda: torch.gather(src, 0, gidx), lambda: st.gather(src, 0, gidx), None),
+        "cumsum": (lambda: torch.cumsum(v, 0), lambda: st.cumsum(v, 0, level="run_to_run"), None),
+        "sum": (lambda: torch.sum(v), lambda: st.sum(v, level="run_to_run"), None),
+        "mm": (lambda: torch.mm(a, b), lambda: st.mm(a, b, level="run_to_run"), None),
+    }
+
+
+ANCHORS = [(10_000_000, 1_000_000, 1), (2_000_000, 100_000, 64), (2_000_000, 1000, 64),
+           (1_000_000, 2708, 128)]
+
+
+def anchor_cases(device, quick):
+    for e, n, f in ANCHORS:
+        if quick:
+            e, n = e // 1000, max(n // 1000, 1)
+        g = torch.Generator().manual_seed(2)
+        idx = torch.randint(0, n, (e,), generator=g).to(device)
+        src = torch.randn(e, f, generator=g).to(device)
+        x = torch.zeros(n, f, device=device)
+        gidx = idx[:, None].expand(e, f)
+        name = f"E={e},N={n},F={f}"
+        yield name, "index_add", (lambda: torch.index_add(x, 0, idx, src),
+                                  lambda: st.index_add(x, 0, idx, src, level="run_to_run"))
+        yield name, "scatter_add", (lambda: torch.scatter_add(x, 0, gidx, src),
+                                    lambda: st.scatter_add(x, 0, gidx, src, level="run_to_run"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", default="bench_torch.json")
+    parser.add_argument("--quick", action="store_true", help="small shapes, few repeats (smoke)")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    calls, repeats = (200, 5) if args.quick else (2000, 20)
+    result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+              "torch": torch.__version__, "samebits": samebits.__version__,
+              "git_revision": _core.git_revision(), "overhead_us": {}, "anchors": []}
+    print(f"per-call time on tiny inputs ({device}), microseconds")
+    print(f"{'op':14s} {'torch':>8s} {'samebits':>9s} {'raw':>8s} {'extra':>8s}")
+    for op, (ref, ours, raw) in tiny_cases(device).items():
+        t_ref, t_ours = per_call_us(ref, device, calls), per_call_us(ours, device, calls)
+        t_raw = per_call_us(raw, device, calls) if raw else None
+        result["overhead_us"][op] = {"torch": t_ref, "samebits": t_ours, "raw": t_raw,
+                                     "extra": t_ours - t_ref}
+        raw_text = f"{t_raw:8.2f}" if t_raw is not None else f"{'-':>8s}"
+        print(f"{op:14s} {t_ref:8.2f} {t_ours:9.2f} {raw_text} {t_ours - t_ref:8.2f}")
+    print(f"\nanchor shapes ({device}), ms: torch default, torch deterministic, samebits "
+          "run_to_run")
+    for shape, op, (ref, ours) in anchor_cases(device, args.quick):
+        t_default = op_ms(ref, device, repeats)
+        torch.use_deterministic_algorithms(True)
+        try:
+            t_det = op_ms(ref, device, repeats)
+        finally:
+            torch.use_deterministic_algorithms(False)
+        t_ours = op_ms(ours, device, repeats)
+        result["anchors"].append({"shape": shape, "op": op, "torch_default_ms": t_default,
+                                  "torch_deterministic_ms": t_det, "samebits_run_to_run_ms": t_ours,
+                                  "vs_deterministic": t_det / t_ours})
+        print(f"{op:12s} {shape:24s} {t_default:8.3f} {t_det:8.3f} {t_ours:8.3f}  "
+              f"({t_det / t_ours:.2f}x faster than torch deterministic)")
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
