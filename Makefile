@@ -6,7 +6,8 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 DEBIAN_PACKAGES := cmake g++ make git libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev \
                    nlohmann-json3-dev libcli11-dev libxxhash-dev \
-                   python3-dev python3-venv ccache ninja-build
+                   python3-dev python3-venv ccache ninja-build \
+                   libopenmpi-dev openmpi-bin
 
 .PHONY: run test deps build bench clean
 

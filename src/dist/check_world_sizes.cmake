@@ -1,0 +1,22 @@
+# Runs samebits_dist_train under MPI for 1, 2 and 3 ranks and checks that the portable hashes
+# agree (cmake -DMPIEXEC=... -DPROGRAM=... -P check_world_sizes.cmake).
+set(hashes "")
+foreach(n 1 2 3)
+  execute_process(COMMAND ${MPIEXEC} -np ${n} --oversubscribe --allow-run-as-root ${PROGRAM}
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  message("${out}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "mpirun -np ${n} failed (${rc}): ${err}")
+  endif()
+  string(REGEX MATCH "portable ([0-9a-f]+)" m "${out}")
+  if(NOT m)
+    message(FATAL_ERROR "no portable hash for ${n} ranks: ${out}")
+  endif()
+  list(APPEND hashes ${CMAKE_MATCH_1})
+endforeach()
+list(REMOVE_DUPLICATES hashes)
+list(LENGTH hashes k)
+if(NOT k EQUAL 1)
+  message(FATAL_ERROR "portable hashes differ across world sizes: ${hashes}")
+endif()
+message("portable hash ${hashes} for 1, 2 and 3 ranks")
