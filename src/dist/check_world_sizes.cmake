@@ -1,7 +1,10 @@
-# Runs samebits_dist_train under MPI for 1, 2 and 3 ranks and checks that the portable hashes
-# agree (cmake -DMPIEXEC=... -DPROGRAM=... -P check_world_sizes.cmake).
+# Runs samebits_dist_train under MPI for 1, 2 and 3 ranks (and 3 again) and checks that the
+# portable hashes agree, that run_to_run repeats at 3 ranks, and that plain float sums do depend
+# on the world size (else the check could not fail) (cmake -DMPIEXEC=... -DPROGRAM=... -P ...).
 set(hashes "")
-foreach(n 1 2 3)
+set(plain "")
+set(r2r "")
+foreach(n 1 2 3 3)
   execute_process(COMMAND ${MPIEXEC} -np ${n} --oversubscribe --allow-run-as-root ${PROGRAM}
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   message("${out}")
@@ -13,7 +16,23 @@ foreach(n 1 2 3)
     message(FATAL_ERROR "no portable hash for ${n} ranks: ${out}")
   endif()
   list(APPEND hashes ${CMAKE_MATCH_1})
+  string(REGEX MATCH "plain ([0-9a-f]+)" m "${out}")
+  list(APPEND plain ${CMAKE_MATCH_1})
+  if(n EQUAL 3)
+    string(REGEX MATCH "run_to_run ([0-9a-f]+)" m "${out}")
+    list(APPEND r2r ${CMAKE_MATCH_1})
+  endif()
 endforeach()
+list(REMOVE_DUPLICATES r2r)
+list(LENGTH r2r k)
+if(NOT k EQUAL 1)
+  message(FATAL_ERROR "run_to_run differs between two runs at 3 ranks: ${r2r}")
+endif()
+list(REMOVE_DUPLICATES plain)
+list(LENGTH plain k)
+if(k LESS 2)
+  message(FATAL_ERROR "plain float sums gave one hash for every world size: the check is blind")
+endif()
 list(REMOVE_DUPLICATES hashes)
 list(LENGTH hashes k)
 if(NOT k EQUAL 1)

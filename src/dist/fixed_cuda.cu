@@ -1,11 +1,12 @@
 // CUDA kernels of the distributed fixed-point conversions: the element rules of dist/
 // fixed_point.hpp, one thread per element (grid-stride), so the bits equal the CPU loops'.
+// (Messages are built with std::string: fmt's compile-time format checks do not pass nvcc.)
 #include "dist/fixed_point.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/tensor.hpp"
 
 #include <cuda_runtime.h>
-#include <fmt/format.h>
+#include <string>
 
 namespace samebits::detail {
 
@@ -21,7 +22,7 @@ int blocks_for(std::int64_t n) {
 void check_launch(const char* op) {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
-    throw CudaError(fmt::format("{}: kernel launch failed: {}", op, cudaGetErrorString(e)));
+    throw CudaError(std::string(op) + ": kernel launch failed: " + cudaGetErrorString(e));
 }
 
 template <class T>
