@@ -98,3 +98,43 @@ def test_check_script_world_sizes_1_2_3():
         assert len({res[(name, w, "plain")] for w in worlds}) > 1
         # run_to_run equals plain at one rank (no reduction to order)
         assert res[(name, 1, "run_to_run")] == res[(name, 1, "plain")]
+
+
+_cuda = pytest.mark.skipif(not (torch.cuda.is_available() and samebits.cuda_available()),
+                           reason="needs a CUDA device and a CUDA build")
+
+
+@_cuda
+def test_conversions_cuda_bitwise_equal_to_cpu():
+    from samebits import _core
+    x = torch.randn(100_003, dtype=torch.float32) * 7
+    x[::1000] = torch.tensor([2.5, float("inf"), float("nan"), 2.0 ** 60] * 26)[:x[::1000].numel()]
+    for s in (0, 20, 40):
+        out = {}
+        for dev in ("cpu", "cuda"):
+            xd = x.to(dev)
+            q = torch.full((x.numel(),), 3, dtype=torch.int64, device=dev)
+            f = torch.zeros(1, dtype=torch.int64, device=dev)
+            _core.to_fixed(xd, s, q, f, True, 12, sbd._stream(xd))
+            y = torch.empty_like(xd)
+            _core.from_fixed(q, s, 7, y, sbd._stream(y))
+            out[dev] = (q.cpu(), f.cpu(), y.cpu())
+        assert torch.equal(out["cpu"][0], out["cuda"][0])
+        assert torch.equal(out["cpu"][1], out["cuda"][1])
+        assert torch.equal(out["cpu"][2].view(torch.int32), out["cuda"][2].view(torch.int32))
+
+
+@_cuda
+def test_accumulator_cuda_equals_cpu():
+    grads = [torch.randn(300) for _ in range(6)]
+    means = {}
+    for dev in ("cpu", "cuda"):
+        model = torch.nn.Module()
+        model.w = torch.nn.Parameter(torch.zeros(300, device=dev))
+        acc = sbd.GradientAccumulator(model)
+        for step in range(2):
+            for g in grads:
+                model.w.backward(g.to(dev) * (step + 1))
+            acc.reduce()
+        means[dev] = model.w.grad.cpu()
+    assert torch.equal(means["cpu"].view(torch.int32), means["cuda"].view(torch.int32))

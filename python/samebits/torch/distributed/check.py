@@ -32,6 +32,7 @@ from samebits.torch import distributed as sbd
 MICRO = 12
 STEPS = 3
 MODES = ("plain", "run_to_run", "portable")
+DEVICE = torch.device("cpu")  # the worker's device (--device cuda: one GPU per rank, nccl)
 
 
 def _repo_data():
@@ -70,7 +71,7 @@ class Mlp:
         g = torch.Generator().manual_seed(1000 * step + j)
         x = torch.randn(8, 16, generator=g)
         y = torch.randint(0, 4, (8,), generator=g)
-        return F.cross_entropy(model(x), y)
+        return F.cross_entropy(model(x.to(DEVICE)), y.to(DEVICE))
 
 
 class Sage:
@@ -101,8 +102,8 @@ class Sage:
         from torch_geometric.utils import k_hop_subgraph
         nodes, ei, where, _ = k_hop_subgraph(seeds, 2, self.edge_index, relabel_nodes=True,
                                              num_nodes=self.x.size(0))
-        out = model(self.x[nodes], ei)
-        return F.cross_entropy(out[where], self.y[seeds])
+        out = model(self.x[nodes].to(DEVICE), ei.to(DEVICE))
+        return F.cross_entropy(out[where.to(DEVICE)], self.y[seeds].to(DEVICE))
 
 
 def _hash(model):
@@ -112,11 +113,11 @@ def _hash(model):
 def train(task, mode, rank, world):
     """One training run; returns the weight hash. mode 'single' runs without DDP."""
     from torch.nn.parallel import DistributedDataParallel as DDP
-    model = task.build()
+    model = task.build().to(DEVICE)
     acc = sbd.GradientAccumulator(model) if mode in ("portable", "single") else None
     net = model
     if mode != "single":
-        net = DDP(model)
+        net = DDP(model, device_ids=[DEVICE.index] if DEVICE.type == "cuda" else None)
         if mode == "run_to_run":
             net.register_comm_hook(sbd.ReduceState("run_to_run"), sbd.hook)
         elif mode == "portable":
@@ -145,8 +146,13 @@ def _tasks(models):
     return [{"mlp": Mlp, "graphsage": Sage}[m]() for m in models]
 
 
-def _worker(rank, world, port, backend, models, queue):
+def _worker(rank, world, port, backend, models, queue, device="cpu"):
+    global DEVICE
     torch.set_num_threads(1)
+    if device == "cuda":
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+        DEVICE = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(DEVICE)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)
     try:
@@ -165,21 +171,28 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def run(world_sizes, backend="gloo", models=("mlp", "graphsage"), out=sys.stdout):
-    """Returns {(model, world, mode): hash}, printing one line per entry."""
+def run(world_sizes, backend="gloo", models=("mlp", "graphsage"), out=sys.stdout, device="cpu"):
+    """Returns {(model, world, mode): hash}, printing one line per entry. device "cuda": one GPU
+    per rank (backend nccl; the single-process run on cuda:0). On CUDA the models' own torch ops
+    must be deterministic (torch.use_deterministic_algorithms; PyG's scatter is not)."""
+    global DEVICE
     results = {}
     torch.set_num_threads(1)
+    if device == "cuda":
+        DEVICE = torch.device("cuda", 0)
     for task in _tasks(models):
         results[(task.name, 1, "single")] = train(task, "single", 0, 1)
         print(f"{task.name} world 1 single {results[(task.name, 1, 'single')]}", file=out)
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    DEVICE = torch.device("cpu")
+    # fork is quick, but a process that has used CUDA cannot fork children that use it.
+    method = "fork" if "fork" in mp.get_all_start_methods() and device == "cpu" else "spawn"
     ctx = mp.get_context(method)
     for world in world_sizes:
         if MICRO % world:
             raise ValueError(f"world size {world} does not divide the {MICRO} micro-batches")
         queue = ctx.Queue()
         port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(r, world, port, backend, models, queue))
+        procs = [ctx.Process(target=_worker, args=(r, world, port, backend, models, queue, device))
                  for r in range(world)]
         for p in procs:
             p.start()
@@ -213,10 +226,12 @@ def main(argv=None):
     ap.add_argument("--world-sizes", default="1,2,3")
     ap.add_argument("--backend", default="gloo")
     ap.add_argument("--models", default="mlp,graphsage")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cuda: one GPU per rank (use --backend nccl --models mlp)")
     a = ap.parse_args(argv)
     worlds = [int(w) for w in a.world_sizes.split(",")]
     models = tuple(a.models.split(","))
-    results = run(worlds, a.backend, models)
+    results = run(worlds, a.backend, models, device=a.device)
     bad = verdict(results, worlds, models)
     for line in bad:
         print("MISMATCH", line)
