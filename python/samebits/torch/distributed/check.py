@@ -184,9 +184,14 @@ def run(world_sizes, backend="gloo", models=("mlp", "graphsage"), out=sys.stdout
         results[(task.name, 1, "single")] = train(task, "single", 0, 1)
         print(f"{task.name} world 1 single {results[(task.name, 1, 'single')]}", file=out)
     DEVICE = torch.device("cpu")
-    # fork is quick, but a process that has used CUDA cannot fork children that use it.
-    method = "fork" if "fork" in mp.get_all_start_methods() and device == "cpu" else "spawn"
+    # Not fork: a forked child inherits the locks of whatever threads the caller runs (torch's
+    # or samebits' pools, a test runner's) and may hang on them; nor can it use CUDA. A fork
+    # server is a fresh process that imports this module once and forks the ranks from there.
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload([__name__ if __name__ != "__main__" else
+                                    "samebits.torch.distributed.check", "torch_geometric"])
     for world in world_sizes:
         if MICRO % world:
             raise ValueError(f"world size {world} does not divide the {MICRO} micro-batches")
