@@ -10,7 +10,8 @@ CMAKE_FLAGS = $(CMAKE_ARGS) $(if $(filter 1,$(WERROR)),-DSAMEBITS_WERROR=ON)
 CLANG_FORMAT ?= clang-format-14
 DEBIAN_PACKAGES := cmake g++ make git libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev \
                    nlohmann-json3-dev libcli11-dev libxxhash-dev \
-                   python3-dev python3-venv ccache ninja-build
+                   python3-dev python3-venv ccache ninja-build \
+                   libopenmpi-dev openmpi-bin
 
 .PHONY: run test deps build bench baseline clean format-check venv python pytest
 .PHONY: test-sanitize deps-sanitize

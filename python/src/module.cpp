@@ -17,6 +17,7 @@ using namespace samebits;
 
 namespace samebits::python {
 void bind_ops(nb::module_& m);
+void bind_distributed(nb::module_& m); // distributed.cpp
 }
 
 namespace {
@@ -144,4 +145,5 @@ NB_MODULE(_core, m) {
   });
 
   python::bind_ops(m);
+  python::bind_distributed(m);
 }
