@@ -20,8 +20,11 @@ import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-import samebits.torch as st  # noqa: E402
+try:
+    import samebits.torch as st
+except ImportError:  # run from a source tree whose package was built in place (make python)
+    sys.path.insert(0, os.path.join(HERE, "..", "python"))
+    import samebits.torch as st
 
 MODES = ("torch", "torch_det", "run_to_run", "portable")
 
