@@ -2,10 +2,10 @@
 // scaled to the runs, a distance that a near-zero mean cannot inflate, verdicts and caveats, no
 // raw null or [] in the report; and the checks around them: the model's size and warnings, the
 // bundled data's search path, duplicate edges, an experiment stopped at a run boundary.
-#include "nn/cora.hpp"
-#include "nn/experiment.hpp"
-#include "nn/model_size.hpp"
-#include "nn/report.hpp"
+#include "samebits/app/cora.hpp"
+#include "samebits/app/experiment.hpp"
+#include "samebits/app/model_size.hpp"
+#include "samebits/app/report.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/trace.hpp"
 
