@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     else if (a == "--quick")
       report.quick = true;
     else if (a == "--only" && i + 1 < argc)
-      only = "," + std::string(argv[++i]) + ",";
+      only = std::string(",").append(argv[++i]).append(",");
     else {
       std::cerr << "usage: samebits_bench_gpu [--out DIR] [--quick] [--only FAMILIES]\n"
                    "  --only  comma-separated families to run (reduce, scan, histogram, gemm,\n"

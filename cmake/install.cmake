@@ -12,8 +12,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/extras/gtest/samebits
 install(TARGETS samebits samebits_gtest EXPORT samebitsTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET samebits_cli)
   install(TARGETS samebits_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   # The bundled data sets, where the installed program looks for them (<bin>/../share/samebits).

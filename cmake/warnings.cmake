@@ -6,7 +6,7 @@
 function(samebits_warnings target)
   # GCC 12's -Wrestrict misfires on std::string concatenation at -O3 (GCC bug 105329).
   set(cxx -Wall -Wextra -Wno-missing-field-initializers -Wno-restrict)
-  # nvcc hands `#pragma unroll` of host-device functions to the host compiler, which does not know it.
+  # The host pass of nvcc sees the device code's `#pragma unroll` and does not know it.
   set(cuda -Xcompiler=-Wall,-Wextra,-Wno-missing-field-initializers,-Wno-unknown-pragmas,-Wno-restrict)
   if(SAMEBITS_WERROR)
     list(APPEND cxx -Werror)
