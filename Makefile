@@ -4,11 +4,15 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
+# WERROR=1 (CI) builds with -Werror.
+WERROR ?= 0
+CMAKE_FLAGS = $(CMAKE_ARGS) $(if $(filter 1,$(WERROR)),-DSAMEBITS_WERROR=ON)
+CLANG_FORMAT ?= clang-format-14
 DEBIAN_PACKAGES := cmake g++ make git libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev \
                    nlohmann-json3-dev libcli11-dev libxxhash-dev \
                    python3-dev python3-venv ccache ninja-build
 
-.PHONY: run test deps build bench clean
+.PHONY: run test deps build bench baseline clean format-check
 
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -24,8 +28,7 @@ deps:
 LAUNCHER = $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
              -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-	  $(LAUNCHER) $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(LAUNCHER) $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -62,5 +65,16 @@ pytest:
 bench: build
 	$(BUILD)/bench/samebits_bench_cpu
 
+# bench/BASELINE.md from the newest run under bench/results/ (or BASELINE_RUN=bench/results/<run>)
+BASELINE_RUN ?= $(shell ls -d bench/results/*/ | sort -V | tail -1)
+baseline:
+	python3 bench/summarize.py $(BASELINE_RUN) > bench/BASELINE.md
+
 clean:
 	rm -rf $(BUILD) $(VENV)
+
+# Every C++ and CUDA source as clang-format 14 writes it (.clang-format); installs it if missing.
+format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq clang-format-14; }
+	git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' | xargs $(CLANG_FORMAT) --dry-run --Werror

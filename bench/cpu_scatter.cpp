@@ -109,7 +109,7 @@ void BM_scatter_reduce(benchmark::State& s) {
     scatter_reduce(out, 0, index, src, reduce, false, kind_options(kind));
     benchmark::ClobberMemory();
   }
-  set_counters(s, sh, kind, " " + std::string(to_string(reduce)));
+  set_counters(s, sh, kind, std::string(" ").append(to_string(reduce)));
 }
 BENCHMARK(BM_scatter_reduce)
     ->ArgsProduct({{0, 1, 2, 5}, {1, 2}})

@@ -71,7 +71,7 @@ if has experiment; then
     say "cross-device check: portable on the CPU and on CUDA"
     $B/samebits experiment graphsage --device cpu,cuda --levels portable --runs 5 --epochs 10 \
       2>&1 | tail -8 | tee -a "$log"
-    $B/samebits bench graphsage 2>&1 | tail -30 | tee -a "$log"
+    $B/samebits bench graphsage --json "$OUT/bench_graphsage.json" 2>&1 | tail -30 | tee -a "$log"
   else
     echo "no experiment command in this build" | tee -a "$log"
   fi

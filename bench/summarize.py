@@ -1,20 +1,46 @@
 #!/usr/bin/env python3
-"""Summarizes one device run: samebits' GPU benchmark (gpu_bench.json) next to PyTorch's figures
-measured in the same call (torch_baseline.json): per-op ratios, geometric means over the anchor
-shapes, and the share of the copy ceiling. Prints Markdown.
+"""Turns one device run's raw JSON into bench/BASELINE.md: the run's commit, date, GPU and command,
+one table per op family (ms, ratio to our atomic variant, share of the copy ceiling), the scatter
+family against PyTorch measured in the same call, GEMM against cuBLAS, and the GraphSAGE experiment
+and inference. Reads from RUN_DIR: gpu_bench.json (samebits_bench_gpu --out), and where present
+run.json (commit, date, command), torch_baseline.json or torch.txt (torch_reference.py),
+experiment_cuda.json (samebits experiment --json), bench_graphsage.json (samebits bench graphsage
+--json). Prints Markdown; the output depends on the files alone, so the committed baseline can be
+checked against its input.
 
-usage: bench/summarize.py RUN_DIR
+usage: bench/summarize.py RUN_DIR        print the baseline of the run in RUN_DIR
+       bench/summarize.py --check FILE   regenerate FILE from the run it names; exit 1 if it differs
 """
-import json, math, os, re, sys
+import ast, difflib, json, math, os, re, sys
 
-run = sys.argv[1] if len(sys.argv) > 1 else "."
-ours = json.load(open(os.path.join(run, "gpu_bench.json")))
-torch = None
-if os.path.exists(os.path.join(run, "torch_baseline.json")):
-    torch = json.load(open(os.path.join(run, "torch_baseline.json")))
-elif os.path.exists(os.path.join(run, "torch.txt")):
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NG, RR, PO = "not_guaranteed", "run_to_run", "portable"
+LEVELS = [NG, RR, PO]
+ANCHORS = [(10_000_000, 1_000_000, 1), (2_000_000, 100_000, 64), (2_000_000, 1000, 64),
+           (1_000_000, 2708, 128)]
+FAMILIES = [("reduce", "Reductions: sum, dot, sum_dim"), ("scan", "Scans: cumsum"),
+            ("histogram", "Histograms: bincount, histc"), ("gemm", "GEMM"),
+            ("segment", "Segment reductions and graph aggregation"),
+            ("indexing", "Indexing: index_select, gather"),
+            ("scatter", "Scatter: index_add, scatter_add, scatter_reduce")]
+INTRO = ("The current figures of every CUDA op family on one GPU, regenerated from a run's raw "
+         "JSON. \"x atomic\" is a variant's time over our own `not_guaranteed` (atomic) variant of "
+         "the same op and shape in the same run; the percentage is the share of the copy ceiling: "
+         "bytes that must move (inputs read once, outputs written once) per second over the "
+         "device-to-device copy bandwidth measured at the start of the run. The designs tried and "
+         "dropped, with the figures that decided them, are in docs/decisions.md.")
+
+
+def load(run, name):
+    path = os.path.join(run, name)
+    return json.load(open(path)) if os.path.exists(path) else None
+
+
+def load_torch(run):
+    torch = load(run, "torch_baseline.json")
+    if torch is not None or not os.path.exists(os.path.join(run, "torch.txt")):
+        return torch
     # The reference script's printed lines carry the same figures.
-    import ast
     torch = {"price": {}, "inference_ms": {}, "graphsage_1000": {}}
     for line in open(os.path.join(run, "torch.txt")):
         line = line.strip()
@@ -27,10 +53,13 @@ elif os.path.exists(os.path.join(run, "torch.txt")):
         m = re.match(r"(\w+Sage det=(?:True|False)) (\{.*\})$", line)
         if m:
             torch["graphsage_1000"][m.group(1)] = ast.literal_eval(m.group(2))
+    return torch
+
 
 def num(s):
     m = re.match(r"([\d.]+)([kM]?)", s)
     return int(float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6}[m.group(2)])
+
 
 def shape_key(shape):
     """(E, N, F) of a shape label that names all three, in any order ("graph N=1M E=20M F=128")."""
@@ -39,73 +68,296 @@ def shape_key(shape):
         return None
     return (num(found["E"].group(1)), num(found["N"].group(1)), int(num(found["F"].group(1))))
 
+
 def gmean(xs):
     xs = [x for x in xs if x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
-anchors = [(10_000_000, 1_000_000, 1), (2_000_000, 100_000, 64), (2_000_000, 1000, 64),
-           (1_000_000, 2708, 128)]
-rows = ours["rows"]
-print(f"GPU: {ours['gpu']} ({ours['sms']} SMs); copy ceiling {ours['copy_ceiling_tbps']:.2f} TB/s\n")
 
-print("| op | shape | atomic ms | sort every call (portable) | run_to_run every call | plan reused | same index again (automatic reuse) | torch default | torch deterministic | run_to_run / torch det |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-ratios = {"sort": [], "r2r": [], "plan": [], "again": [], "vs_torch_det": []}
-for op, tkey in (("index_add", "index_add"), ("scatter_add", "scatter_add")):
-    for a in anchors:
-        sel = [r for r in rows if r["op"] == op and shape_key(r["shape"]) == a]
-        get = lambda v: next((r["ms"] for r in sel if r["variant"].startswith(v)), None)
-        at, so, pl = get("cuda.atomic"), get("cuda.sort_pull"), get("cuda.plan_pull")
-        if at is None or so is None:
-            continue
-        # What a run_to_run call runs: the fixed-point sum where it takes the shape, else the sort.
-        fx = get("cuda.fixed_point")
-        rr = fx if fx is not None else so
-        td = tdd = None
-        if torch:
-            t = torch["price"].get(f"E={a[0]} N={a[1]} F={a[2]}", {})
-            td, tdd = t.get(f"{tkey} det=False"), t.get(f"{tkey} det=True")
-        ratios["sort"].append(so / at)
-        ratios["r2r"].append(rr / at)
-        if pl: ratios["plan"].append(pl / at)
-        ag = get("cuda.sort_pull (same index again)")
-        if ag: ratios["again"].append(ag / at)
-        if isinstance(tdd, (int, float)): ratios["vs_torch_det"].append(rr / tdd)
-        f = lambda x: f"{x:.3f}" if isinstance(x, (int, float)) else "-"
-        print(f"| {op} | E={a[0]} N={a[1]} F={a[2]} | {at:.3f} | {so:.3f} ({so/at:.2f}x) | "
-              f"{rr:.3f} ({rr/at:.2f}x{', fixed point' if fx is not None else ', sort'}) | "
-              f"{f(pl)}{f' ({pl/at:.2f}x)' if pl else ''} | {f(ag)}{f' ({ag/at:.2f}x)' if ag else ''} | {f(td)} | {f(tdd)} | "
-              f"{f(rr / tdd) if isinstance(tdd, (int, float)) else '-'} |")
-print()
-print(f"Geometric means over the anchor shapes: sort every call / atomic = {gmean(ratios['sort']):.2f}x; "
-      f"run_to_run every call / atomic = {gmean(ratios['r2r']):.2f}x; "
-      f"plan reused / atomic = {gmean(ratios['plan']):.2f}x; "
-      f"same index again (automatic reuse) / atomic = {gmean(ratios['again']):.2f}x; "
-      f"run_to_run every call / PyTorch deterministic = {gmean(ratios['vs_torch_det']):.2f}x\n")
+def ms(x):
+    """Four significant digits, at least three decimals below 1 ms (0.400, 0.0395, 13.02, 5.830)."""
+    if not isinstance(x, (int, float)):
+        return "-"
+    s = f"{x:.4g}"
+    if "e" in s:
+        return s
+    whole, _, frac = s.partition(".")
+    want = 3 if x < 1 else max(0, 4 - len(whole.lstrip("-")))
+    return whole + ("." + frac.ljust(want, "0") if want else "")
 
-print("Share of the copy ceiling (bytes that must move: inputs once, outputs once), large shapes:\n")
-print("| op | shape | variant | ms | % of copy ceiling |")
-print("|---|---|---|---|---|")
-for r in rows:
-    k = shape_key(r["shape"])
-    if r["family"] in ("scatter", "segment") and k and k[0] * max(k[2], 1) >= 64_000_000 and r["level"] != "not_guaranteed":
-        print(f"| {r['op']} | {r['shape']} | {r['variant']} | {r['ms']:.3f} | {100 * r['tbps'] / ours['copy_ceiling_tbps']:.0f}% |")
-print()
 
-print("Portable variants against our atomic variant, geometric mean per op over every shape measured:\n")
-print("| op | portable / atomic (geomean) | shapes |")
-print("|---|---|---|")
-by_op = {}
-for r in rows:
-    if r["level"] == "portable" and r["ratio_to_atomic"] > 0 and "[" not in r["variant"] and "alone" not in r["variant"] and "again" not in r["variant"]:
-        by_op.setdefault(r["op"], []).append(r["ratio_to_atomic"])
-for op, xs in by_op.items():
-    print(f"| {op} | {gmean(xs):.2f}x | {len(xs)} |")
-print(f"\nAll portable rows: geometric mean {gmean([x for xs in by_op.values() for x in xs]):.2f}x the atomic variant.\n")
+def same_run(*items):
+    """Ratios are taken within one run: a reconstructed run's rows name the run they come from."""
+    return len({i.get("source_run") if isinstance(i, dict) else i for i in items}) == 1
 
-if torch:
-    print("PyTorch in the same call: " + json.dumps({k: torch[k] for k in ("env", "copy_TBps", "sum_TBps") if k in torch}))
-    for k, v in torch.get("inference_ms", {}).items():
-        print(f"- inference {k}: {v:.3f} ms")
-    for k, v in torch.get("graphsage_1000", {}).items():
-        print(f"- training {k}: {v}")
+
+class Run:
+    def __init__(self, path):
+        self.gpu = load(path, "gpu_bench.json")
+        if self.gpu is None:
+            sys.exit(f"summarize.py: no gpu_bench.json in {path}")
+        self.meta = load(path, "run.json") or {}
+        self.torch = load_torch(path)
+        self.experiment = load(path, "experiment_cuda.json")
+        self.inference = load(path, "bench_graphsage.json")
+        self.rows = self.gpu["rows"]
+        self.recon = self.gpu.get("reconstructed")
+        self.runs = (self.recon or {}).get("runs", {})
+
+    def ceiling(self, row):
+        own = self.runs.get(str(row.get("source_run")), {}).get("copy_ceiling_tbps")
+        return own or self.gpu["copy_ceiling_tbps"]
+
+    def share(self, row):
+        return 100 * row["tbps"] / self.ceiling(row)
+
+    def find(self, op, shape, variant):
+        return next((r for r in self.rows
+                     if (r["op"], r["shape"], r["variant"]) == (op, shape, variant)), None)
+
+
+def header(run, shown):
+    m, g = run.meta, run.gpu
+    get = lambda key, absent="not recorded": m.get(key, absent)
+    gpu = get("gpu", f"{g['gpu']} ({g['sms']} SMs)")
+    out = ["# samebits GPU baseline", "",
+           f"<!-- Generated by `python3 bench/summarize.py {shown}` (`make baseline`) from the raw "
+           "JSON in that folder. Do not edit: the CTest test baseline.current fails when this file "
+           "differs from what the command prints. -->", "", INTRO, "",
+           "| run | date | commit | GPU | copy ceiling | command |", "|---|---|---|---|---|---|",
+           f"| {get('run')} | {get('date')} | {get('commit')} | {gpu} | "
+           f"{g['copy_ceiling_tbps']:.2f} TB/s | {get('command', 'not recorded (no run.json)')} |",
+           ""]
+    if run.recon:
+        r = run.recon
+        out += [r["what"], "", r["rule"], "",
+                "| run | date | commit | copy ceiling | command |", "|---|---|---|---|---|"]
+        for k, v in sorted(run.runs.items(), key=lambda kv: int(kv[0])):
+            tbps = v.get("copy_ceiling_tbps")
+            ceil = f"{tbps:.2f} TB/s" if tbps else "not recorded"
+            commit = v.get("commit") or f"not recorded (entry in {v['recorded_in']})"
+            out.append(f"| {k} | {v['date']} | {commit} | {ceil} | `{v['command']}` |")
+        out += ["", "Not reconstructed: " + "; ".join(r["not_reconstructed"]) + ".", "",
+                "Older than later changes to their path: " + "; ".join(r["stale"]) + ".", "",
+                r["reported_then"], ""]
+    return out
+
+
+def family_table(run, fam):
+    """One row per op and shape, one column per variant (atomic first, else the run's order)."""
+    rows = [r for r in run.rows if r["family"] == fam and "[" not in r["variant"]]
+    if not rows:
+        return ["No rows in this run.", ""]
+    variants = list(dict.fromkeys((r["variant"], r["level"]) for r in rows))
+    variants.sort(key=lambda v: LEVELS.index(v[1]))
+    keys = list(dict.fromkeys((r["op"], r["shape"]) for r in rows))
+    with_runs = any("source_run" in r for r in rows)
+    head = ["op", "shape"] + [f"{v} ({lv})" for v, lv in variants]
+    head += ["portable / cuBLAS"] if fam == "gemm" else []
+    head += ["run"] if with_runs else []
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for op, shape in keys:
+        cells, seen = [op, shape], []
+        for v, lv in variants:
+            r = next((x for x in rows if (x["op"], x["shape"], x["variant"], x["level"]) ==
+                      (op, shape, v, lv)), None)
+            if r is None:
+                cells.append("")
+                continue
+            seen.append(r)
+            extra = []
+            if r["ratio_to_atomic"] > 0 and lv != NG:
+                extra.append(f"{r['ratio_to_atomic']:.2f}x")
+            if fam != "gemm" and "alone" not in v:  # a plan built alone writes no output
+                extra.append(f"{run.share(r):.0f}%")
+            cells.append(ms(r["ms"]) + (f" ({', '.join(extra)})" if extra else ""))
+        if fam == "gemm":
+            t, c = run.find(op, shape, "cuda.tiled"), run.find(op, shape, "cuda.cublas")
+            cells.append(f"{t['ms'] / c['ms']:.2f}x" if t and c and same_run(t, c) else "-")
+        if with_runs:
+            cells.append(", ".join(str(x) for x in sorted({r["source_run"] for r in seen})))
+        out.append("| " + " | ".join(cells) + " |")
+    overrides = [r for r in run.rows if r["family"] == fam and "[" in r["variant"]]
+    if overrides:
+        out += ["", "Other launch configurations of the portable variant (same bits): " + "; ".join(
+            f"{r['op']} {r['shape']} {r['variant'].split('[')[1].rstrip(']')}: {ms(r['ms'])} ms"
+            for r in overrides) + "."]
+    return out + [""]
+
+
+def scatter_vs_torch(run):
+    torch = run.torch
+    tsrc = (torch or {}).get("reconstructed", {}).get("source_run")
+    out = ["| op | shape | atomic ms | sort every call (portable) | run_to_run every call | plan "
+           "reused | same index again (automatic reuse) | torch default | torch deterministic | "
+           "run_to_run / torch det |", "|---|---|---|---|---|---|---|---|---|---|"]
+    ratios = {k: [] for k in ("sort", "r2r", "plan", "again", "vs_torch_det")}
+    for op in ("index_add", "scatter_add"):
+        for a in ANCHORS:
+            sel = {r["variant"]: r for r in run.rows
+                   if r["op"] == op and shape_key(r["shape"]) == a}
+            at, so = sel.get("cuda.atomic"), sel.get("cuda.sort_pull")
+            pl = sel.get("cuda.plan_pull (plan reused)")
+            ag = sel.get("cuda.sort_pull (same index again)")
+            if at is None or so is None:
+                continue
+            # What a run_to_run call runs: the fixed-point sum where it takes the shape, else the
+            # sort.
+            fx = sel.get("cuda.fixed_point")
+            rr = fx or so
+            td = tdd = None
+            if torch:
+                t = torch["price"].get(f"E={a[0]} N={a[1]} F={a[2]}", {})
+                td, tdd = t.get(f"{op} det=False"), t.get(f"{op} det=True")
+            for key, r in (("sort", so), ("r2r", rr), ("plan", pl), ("again", ag)):
+                if r and same_run(r, at):
+                    ratios[key].append(r["ms"] / at["ms"])
+            vs = None
+            if isinstance(tdd, (int, float)) and same_run(rr.get("source_run"), tsrc):
+                vs = rr["ms"] / tdd
+                ratios["vs_torch_det"].append(vs)
+            x = lambda r, how="": (f" ({r['ms'] / at['ms']:.2f}x{how})"
+                                   if r and same_run(r, at) else "")
+            cells = [op, f"E={a[0]} N={a[1]} F={a[2]}", ms(at["ms"]), ms(so["ms"]) + x(so),
+                     ms(rr["ms"]) + x(rr, ", fixed point" if fx else ", sort"),
+                     ms(pl and pl["ms"]) + x(pl), ms(ag and ag["ms"]) + x(ag), ms(td), ms(tdd),
+                     "-" if vs is None else f"{vs:.3f}"]
+            out.append("| " + " | ".join(cells) + " |")
+    g = {k: gmean(v) for k, v in ratios.items()}
+    out += ["", "Geometric means over the anchor shapes: "
+            f"sort every call / atomic = {g['sort']:.2f}x; "
+            f"run_to_run every call / atomic = {g['r2r']:.2f}x; "
+            f"plan reused / atomic = {g['plan']:.2f}x; "
+            f"same index again (automatic reuse) / atomic = {g['again']:.2f}x; "
+            f"run_to_run every call / PyTorch deterministic = {g['vs_torch_det']:.2f}x.", ""]
+    return out
+
+
+def ceiling_shares(run):
+    out = ["| op | shape | variant | ms | % of copy ceiling |", "|---|---|---|---|---|"]
+    for r in run.rows:
+        k = shape_key(r["shape"])
+        if (r["family"] in ("scatter", "segment") and k and k[0] * max(k[2], 1) >= 64_000_000
+                and r["level"] != NG and "alone" not in r["variant"]):
+            out.append(f"| {r['op']} | {r['shape']} | {r['variant']} | {ms(r['ms'])} | "
+                       f"{run.share(r):.0f}% |")
+    return out + [""]
+
+
+def portable_geomeans(run):
+    by_op = {}
+    for r in run.rows:
+        if (r["level"] == PO and r["ratio_to_atomic"] > 0 and "[" not in r["variant"]
+                and "alone" not in r["variant"] and "again" not in r["variant"]):
+            by_op.setdefault(r["op"], []).append(r["ratio_to_atomic"])
+    out = ["| op | portable / atomic (geomean) | shapes |", "|---|---|---|"]
+    out += [f"| {op} | {gmean(xs):.2f}x | {len(xs)} |" for op, xs in by_op.items()]
+    allx = [x for xs in by_op.values() for x in xs]
+    return out + ["", f"All portable rows: geometric mean {gmean(allx):.2f}x the atomic variant "
+                  f"({len(allx)} rows).", ""]
+
+
+def training(e):
+    rec = e.get("reconstructed", {})
+    c = e.get("config", {})
+    out = [f"Training (`samebits experiment graphsage`, {c.get('runs')} runs of "
+           f"{c.get('epochs')} epochs{', run ' + str(rec['source_run']) if rec else ''}):", "",
+           "| device | level | runs | distinct weight sets | test accuracy (mean) | ms per run |",
+           "|---|---|---|---|---|---|"]
+    for g in e["groups"]:
+        acc = (g.get("test_accuracy") or {}).get("mean")
+        sec = g.get("seconds_per_run")
+        out.append(f"| {g['device']} | {g['level']} | {g['runs']} | {g['distinct_weight_sets']} | "
+                   f"{'-' if acc is None else f'{acc:.4f}'} | "
+                   f"{'-' if sec is None else ms(1e3 * sec)} |")
+    if rec.get("seconds_per_1000_runs"):
+        out.append(f"\n{rec['seconds_per_1000_runs']} s per 1000 runs (every level).")
+    x = e.get("cross_device", {})
+    if x.get("applicable") and x.get("portable_hashes"):
+        hashes = ", ".join(f"{d} {h}" for d, h in x["portable_hashes"].items())
+        same = "identical" if x.get("equal") else "different"
+        out.append(f"\nPortable weights per device: {hashes} ({same}).")
+    return out + [""]
+
+
+def inference(inf, torch):
+    rows = inf["rows"] if isinstance(inf, dict) else inf
+    tinf = (torch or {}).get("inference_ms", {})
+    out = ["Inference (`samebits bench graphsage`, one forward pass, median; CUDA graph replay on "
+           "the GPU; PyTorch timed in the same call):", "",
+           "| graph | device | not_guaranteed | run_to_run | portable | PyTorch index_add model, "
+           "default / deterministic | PyG SAGEConv, default / deterministic |",
+           "|---|---|---|---|---|---|---|"]
+    for g, d in dict.fromkeys((r["graph"], r["device"]) for r in rows):
+        lv = {r["level"]: r["median_ms"] for r in rows if (r["graph"], r["device"]) == (g, d)}
+        base = lv.get(NG)
+        tkey = "cora" if g == "cora" else "synthetic N=1M E=20M F=128 H=128"
+
+        def cell(level):
+            if level not in lv:
+                return "-"
+            return ms(lv[level]) + (f" ({lv[level] / base:.2f}x)" if base and level != NG else "")
+
+        def pair(model):
+            return " / ".join(ms(tinf.get(f"{tkey} {model} det={b}")) for b in (False, True))
+
+        out.append(f"| {g} | {d} | {cell(NG)} | {cell(RR)} | {cell(PO)} | {pair('IaSage')} | "
+                   f"{pair('PygSage')} |")
+    return out + [""]
+
+
+def summarize(path, shown):
+    run = Run(path)
+    out = header(run, shown)
+    out += ["## Headline ratios", "", "### Scatter family against PyTorch, anchor shapes", ""]
+    out += scatter_vs_torch(run)
+    out += ["### Portable variants against our atomic variant (geometric mean per op)", ""]
+    out += portable_geomeans(run)
+    out += ["### Share of the copy ceiling, large scatter and segment shapes", ""]
+    out += ceiling_shares(run)
+    out += ["## Op families", ""]
+    for fam, title in FAMILIES:
+        out += [f"### {title}", ""] + family_table(run, fam)
+    out += ["## GraphSAGE", ""]
+    if run.experiment:
+        out += training(run.experiment)
+    if run.inference:
+        out += inference(run.inference, run.torch)
+    if not run.experiment and not run.inference:
+        out += ["No experiment_cuda.json or bench_graphsage.json in this run.", ""]
+    extra = {k: run.torch[k] for k in ("env", "copy_TBps", "sum_TBps") if k in (run.torch or {})}
+    if extra:
+        out += ["PyTorch in the same call: " + json.dumps(extra, sort_keys=True), ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def shown_path(path):
+    """The run folder as the baseline names it: relative to the repository when inside it."""
+    full = os.path.abspath(path)
+    rel = os.path.relpath(full, ROOT)
+    return (full if rel.startswith("..") else rel).replace(os.sep, "/").rstrip("/")
+
+
+def check(baseline):
+    text = open(baseline).read()
+    m = re.search(r"Generated by `python3 bench/summarize\.py (\S+)`", text)
+    if not m:
+        sys.exit(f"{baseline}: no 'Generated by' line naming its run")
+    path = m.group(1) if os.path.isabs(m.group(1)) else os.path.join(ROOT, m.group(1))
+    fresh = summarize(path, m.group(1))
+    if fresh == text:
+        print(f"{baseline} is what `python3 bench/summarize.py {m.group(1)}` prints")
+        return 0
+    sys.stdout.writelines(list(difflib.unified_diff(
+        text.splitlines(True), fresh.splitlines(True), baseline, "regenerated"))[:60])
+    print(f"\n{baseline} differs from its regenerated text: run `make baseline` "
+          "(never edit it by hand)")
+    return 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        sys.exit(check(sys.argv[2]))
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit(__doc__)
+    sys.stdout.write(summarize(sys.argv[1], shown_path(sys.argv[1])))

@@ -1,6 +1,6 @@
 // The TSV graph loader: the shipped Cora files pass every check of their README; broken files
 // written to a temporary directory give DataError messages that name the file, line and fault.
-#include "nn/cora.hpp"
+#include "samebits/app/cora.hpp"
 #include "samebits/errors.hpp"
 #include "testing.hpp"
 

@@ -1,7 +1,7 @@
 // The environment report: fields filled, JSON parseable, text complete, settings reflected.
-#include "core/num_threads_env.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
+#include "samebits/util/num_threads_env.hpp"
 
 #include <cstdlib>
 #include <gtest/gtest.h>

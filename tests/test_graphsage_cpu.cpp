@@ -1,11 +1,11 @@
 // GraphSAGE on the CPU: the portable exp/log against libm in double, the written-out backward
 // against central finite differences in float64, bitwise equality of portable training across
 // thread counts and repeats, and the accuracy the model must reach on Cora.
-#include "nn/cora.hpp"
-#include "nn/experiment.hpp"
-#include "nn/graphsage.hpp"
 #include "nn/portable_math.hpp"
-#include "nn/report.hpp"
+#include "samebits/app/cora.hpp"
+#include "samebits/app/experiment.hpp"
+#include "samebits/app/graphsage.hpp"
+#include "samebits/app/report.hpp"
 #include "testing.hpp"
 
 #include <cmath>

@@ -206,8 +206,9 @@ TEST(DataLoader, ABatchAsLargeAsAnyHoldsEverything) {
     all.start_epoch(0);
     auto b = all.next();
     ASSERT_EQ(b.has_value(), !drop_last);
-    if (b)
+    if (b) {
       EXPECT_EQ(b->samples.size(), 10u);
+    }
     EXPECT_FALSE(all.next().has_value());
   }
 }

@@ -264,9 +264,10 @@ TEST(Overlap, ViewsOverlapAgreesWithBruteForce) {
       for (auto y : eb)
         share = share || x == y;
     const bool said = detail::views_overlap(a, b);
-    if (share)
+    if (share) {
       ASSERT_TRUE(said) << "a shared element was missed: " << a.describe() << " and "
                         << b.describe();
+    }
     if (a.strides == b.strides) {
       ASSERT_EQ(said, share) << a.describe() << " and " << b.describe();
       ++exact;

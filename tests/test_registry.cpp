@@ -1,5 +1,6 @@
 // Selection, modes, guards, warn-only and the errors that name the op.
 #include "core/registry.hpp"
+#include "core/test_hooks.hpp"
 #include "testing.hpp"
 
 #include <gmock/gmock.h>
@@ -154,8 +155,9 @@ TEST(Mode, ParseAndPrintLevels) {
 TEST(Registry, EveryOpHasCpuVariantsAtEveryLevel) {
   for (const auto& op : op_names())
     if (!op.starts_with("test_only"))
-      for (auto l : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable})
+      for (auto l : {Determinism::not_guaranteed, Determinism::run_to_run, Determinism::portable}) {
         EXPECT_TRUE(preview_selection(op, DeviceType::cpu, l).runs) << op << " at " << to_string(l);
+      }
 }
 
 TEST(Registry, VariantNamesAreUniquePerOp) {

@@ -38,8 +38,9 @@ TEST(PortableMath, LogIsWithinTwoUlpOfTheExactValue) {
     // Near log(x) = 0 the absolute error matters, not ulps: two ulp, or about one float epsilon
     // of |log x| when that is wider (tiny results, whose ulps are tiny too).
     if (std::fabs(exact) < 1e-3f) {
-      if (ulp_distance(got, exact) > 2)
+      if (ulp_distance(got, exact) > 2) {
         EXPECT_NEAR(got, exact, 1.2e-7 * std::fabs(exact) + 1e-12) << x;
+      }
       continue;
     }
     worst = std::max(worst, ulp_distance(got, exact));

@@ -164,15 +164,17 @@ TEST_P(IndexAddTest, EveryVariantMatchesReferences) {
       Tensor out = out0.clone();
       index_add(out, index, src, alpha, force(v));
       EXPECT_LT(testing::error_against_scale(out, ref, scale), tol);
-      if (v.level == kPo && dtype == DType::f32)
+      if (v.level == kPo && dtype == DType::f32) {
         EXPECT_EQ(testing::to_doubles(out), canonical);
+      }
     }
     Tensor out = out0.clone();
     const IndexPlan plan = make_index_plan(index, shape.n);
     index_add(out, plan, src, alpha);
     EXPECT_LT(testing::error_against_scale(out, ref, scale), tol);
-    if (dtype == DType::f32)
+    if (dtype == DType::f32) {
       EXPECT_EQ(testing::to_doubles(out), canonical);
+    }
   }
 }
 
@@ -417,8 +419,9 @@ TEST_P(ScatterTest, EveryVariantMatchesReferences) {
       if (reduce == Reduce::sum && self) {
         Tensor o2 = out0.clone();
         scatter_add(o2, c.dim, index, src, force(v));
-        if (v.level == kPo)
+        if (v.level == kPo) {
           EXPECT_EQ(values<float>(o2), canonical);
+        }
       }
     }
 }

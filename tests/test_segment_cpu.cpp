@@ -151,8 +151,9 @@ TEST(SegmentReduce, StridedAndHigherDimInputs) {
       EXPECT_LT(testing::relative_error(
                     outs, segment_reference(testing::to_doubles(x), 15, offv, nullptr, r)),
                 1e-13);
-      if (level == kPo)
+      if (level == kPo) {
         EXPECT_TRUE(bitwise_equal(contiguous_out, Tensor::copy_of(outs)));
+      }
     }
   // Row-strided: the first 7 columns of a wider matrix (collapses to rows with a leading stride).
   Tensor wide = testing::random_normal({e, 11}, DType::f32, seed + 2);

@@ -32,6 +32,30 @@ TEST(TensorView, TooManyDimsRejected) {
   EXPECT_THROW(Tensor::empty({-1}, DType::f32), InvalidArgument);
 }
 
+// The limit is named in the error, for owning tensors and for views alike; kMaxDims itself works.
+TEST(TensorView, TheDimensionLimitIsNamed) {
+  static_assert(kMaxDims == 4);
+  const auto message_of = [](auto&& make) {
+    try {
+      make();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string limit = "a tensor of 5 dimensions: samebits tensors have at most kMaxDims = 4";
+  EXPECT_THAT(message_of([] {
+                Tensor::empty({2, 1, 3, 1, 2}, DType::f32);
+              }),
+              ::testing::HasSubstr(limit));
+  float data[12] = {};
+  EXPECT_THAT(message_of([&] {
+                TensorView::of(data, {1, 2, 1, 3, 2});
+              }),
+              ::testing::HasSubstr(limit));
+  EXPECT_EQ(Tensor::empty({2, 1, 3, 2}, DType::f32).view().ndim, kMaxDims);
+}
+
 TEST(Tensor, NegativeOrOverflowingSizesAreRejectedBeforeAllocating) {
   EXPECT_THROW(Tensor::empty({-5}, DType::f32), InvalidArgument);
   EXPECT_THROW(Tensor::empty({3, -1}, DType::f64), InvalidArgument);

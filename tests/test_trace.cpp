@@ -1,5 +1,6 @@
 // The trace recorder: nothing written while disabled, one parseable line per record with the
 // right statistics, thread-safe numbering, and reading back what was written.
+#include "samebits/app/trace_diff.hpp"
 #include "samebits/trace.hpp"
 #include "testing.hpp"
 
@@ -189,7 +190,7 @@ trace::Entry entry(std::int64_t i, std::int64_t step, const std::string& op, dou
 TEST(TraceDiff, IdenticalTracesReportNoDifference) {
   trace::TraceFile a;
   for (int i = 0; i < 10; ++i)
-    a.entries.push_back(entry(i, i / 3, "op", 1.0 + i, "h" + std::to_string(i)));
+    a.entries.push_back(entry(i, i / 3, "op", 1.0 + i, std::string("h").append(std::to_string(i))));
   const auto r = trace::diff(a, a);
   EXPECT_EQ(r.first_diff, -1);
   EXPECT_EQ(r.structure_mismatch, -1);
@@ -201,12 +202,13 @@ TEST(TraceDiff, IdenticalTracesReportNoDifference) {
 TEST(TraceDiff, FindsFirstDifferenceAndGrowth) {
   trace::TraceFile a, b;
   for (int i = 0; i < 12; ++i) {
-    a.entries.push_back(
-        entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0, "h" + std::to_string(i)));
+    a.entries.push_back(entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0,
+                              std::string("h").append(std::to_string(i))));
     // From entry 5 on, B drifts by a growing relative amount.
     const double drift = i < 5 ? 0.0 : 1e-7 * std::pow(10.0, i - 5);
-    b.entries.push_back(entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0 + drift,
-                              i < 5 ? "h" + std::to_string(i) : "x" + std::to_string(i)));
+    b.entries.push_back(
+        entry(i, i / 4, i == 5 ? "aggregate" : "linear", 1.0 + drift,
+              i < 5 ? std::string("h").append(std::to_string(i)) : "x" + std::to_string(i)));
   }
   const auto r = trace::diff(a, b);
   EXPECT_EQ(r.first_diff, 5);
@@ -299,7 +301,7 @@ TEST(TraceDiff, ContextsAreShownNotCompared) {
   for (int run = 1; run <= 2; ++run)
     for (int step = 0; step < 2; ++step) {
       const int i = static_cast<int>(a.entries.size());
-      auto x = entry(i, step, "aggregate", 1.0, "h" + std::to_string(i));
+      auto x = entry(i, step, "aggregate", 1.0, std::string("h").append(std::to_string(i)));
       auto y = x;
       x.context = "cpu portable run " + std::to_string(run);
       y.context = "cuda portable run " + std::to_string(run);

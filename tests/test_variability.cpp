@@ -1,7 +1,7 @@
 // Variability measurement: deterministic levels give 1 distinct output and zero variability;
 // the not_guaranteed CPU variant shows variation with several threads; the metrics are computed
 // as documented; every op in the table prepares and runs; JSON carries the environment.
-#include "samebits/variability.hpp"
+#include "samebits/app/variability.hpp"
 #include "testing.hpp"
 
 #include <fmt/format.h>

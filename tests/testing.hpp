@@ -1,5 +1,10 @@
 // Helpers shared by the tests: fresh random inputs (never zeros), float64 references, thread
 // count guards, and bitwise comparisons.
+//
+// Tests use the public headers, this file and the reference headers beside it, and of src/ only
+// the internal testing headers that tests/check_layers.cmake lists (the registry, memory, plan
+// cache, tuning and test hooks of core/, the shared op math of ops/, cuda/check.cuh, and the
+// GraphSAGE kernels of nn/); a CTest check refuses any other.
 #pragma once
 #include "samebits/samebits.hpp"
 

@@ -2,22 +2,20 @@
 // pass per determinism level on Cora and on a synthetic graph (1M nodes, 20M edges, 128 dense
 // features, hidden 128, 16 classes); CUDA events (replaying a CUDA graph of the forward pass
 // where the ops allow capture) or the wall clock on the CPU; median of many repetitions.
+#include "commands.hpp"
+#include "samebits/app/cora.hpp"
+#include "samebits/app/graphsage.hpp"
+#include "samebits/rng.hpp"
+#include "samebits/samebits.hpp"
+#include "samebits/stream.hpp"
+#include "samebits/util/json_text.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-
-#if defined(SAMEBITS_HAS_CUDA)
-#include <cuda_runtime.h>
-#endif
-
-#include "commands.hpp"
-#include "core/json_text.hpp"
-#include "core/memory.hpp"
-#include "nn/cora.hpp"
-#include "nn/graphsage.hpp"
-#include "samebits/rng.hpp"
-#include "samebits/samebits.hpp"
+#include <optional>
+#include <vector>
 
 namespace samebits::cli {
 
@@ -88,58 +86,26 @@ Timing time_cpu(nn::GraphSage& model, int reps) {
   return {median(t), false};
 }
 
-#if defined(SAMEBITS_HAS_CUDA)
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw CudaError(fmt::format("bench graphsage: {}: {}", what, cudaGetErrorString(e)));
-}
-
-Timing time_cuda(nn::GraphSage& model, cudaStream_t stream, int reps) {
+Timing time_cuda(nn::GraphSage& model, Stream stream, Device dev, int reps) {
   for (int i = 0; i < 3; ++i)
     model.infer();
-  check(cudaStreamSynchronize(stream), "warm-up");
+  synchronize(dev, stream);
   // Capture one forward pass; ops that synchronize or allocate during capture make it fail, and
   // the plain launches are timed instead.
-  cudaGraphExec_t exec = nullptr;
-  cudaGraph_t graph = nullptr;
-  bool captured = false;
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess) {
-    try {
-      model.infer();
-    } catch (const Error&) {
-    }
-    if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr &&
-        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess)
-      captured = true;
-  }
-  cudaGetLastError(); // a failed capture leaves an error behind
-  if (!captured)
-    check(cudaStreamSynchronize(stream), "after a failed capture");
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
+  const CudaGraph graph(stream, [&] { model.infer(); });
+  CudaEvent a(dev), b(dev);
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
-    check(cudaEventRecord(a, stream), "record");
-    if (captured)
-      check(cudaGraphLaunch(exec, stream), "graph launch");
+    a.record(stream);
+    if (graph.captured())
+      graph.launch(stream);
     else
       model.infer();
-    check(cudaEventRecord(b, stream), "record");
-    check(cudaEventSynchronize(b), "synchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    t.push_back(ms);
+    b.record(stream);
+    t.push_back(CudaEvent::elapsed_ms(a, b));
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  if (exec)
-    cudaGraphExecDestroy(exec);
-  if (graph)
-    cudaGraphDestroy(graph);
-  return {median(t), captured};
+  return {median(t), graph.captured()};
 }
-#endif
 
 void run(const BenchCli& o) {
   detail::check_writable(o.json_path, "bench graphsage --json");
@@ -183,29 +149,21 @@ void run(const BenchCli& o) {
         Timing t;
         const int reps = gname == "cora" ? o.reps : std::max(5, o.reps / 10);
         // The stream, the events and the captured graph belong to the model's GPU.
-        const detail::CurrentDevice on_device(dev);
-#if defined(SAMEBITS_HAS_CUDA)
-        cudaStream_t stream = nullptr;
+        const DeviceScope on_device(dev);
+        // Destroyed after the model, it gives back what samebits cached for it (release_stream).
+        std::optional<CudaStream> stream;
         if (dev.is_cuda()) {
-          check(cudaStreamCreate(&stream), "stream");
-          cfg.stream.handle = stream;
+          stream.emplace(dev);
+          cfg.stream = stream->stream();
         }
-#endif
         {
           nn::GraphSage model(data, cfg);
           model.init(0);
-          if (dev.is_cpu()) {
+          if (dev.is_cpu())
             t = time_cpu(model, reps);
-          } else {
-#if defined(SAMEBITS_HAS_CUDA)
-            t = time_cuda(model, stream, reps);
-#endif
-          }
+          else
+            t = time_cuda(model, stream->stream(), dev, reps);
         }
-#if defined(SAMEBITS_HAS_CUDA)
-        if (stream)
-          cudaStreamDestroy(stream);
-#endif
         if (level == Determinism::not_guaranteed)
           base = t.ms;
         const std::string ratio = base > 0 ? fmt::format("{:.2f}x", t.ms / base) : "-";

@@ -1,15 +1,15 @@
 // `samebits calibrate --op OP [shape options] --runs N --level L --device D --safety S --out FILE`:
 // runs an op N times on the same inputs and writes tolerances (max absolute and relative spread
 // times the safety factor) for its output to a JSON file that tests load with load_tolerances()
-// and check with expect_close() (include/samebits/tolerance_gtest.hpp).
+// and check with expect_close() (extras/gtest/samebits/tolerance_gtest.hpp).
 // `samebits calibrate --experiment graphsage [--data DIR] [--epochs E] ...` does the same for the
 // GraphSAGE experiment: N trainings with one seed, tolerances for its parameters and outputs.
 #include "commands.hpp"
-#include "nn/cora.hpp"
-#include "nn/graphsage.hpp"
+#include "samebits/app/cora.hpp"
+#include "samebits/app/graphsage.hpp"
+#include "samebits/app/variability.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/tolerance.hpp"
-#include "samebits/variability.hpp"
 
 #include <fmt/format.h>
 

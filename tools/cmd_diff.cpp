@@ -3,8 +3,8 @@
 // Exit status, as with diff(1): 0 when the traces agree, 1 when they differ (a trace that stops
 // early counts as differing), 2 when a trace cannot be read or the chart cannot be written.
 #include "commands.hpp"
+#include "samebits/app/trace_diff.hpp"
 #include "samebits/errors.hpp"
-#include "samebits/trace.hpp"
 
 #include <fmt/format.h>
 

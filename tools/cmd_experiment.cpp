@@ -4,16 +4,17 @@
 // difference from run 1 and the time per run; optionally the spread K seeds cause, a JSON file
 // and a self-contained HTML report.
 #include "commands.hpp"
-#include "core/json_text.hpp"
-#include "nn/experiment.hpp"
-#include "nn/report.hpp"
+#include "samebits/app/experiment.hpp"
+#include "samebits/app/report.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/trace.hpp"
+#include "samebits/util/json_text.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 // `samebits ops`: which variant runs for every op, backend and level, and what would throw.
 #include "commands.hpp"
-#include "core/json_text.hpp"
 #include "samebits/samebits.hpp"
+#include "samebits/util/json_text.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

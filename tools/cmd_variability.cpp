@@ -1,9 +1,9 @@
 // `samebits variability --op OP [shape options] --runs N --level L --device D [--json FILE]`:
 // runs an op N times on the same inputs and reports the run-to-run variability metrics of
-// arXiv:2408.05148 (see include/samebits/variability.hpp).
+// arXiv:2408.05148 (see include/samebits/app/variability.hpp).
 #include "commands.hpp"
+#include "samebits/app/variability.hpp"
 #include "samebits/samebits.hpp"
-#include "samebits/variability.hpp"
 
 #include <fmt/format.h>
 #include <string>

@@ -1,8 +1,8 @@
 // The subcommands of the `samebits` program; each file tools/cmd_*.cpp adds one.
 #pragma once
-#include "core/files.hpp" // write_whole_file, check_writable: every file a subcommand writes
 #include "samebits/determinism.hpp"
 #include "samebits/dtype.hpp"
+#include "samebits/util/files.hpp" // write_whole_file, check_writable: every file a subcommand writes
 
 #include <CLI/CLI.hpp>
 #include <cstdint>

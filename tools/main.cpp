@@ -1,7 +1,7 @@
 // samebits: the command-line program. Subcommands live in tools/cmd_*.cpp.
 #include "commands.hpp"
-#include "core/num_threads_env.hpp"
 #include "samebits/samebits.hpp"
+#include "samebits/util/num_threads_env.hpp"
 
 #include <cstdio>
 #include <exception>

@@ -1,10 +1,10 @@
 // Checks of option values, and options, shared by the subcommands.
 #include "commands.hpp"
-#include "core/excerpt.hpp"
+#include "samebits/app/variability.hpp"
 #include "samebits/determinism.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/samebits.hpp"
-#include "samebits/variability.hpp"
+#include "samebits/util/excerpt.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -117,13 +117,9 @@ std::vector<Device> device_list(const std::string& text) {
 void require_present(const std::vector<Device>& devices, const char* command) {
   for (Device d : devices)
     if (d.is_cuda() && !cuda_available())
-#if defined(SAMEBITS_HAS_CUDA)
-      throw BackendUnavailable(
-          fmt::format("{}: --device {}, but no CUDA device is present", command, to_string(d)));
-#else
-      throw BackendUnavailable(fmt::format("{}: --device {}, but samebits was built without CUDA",
-                                           command, to_string(d)));
-#endif
+      throw BackendUnavailable(fmt::format("{}: --device {}, but {}", command, to_string(d),
+                                           cuda_built() ? "no CUDA device is present"
+                                                        : "samebits was built without CUDA"));
 }
 
 std::vector<Determinism> parse_level_list(const std::string& text, bool all_allowed) {

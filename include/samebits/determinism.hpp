@@ -63,8 +63,6 @@ Mode effective_mode(const Options& opts);
 
 // Where warnings go (default: one line on stderr). Pass nullptr to restore the default.
 void set_warning_handler(std::function<void(const std::string&)> handler);
-// Forgets which ops have warned, so that warn-only mode warns again (for tests).
-void reset_warnings();
 
 // What the last op called on this thread ran, and why (see `samebits ops --explain`).
 const std::string& last_explain();

@@ -10,24 +10,27 @@
 #include <cstdint>
 #include <cstring>
 
+// Host and device functions under nvcc; undefined again at the end of this header, so that it
+// defines no macro for its users (src/ops/host_device.hpp has the library's SAMEBITS_HD).
 #if defined(__CUDACC__)
-#define SAMEBITS_HD __host__ __device__ __forceinline__
+#define SAMEBITS_RNG_HD __host__ __device__ __forceinline__
 #else
-#define SAMEBITS_HD inline
+#define SAMEBITS_RNG_HD inline
 #endif
 
 namespace samebits::rng {
 
 using Block = std::array<std::uint32_t, 4>;
 
-SAMEBITS_HD void mulhilo32(std::uint32_t a, std::uint32_t b, std::uint32_t& hi, std::uint32_t& lo) {
+SAMEBITS_RNG_HD void mulhilo32(std::uint32_t a, std::uint32_t b, std::uint32_t& hi,
+                               std::uint32_t& lo) {
   const std::uint64_t p = static_cast<std::uint64_t>(a) * b;
   hi = static_cast<std::uint32_t>(p >> 32);
   lo = static_cast<std::uint32_t>(p);
 }
 
 // The raw generator: 10 rounds of Philox4x32 on `counter` under `key`.
-SAMEBITS_HD Block philox4x32_10(Block ctr, std::array<std::uint32_t, 2> key) {
+SAMEBITS_RNG_HD Block philox4x32_10(Block ctr, std::array<std::uint32_t, 2> key) {
   constexpr std::uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
   constexpr std::uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
@@ -44,7 +47,7 @@ SAMEBITS_HD Block philox4x32_10(Block ctr, std::array<std::uint32_t, 2> key) {
 }
 
 // Four 32-bit values for block `offset` of `stream` under `seed`.
-SAMEBITS_HD Block block(std::uint64_t seed, std::uint64_t stream, std::uint64_t offset) {
+SAMEBITS_RNG_HD Block block(std::uint64_t seed, std::uint64_t stream, std::uint64_t offset) {
   return philox4x32_10(
       Block{static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(offset >> 32),
             static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
@@ -52,22 +55,22 @@ SAMEBITS_HD Block block(std::uint64_t seed, std::uint64_t stream, std::uint64_t 
 }
 
 // The i-th 32-bit value of a stream (element i = word i % 4 of block i / 4).
-SAMEBITS_HD std::uint32_t bits32(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+SAMEBITS_RNG_HD std::uint32_t bits32(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
   return block(seed, stream, i >> 2)[i & 3];
 }
 
 // Uniform float in [0, 1) with 24 random bits: (bits >> 8) * 2^-24, exact.
-SAMEBITS_HD float to_unit_float(std::uint32_t bits) {
+SAMEBITS_RNG_HD float to_unit_float(std::uint32_t bits) {
   return static_cast<float>(bits >> 8) * 5.9604644775390625e-08f;
 }
 // Uniform double in [0, 1) with 53 random bits from two words: exact.
-SAMEBITS_HD double to_unit_double(std::uint32_t hi, std::uint32_t lo) {
+SAMEBITS_RNG_HD double to_unit_double(std::uint32_t hi, std::uint32_t lo) {
   const std::uint64_t v = (static_cast<std::uint64_t>(hi) << 21) ^ (lo >> 11);
   return static_cast<double>(v & ((1ull << 53) - 1)) * 1.1102230246251565e-16;
 }
 
 // Element i of a stream of uniform floats in [0, 1).
-SAMEBITS_HD float uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+SAMEBITS_RNG_HD float uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
   return to_unit_float(bits32(seed, stream, i));
 }
 
@@ -75,12 +78,12 @@ SAMEBITS_HD float uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_
 // probability of 1 is p rounded up to a multiple of 2^-24: exact for such p (0.5, 0.25, ...),
 // within 2^-24 of p otherwise, and 2^-24 for any 0 < p <= 2^-24. For rarer events compare
 // uniform_double with p instead.
-SAMEBITS_HD bool bernoulli(std::uint64_t seed, std::uint64_t stream, std::uint64_t i, float p) {
+SAMEBITS_RNG_HD bool bernoulli(std::uint64_t seed, std::uint64_t stream, std::uint64_t i, float p) {
   return uniform(seed, stream, i) < p;
 }
 
 // Element i of a stream of uniform doubles in [0, 1): words 2i and 2i + 1 of the stream.
-SAMEBITS_HD double uniform_double(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+SAMEBITS_RNG_HD double uniform_double(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
   const Block b = block(seed, stream, i >> 1);
   const unsigned w = static_cast<unsigned>(i & 1) * 2;
   return to_unit_double(b[w], b[w + 1]);
@@ -92,42 +95,42 @@ SAMEBITS_HD double uniform_double(std::uint64_t seed, std::uint64_t stream, std:
 // be compiled without FP contraction (-ffp-contract=off, as samebits itself is) or on a target
 // without FMA instructions.
 namespace fp {
-SAMEBITS_HD float add(float a, float b) {
+SAMEBITS_RNG_HD float add(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);
 #else
   return a + b;
 #endif
 }
-SAMEBITS_HD float sub(float a, float b) {
+SAMEBITS_RNG_HD float sub(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fsub_rn(a, b);
 #else
   return a - b;
 #endif
 }
-SAMEBITS_HD float mul(float a, float b) {
+SAMEBITS_RNG_HD float mul(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
-SAMEBITS_HD float div(float a, float b) {
+SAMEBITS_RNG_HD float div(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);
 #else
   return a / b;
 #endif
 }
-SAMEBITS_HD float sqrt(float a) {
+SAMEBITS_RNG_HD float sqrt(float a) {
 #if defined(__CUDA_ARCH__)
   return __fsqrt_rn(a);
 #else
   return __builtin_sqrtf(a); // correctly rounded (IEEE 754) without fast-math
 #endif
 }
-SAMEBITS_HD std::uint32_t bits(float x) {
+SAMEBITS_RNG_HD std::uint32_t bits(float x) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(x);
 #else
@@ -136,7 +139,7 @@ SAMEBITS_HD std::uint32_t bits(float x) {
   return u;
 #endif
 }
-SAMEBITS_HD float from_bits(std::uint32_t u) {
+SAMEBITS_RNG_HD float from_bits(std::uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
@@ -152,7 +155,7 @@ SAMEBITS_HD float from_bits(std::uint32_t u) {
 // Within 2 ulp of the exact value. x = m * 2^e with m in [sqrt(1/2), sqrt(2)) (exact bit
 // manipulation); log(m) = 2 atanh(s), s = (m - 1) / (m + 1), by its series to s^9 (|s| < 0.172,
 // truncation below 1e-9 relative); e * log(2) split into an exact high part and a low part.
-SAMEBITS_HD float log_positive(float x) {
+SAMEBITS_RNG_HD float log_positive(float x) {
   const std::uint32_t u = fp::bits(x);
   int e = static_cast<int>((u >> 23) & 0xffu) - 127;
   std::uint32_t mb = (u & 0x007fffffu) | 0x3f800000u; // m in [1, 2)
@@ -178,7 +181,7 @@ SAMEBITS_HD float log_positive(float x) {
 // integers to a quarter turn n and a remainder of at most 1/8 turn, and the remainder's sine and
 // cosine come from their Taylor series (to a^11 and a^12: truncation below 1e-11), evaluated by
 // Horner's rule with the portable operations above.
-SAMEBITS_HD void sincos_turn24(std::uint32_t k, float& sin_out, float& cos_out) {
+SAMEBITS_RNG_HD void sincos_turn24(std::uint32_t k, float& sin_out, float& cos_out) {
   const std::uint32_t n = (k + (1u << 21)) >> 22; // nearest quarter turn, 0..4
   const std::int32_t r = static_cast<std::int32_t>(k) - static_cast<std::int32_t>(n << 22);
   // 2 pi / 2^24, rounded to float; |r| <= 2^21 is exact in float, so this is one rounding.
@@ -222,7 +225,7 @@ SAMEBITS_HD void sincos_turn24(std::uint32_t k, float& sin_out, float& cos_out) 
 // 4j+3. u1 = (w >> 8 + 1) / 2^24 in (0, 1], so |z| <= sqrt(2 log 2^24) = 5.77 (tails beyond
 // 5.77 sigma, probability 8e-9, are not produced). Every operation is portable: same bits on the
 // CPU and in CUDA.
-SAMEBITS_HD float normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+SAMEBITS_RNG_HD float normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
   const Block b = block(seed, stream, i >> 2);
   const unsigned w = static_cast<unsigned>((i >> 1) & 1) * 2;
   const float u1 = static_cast<float>((b[w] >> 8) + 1u) * 5.9604644775390625e-08f; // exact
@@ -234,7 +237,7 @@ SAMEBITS_HD float normal(std::uint64_t seed, std::uint64_t stream, std::uint64_t
 
 // --- integers without modulo bias --------------------------------------------------------------
 
-SAMEBITS_HD std::uint64_t mulhi64(std::uint64_t a, std::uint64_t b) {
+SAMEBITS_RNG_HD std::uint64_t mulhi64(std::uint64_t a, std::uint64_t b) {
 #if defined(__CUDA_ARCH__)
   return __umul64hi(a, b);
 #else
@@ -247,8 +250,8 @@ SAMEBITS_HD std::uint64_t mulhi64(std::uint64_t a, std::uint64_t b) {
 // attempt 1 words (2, 3). Further attempts (each rejected with probability below range / 2^64)
 // take pairs from block i + 2^63 under the key seed + r * 0x9E3779B97F4A7C15 (r = 1, 2, ...),
 // which ordinary draws (offsets below 2^63) never use and which never repeat.
-SAMEBITS_HD std::uint64_t uniform_int(std::uint64_t seed, std::uint64_t stream, std::uint64_t i,
-                                      std::uint64_t range) {
+SAMEBITS_RNG_HD std::uint64_t uniform_int(std::uint64_t seed, std::uint64_t stream, std::uint64_t i,
+                                          std::uint64_t range) {
   const std::uint64_t threshold = (0 - range) % range; // 2^64 mod range
   for (std::uint64_t a = 0;; ++a) {
     const std::uint64_t r = a >> 1;
@@ -265,16 +268,19 @@ SAMEBITS_HD std::uint64_t uniform_int(std::uint64_t seed, std::uint64_t stream, 
 
 // A 64-bit sort key for position i of a shuffle of (seed, stream): words 0 and 1 of block i.
 // A shuffle orders positions by (key, position); see samebits::randperm.
-SAMEBITS_HD std::uint64_t shuffle_key(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+SAMEBITS_RNG_HD std::uint64_t shuffle_key(std::uint64_t seed, std::uint64_t stream,
+                                          std::uint64_t i) {
   const Block b = block(seed, stream, i);
   return (static_cast<std::uint64_t>(b[0]) << 32) | b[1];
 }
 
 // A seed derived from (seed, a, b): Philox of counter (a, b) under `seed`. Gives independent
 // generators for, e.g., (seed, epoch, purpose) without any limit on a or b.
-SAMEBITS_HD std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
+SAMEBITS_RNG_HD std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
   const Block r = block(seed, b, a);
   return (static_cast<std::uint64_t>(r[0]) << 32) | r[1];
 }
 
 } // namespace samebits::rng
+
+#undef SAMEBITS_RNG_HD

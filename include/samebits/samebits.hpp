@@ -26,6 +26,8 @@ namespace samebits {
 
 std::string_view version();
 std::string_view git_revision();
+// True when samebits was built with its CUDA backend (whether or not a device is present).
+bool cuda_built();
 // True when the CUDA backend is compiled in and at least one device is present.
 bool cuda_available();
 // Before destroying a CUDA stream that samebits ops or tensors used: waits for the stream, then

@@ -14,6 +14,10 @@
 
 namespace samebits {
 
+// The most dimensions a tensor has; more is an InvalidArgument naming this limit. Four covers
+// the graph, sequence and image workloads samebits targets; 5-D tensors (video, 3-D convolution)
+// reach samebits' index and scatter ops after merging contiguous dimensions (reshape). Raising it
+// widens every op's fixed 4-entry index geometry (CPU and CUDA) and each TensorView.
 constexpr int kMaxDims = 4;
 using Shape = std::vector<std::int64_t>;
 

@@ -3,6 +3,8 @@
 // thread's floating-point mode (flush-to-zero, denormals-are-zero, rounding), so which thread
 // computes which part never changes the result.
 #pragma once
+#include <cstdint>
+#include <functional>
 
 namespace samebits {
 
@@ -14,5 +16,12 @@ int num_threads();
 // Sets the thread count, in [1, 1024] (InvalidArgument otherwise); called first, it overrides
 // SAMEBITS_NUM_THREADS. Takes effect for the next op; not to be called while ops run.
 void set_num_threads(int n);
+
+// Runs f(task) for every task in [0, ntasks) on the pool; the calling thread takes part. Which
+// thread runs a task varies from call to call, so a deterministic result must depend on each
+// task's work alone, never on the thread or the order. The first exception a task throws is
+// rethrown here once all tasks have stopped. For kernels written outside samebits (the
+// GraphSAGE model's); samebits ops call it themselves.
+void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t task)>& f);
 
 } // namespace samebits

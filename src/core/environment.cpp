@@ -3,10 +3,10 @@
 #include "samebits/environment.hpp"
 
 #include "core/environment_cuda.hpp"
-#include "core/excerpt.hpp"
-#include "core/json_text.hpp"
-#include "core/num_threads_env.hpp"
 #include "samebits/samebits.hpp"
+#include "samebits/util/excerpt.hpp"
+#include "samebits/util/json_text.hpp"
+#include "samebits/util/num_threads_env.hpp"
 
 #include <charconv>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // Files written whole or not at all.
-#include "core/files.hpp"
+#include "samebits/util/files.hpp"
 
 #include "samebits/errors.hpp"
 

@@ -1,6 +1,7 @@
 // What a random fill computes, shared by the CPU fill (src/core/random.cpp) and the CUDA kernel
 // (src/cuda/rng.cu): element i of the output is value_at(f, offset + i), converted to its dtype.
 #pragma once
+#include "ops/host_device.hpp"
 #include "samebits/rng.hpp"
 #include "samebits/tensor.hpp"
 

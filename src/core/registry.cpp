@@ -3,6 +3,7 @@
 
 #include "core/backends.hpp"
 #include "core/memory.hpp"
+#include "core/test_hooks.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -1,8 +1,9 @@
-// Host helpers shared by CPU kernels and tools: dtype dispatch, strided element iteration, a
-// tensor's values on the host.
+// Host helpers shared by CPU kernels and tools: dtype dispatch, strided element iteration, and
+// (samebits/util/host_values.hpp) a tensor's values on the host.
 #pragma once
 #include "samebits/errors.hpp"
 #include "samebits/tensor.hpp"
+#include "samebits/util/host_values.hpp"
 
 #include <array>
 #include <cstdint>
@@ -62,21 +63,6 @@ template <class F> void for_each_element(const TensorView& a, const TensorView& 
       idx[du] = 0;
     }
   }
-}
-
-// A tensor's values on the host in row-major order, each converted to V (double for statistics;
-// int64 keeps integer tensors exact, where doubles would merge values above 2^53).
-template <class V> std::vector<V> host_values(const TensorView& t) {
-  const bool copy = !t.device.is_cpu() || !t.is_contiguous();
-  const Tensor hold = copy ? Tensor::copy_of(t, Device::cpu()) : Tensor{};
-  const TensorView h = copy ? hold.view() : t;
-  std::vector<V> v(static_cast<std::size_t>(h.numel()));
-  visit_dtype(h.dtype, [&]<class T>() {
-    const T* p = static_cast<const T*>(h.data);
-    for (std::size_t i = 0; i < v.size(); ++i)
-      v[i] = static_cast<V>(p[i]);
-  });
-  return v;
 }
 
 } // namespace samebits::detail

@@ -19,7 +19,9 @@ namespace samebits {
 namespace {
 void check_ndim(std::size_t n) {
   if (n > static_cast<std::size_t>(kMaxDims))
-    throw InvalidArgument(fmt::format("tensors have at most {} dimensions, got {}", kMaxDims, n));
+    throw InvalidArgument(fmt::format("a tensor of {} dimensions: samebits tensors have at most "
+                                      "kMaxDims = {} (merge contiguous dimensions with reshape)",
+                                      n, kMaxDims));
 }
 int norm_dim(int dim, int ndim, const char* what) {
   const int d = dim < 0 ? dim + ndim : dim;

@@ -1,13 +1,13 @@
 // The trace recorder (one JSON line per recorded op output) and the trace reader.
 #include "samebits/trace.hpp"
 
-#include "core/excerpt.hpp"
-#include "core/files.hpp"
-#include "core/json_text.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/samebits.hpp"
+#include "samebits/util/excerpt.hpp"
+#include "samebits/util/files.hpp"
+#include "samebits/util/json_text.hpp"
 
 #include <cmath>
 #include <cstdio>

@@ -14,6 +14,13 @@ std::string_view version() {
 std::string_view git_revision() {
   return detail::build_git_revision();
 }
+bool cuda_built() {
+#if defined(SAMEBITS_HAS_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
 bool cuda_available() {
   return detail::cuda_device_count() > 0;
 }

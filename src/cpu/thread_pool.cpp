@@ -17,9 +17,9 @@
 #include <cfenv>
 #endif
 
-#include "core/num_threads_env.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/threads.hpp"
+#include "samebits/util/num_threads_env.hpp"
 
 namespace samebits::detail {
 

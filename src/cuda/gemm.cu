@@ -101,8 +101,8 @@ template <class Cfg> constexpr int kThreads = (Cfg::BM / Cfg::TM) * (Cfg::BN / C
 // is never -0 leaves it unchanged, and rows/columns past m/n are not written.
 // One block per SM as the launch bound: the compiler may then keep the wide tiles' 8 x 8
 // accumulators, operands and next k step in registers (255 for float, no spills) instead of
-// aiming at more blocks with fewer and a longer instruction stream (with 8-deep steps and one
-// buffer this bound took 4096^3 from 7.48 to 7.03 ms on an H200).
+// aiming at more blocks with fewer and a longer instruction stream (docs/decisions.md, GEMM: wide
+// tiles at two blocks per SM; bench/BASELINE.md, the gemm 4096^3 f32 row).
 template <class T, class Cfg>
 __global__ void __launch_bounds__(kThreads<Cfg>, 1)
     gemm_tiles(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 m, i64 n, i64 k, i64 k_chunk,

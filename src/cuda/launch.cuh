@@ -119,9 +119,9 @@ inline int pow2_lanes(std::int64_t n, int most) {
 
 // Source rows whose loads a lane group issues before its steps, on the many-targets pulls of the
 // scatter and segment families. Fewer rows hold fewer registers, so more groups are resident
-// (H200, scatter plan reused, share of the copy ceiling with 16 / 8 / 4 rows: E=8M -> N=1M F=64
-// 57/78/87%, E=2M -> N=100k F=64 63/83/86%, E=1M -> N=2708 F=128 68/85/81%; segment sums of one
-// column, E=10M -> 1M rows: 22% with 16, 26% with 4): 4 for short chains, 8 from 64 sources per
+// (the 16 / 8 / 4 rows measured: docs/decisions.md, scatter pulls and segment reductions; the
+// current figures: bench/BASELINE.md, the scatter plan-reused and segment_reduce sum rows):
+// 4 for short chains, 8 from 64 sources per
 // target on average. SAMEBITS_CUDA_PULL_BATCH=4, 8 or 16 forces one (benchmarks, tests); the
 // bits are the same.
 inline int pull_batch(std::int64_t sources, std::int64_t targets) {

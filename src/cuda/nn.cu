@@ -7,16 +7,16 @@
 // Each function makes its tensors' GPU current for its launches (the caller's device comes back
 // on return), as the op dispatcher does for the ops.
 //
-// Test hook: SAMEBITS_NN_BLOCK=<threads per block> (32..1024) changes the block size of every
-// launch but the staged log-softmax's (128 rows a block).
+// The block size of every launch but the staged log-softmax's (128 rows a block) is
+// kernels::NnTuning's (core/tuning.hpp); tests run other sizes and get the same bits.
 #include "core/memory.hpp"
+#include "core/tuning.hpp"
 #include "cuda/check.cuh"
 #include "cuda/vec16.cuh"
 #include "nn/kernel_math.hpp"
 #include "nn/kernels.hpp"
 
 #include <cstdint>
-#include <cstdlib>
 #include <cuda_runtime.h>
 
 namespace samebits::nn::kernels::cuda {
@@ -28,19 +28,17 @@ using samebits::detail::load16;
 using samebits::detail::store16;
 
 int block_size() {
-  if (const char* e = std::getenv("SAMEBITS_NN_BLOCK")) {
-    const int b = std::atoi(e);
-    if (b >= 32 && b <= 1024 && b % 32 == 0)
-      return b;
-  }
-  return 256;
+  const int b = samebits::detail::tuning<NnTuning>().block;
+  if (b < 32 || b > 1024 || b % 32 != 0)
+    throw InvalidArgument("NnTuning::block: a multiple of 32 in [32, 1024] expected");
+  return b;
 }
 
 struct Launch {
   unsigned grid = 0, block = 0;
   bool empty = true;
 };
-// Blocks of `block` threads (the test hook's size unless given) over n threads.
+// Blocks of `block` threads (the tuning's size unless given) over n threads.
 Launch launch_for(std::int64_t n, int block = block_size()) {
   Launch l;
   if (n <= 0)

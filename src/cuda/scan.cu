@@ -54,10 +54,10 @@ constexpr int kThreads = kScanTile / kScanSegment; // 256: one thread per segmen
 // unit's data stays in registers (64 per thread) between the two passes. 1 under the test hook.
 template <class T> constexpr int kUnitTiles = 32 / static_cast<int>(sizeof(T));
 // Units of 4 float tiles hold half the registers (64 instead of 118-122: more blocks per SM). The
-// unordered look-back adds unit totals, so more units cost it little (H200, 2^28 floats: 1.09 ->
-// 1.03 ms; [4096, 4096] along dim 1: 0.087 -> 0.056); the canonical one re-adds tile totals
-// (2^28: 1.22 -> 1.34 ms), so it takes them only for lines of at most 4 tiles, which are one unit
-// either way and have no look-back within the line.
+// unordered look-back adds unit totals, so more units cost it little; the canonical one re-adds
+// tile totals, so more units cost it more (docs/decisions.md, scans: units of 4 or 2 tiles;
+// bench/BASELINE.md, cumsum rows), so it takes them only for lines of at most 4 tiles, which are
+// one unit either way and have no look-back within the line.
 constexpr int kSmallUnitTiles = 4;
 template <class T> bool small_units(bool canonical, i64 tiles_per_line) {
   return sizeof(T) == 4 && (!canonical || tiles_per_line <= kSmallUnitTiles);

@@ -464,8 +464,8 @@ template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T
 // then folds batch j: row numbers are two batches ahead of their values and values one batch
 // ahead of their steps, so a lane waits about one memory latency per two batches. With row
 // numbers only one batch ahead a lane gets one batch per latency, however many values it keeps
-// in flight (H200, E=2M -> 1000 targets of 64 features, plan reused: 0.254 ms either way with
-// one or two batches of values in flight; 0.158 ms with row numbers two ahead). Row numbers are
+// in flight (docs/decisions.md, scatter pulls: few targets; bench/BASELINE.md, the index_add
+// E=2M N=1000 F=64 plan-reused row). Row numbers are
 // held as int (the caller checks the source rows fit). The steps keep ascending source order.
 template <class T, int R, int B>
 __global__ void __launch_bounds__(256, 2) pull_lane_kernel(Pull<T> p, int group) {
@@ -529,9 +529,9 @@ __global__ void __launch_bounds__(256, 2) pull_lane_kernel(Pull<T> p, int group)
 template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stream) {
   const int block = block_size();
   if (p.F == 1) {
-    // Rows of one value. Short chains (H200, E=10M -> 1M targets): 32 targets per warp when the
-    // values are gathered through the order (plan reused 0.152 -> 0.128-0.136 ms); a thread per
-    // target when the sort carried the values (contiguous: 2-3% faster than a span). Long chains:
+    // Rows of one value. Short chains (E=10M -> 1M targets): 32 targets per warp when the
+    // values are gathered through the order; a thread per target when the sort carried the
+    // values (contiguous; docs/decisions.md, scatter pulls: rows of one value). Long chains:
     // a warp per target. The alternative configuration swaps 32 and 1 targets per warp and never
     // takes the thread kernel.
     const bool short_chains = p.sources <= kSpanShortChain * p.M;
@@ -548,9 +548,9 @@ template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stre
   }
   // Many targets: groups of up to 32 lanes per target with 16-byte loads where the rows allow
   // them. Few targets (a quarter of the threads the GPU holds; their chains are long): a lane per
-  // feature, groups of up to a block, row numbers and values loaded ahead (H200, E=2M -> 1000
-  // targets of 64 features: 0.55 -> 0.16 ms; the same choice for 2708 or 100k targets costs
-  // 20-45%). Sources past 2^31 - 1 rows (int row numbers) take the general lane groups.
+  // feature, groups of up to a block, row numbers and values loaded ahead (docs/decisions.md,
+  // scatter pulls: few targets; bench/BASELINE.md, the index_add E=2M N=1000 F=64 rows).
+  // Sources past 2^31 - 1 rows (int row numbers) take the general lane groups.
   // The alternative configuration swaps the two; the bits are the same either way.
   constexpr int VM = static_cast<int>(16 / sizeof(T));
   const bool can_vec = p.F % VM == 0 && p.src_row % VM == 0 && p.out_row % VM == 0 &&

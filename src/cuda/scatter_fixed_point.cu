@@ -156,9 +156,9 @@ __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
 }
 
 // Where the fixed point is faster than the sort and pull (H200): rows of at most 4 features, and
-// at most 2^21 output elements, so that the int64 sums stay in L2 (E=10M -> N=1M, one feature:
-// 0.22 ms against 0.43; E=100M -> N=10M: 4.6 ms against 3.2). Constants, not device queries: a
-// shape takes the same variant on every GPU.
+// at most 2^21 output elements, so that the int64 sums stay in L2 (bench/BASELINE.md, the
+// index_add E=10M N=1M F=1 row; past 2^21: docs/decisions.md, fixed-point sums). Constants, not
+// device queries: a shape takes the same variant on every GPU.
 constexpr int kFixedMaxFeatures = 4;
 constexpr std::int64_t kFixedMaxTargets = std::int64_t{1} << 21;
 constexpr std::size_t kFixedSmemBytes = 48 * 1024; // per-block sums in shared memory up to here

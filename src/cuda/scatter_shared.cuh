@@ -123,7 +123,7 @@ inline TensorView index_vector(const ScatterArgs& a) {
 // --- validation -------------------------------------------------------------------------------
 
 // Geometry of the index alone when it is a vector: 1-D, L positions.
-inline Geo4 vector_geo(const ScatterArgs& a, const Geo4& g) {
+inline Geo4 vector_geo(const ScatterArgs& /*a*/, const Geo4& g) {
   Geo4 v;
   v.nd = 1;
   v.size[0] = g.size[g.d];

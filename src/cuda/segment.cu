@@ -529,8 +529,8 @@ int op_of(Reduce r) {
 
 // The staged kernel pays off when few rows leave the GPU waiting on its longest row (Cora: 2708
 // rows, one with 168 positions); with many rows the pull kernel's groups of lanes fill the GPU
-// and keep more loads in flight per thread (one-column segment sums over 1M rows: 4.6x slower
-// staged, measured on the H200).
+// and keep more loads in flight per thread (one-column segment sums over 1M rows staged:
+// docs/decisions.md, segment reductions).
 bool prefer_staged(std::int64_t segs, std::int64_t cols) {
   return cols <= 32 && segs * pow2_lanes(cols, 32) < kOneWave;
 }
@@ -576,10 +576,10 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
       const bool vec = hook.allow_vector && p.cols % VM == 0 && p.ldx % VM == 0 &&
                        p.ldo % VM == 0 && aligned16(p.x) && aligned16(p.out);
       p.group = pow2_lanes((p.cols + (vec ? VM : 1) - 1) / (vec ? VM : 1), 32);
-      // Loading ahead pays on few long rows (H200, 2M positions into 1000 rows of 64: 0.40 ms
-      // with batches of row numbers and values in turn, 0.17 with row numbers one batch ahead,
-      // 0.146 with values one batch and row numbers two ahead) and costs occupancy on many rows
-      // (1M-row graph, row numbers one batch ahead: 2.37 -> 2.63 ms).
+      // Loading ahead pays on few long rows (2M positions into 1000 rows of 64: values one batch
+      // and row numbers two ahead, bench/BASELINE.md's segment_reduce sum E=2M N=1k F=64 row)
+      // and costs occupancy on many rows (the 1M-row graph's aggregation; docs/decisions.md,
+      // segment reductions and scatter pulls: row numbers loaded ahead on every path).
       const bool prefetch = hook.allow_prefetch && p.segs * p.group < kOneWave;
       const int batch = hook.batch > 0 ? hook.batch : pull_batch(positions, p.segs);
       launch_pull(p, op, vec ? VM : 1, prefetch, batch,

@@ -1,8 +1,8 @@
 // The TSV graph loader (nodes.tsv + edges.tsv) with its checks, and the CSR helpers.
-#include "nn/cora.hpp"
+#include "samebits/app/cora.hpp"
 
-#include "core/excerpt.hpp"
 #include "samebits/errors.hpp"
+#include "samebits/util/excerpt.hpp"
 
 #include <algorithm>
 #include <charconv>

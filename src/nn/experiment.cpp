@@ -1,11 +1,11 @@
 // The reproducibility experiment: repeated trainings per device and level, distinct weight sets,
 // weight drift per epoch, the seed spread, and the text table and JSON of the results.
-#include "nn/experiment.hpp"
+#include "samebits/app/experiment.hpp"
 
-#include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/trace.hpp"
+#include "samebits/util/host_values.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -131,11 +131,9 @@ ExperimentResult run_experiment(const ExperimentConfig& cfg,
     throw InvalidArgument("experiment: at least one device and one level are needed");
   for (Device d : cfg.devices)
     if (d.is_cuda() && !cuda_available())
-#if defined(SAMEBITS_HAS_CUDA)
-      throw BackendUnavailable("experiment: --device cuda, but no CUDA device is present");
-#else
-      throw BackendUnavailable("experiment: --device cuda, but samebits was built without CUDA");
-#endif
+      throw BackendUnavailable(
+          cuda_built() ? "experiment: --device cuda, but no CUDA device is present"
+                       : "experiment: --device cuda, but samebits was built without CUDA");
   ExperimentResult res;
   res.config = cfg;
   LoadOptions lo;

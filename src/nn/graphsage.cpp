@@ -1,7 +1,7 @@
 // The GraphSAGE model: parameters in one flat buffer (so that Adam, hashing and copying are one
 // call each), activations allocated once, forward and backward as a fixed list of samebits ops
 // and model kernels. See graphsage.hpp for the model and the randomness.
-#include "nn/graphsage.hpp"
+#include "samebits/app/graphsage.hpp"
 
 #include "nn/kernel_math.hpp"
 #include "nn/kernels.hpp"

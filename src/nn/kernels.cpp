@@ -1,10 +1,11 @@
 // CPU implementations of the GraphSAGE kernels (float and double), and the device switch that
-// forwards CUDA tensors to src/cuda/nn.cu. Work is split into row blocks on the thread pool;
+// forwards CUDA tensors to kernels::cuda (src/cuda/nn.cu; without CUDA src/nn/nocuda/kernels.cpp,
+// which throws BackendUnavailable). Work is split into row blocks on the thread pool;
 // every element's value depends on the data alone, never on the thread that computed it.
 #include "nn/kernels.hpp"
 
-#include "cpu/thread_pool.hpp"
 #include "samebits/errors.hpp"
+#include "samebits/threads.hpp"
 
 #include <fmt/format.h>
 #include <functional>
@@ -24,7 +25,7 @@ void for_row_blocks(std::int64_t rows, std::int64_t rows_per_task,
       f(0, rows);
     return;
   }
-  detail::parallel_for(tasks, [&](std::int64_t t) {
+  parallel_for(tasks, [&](std::int64_t t) {
     f(t * rows_per_task, std::min(rows, (t + 1) * rows_per_task));
   });
 }
@@ -37,18 +38,11 @@ template <class F> void visit(DType t, const char* op, F&& f) {
   throw InvalidArgument(fmt::format("{}: float32 or float64 expected", op));
 }
 
-#if !defined(SAMEBITS_HAS_CUDA)
-[[noreturn]] void no_cuda(const char* op) {
-  throw BackendUnavailable(
-      fmt::format("{}: CUDA tensors, but samebits was built without CUDA", op));
-}
-#else
 void require_f32(const TensorView& t, const char* op) {
   if (t.dtype != DType::f32)
     throw InvalidArgument(
         fmt::format("{}: the CUDA kernels of the GraphSAGE model take float32", op));
 }
-#endif
 
 // One output row, columns [c0, c0 + W) of both products: acc[j] = sum over k ascending of
 // v_k * src[col_k, c0 + j]. A compile-time W keeps the accumulators in registers and lets the
@@ -127,27 +121,19 @@ void spmm_cpu(const DeviceCsr& m, const TensorView& a, const TensorView& b, cons
 } // namespace
 
 void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
-               const TensorView& out_a, const TensorView& out_b, [[maybe_unused]] Stream s) {
+               const TensorView& out_a, const TensorView& out_b, Stream s) {
   if (a.device.is_cuda()) {
-#if defined(SAMEBITS_HAS_CUDA)
     require_f32(a, "spmm_pair");
     return cuda::spmm_pair(m, a, b, out_a, out_b, s);
-#else
-    no_cuda("spmm_pair");
-#endif
   }
   visit(a.dtype, "spmm_pair", [&]<class T>() { spmm_cpu<T>(m, a, b, out_a, out_b); });
 }
 
 void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
-              const TensorView& out, [[maybe_unused]] Stream s) {
+              const TensorView& out, Stream s) {
   if (x.device.is_cuda()) {
-#if defined(SAMEBITS_HAS_CUDA)
     require_f32(x, "add_bias");
     return cuda::add_bias(x, y, bias, out, s);
-#else
-    no_cuda("add_bias");
-#endif
   }
   visit(x.dtype, "add_bias", [&]<class T>() {
     const std::int64_t h = x.size(1);
@@ -163,14 +149,10 @@ void add_bias(const TensorView& x, const TensorView& y, const TensorView& bias,
 }
 
 void relu_dropout(const TensorView& pre, const TensorView& out, bool training, std::uint64_t seed,
-                  std::uint64_t stream, float p, double scale, [[maybe_unused]] Stream s) {
+                  std::uint64_t stream, float p, double scale, Stream s) {
   if (pre.device.is_cuda()) {
-#if defined(SAMEBITS_HAS_CUDA)
     require_f32(pre, "relu_dropout");
     return cuda::relu_dropout(pre, out, training, seed, stream, p, static_cast<float>(scale), s);
-#else
-    no_cuda("relu_dropout");
-#endif
   }
   visit(pre.dtype, "relu_dropout", [&]<class T>() {
     const T* pp = pre.ptr<T>();
@@ -195,14 +177,10 @@ void relu_dropout(const TensorView& pre, const TensorView& out, bool training, s
 }
 
 void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, double scale,
-                           const TensorView& grad_pre, [[maybe_unused]] Stream s) {
+                           const TensorView& grad_pre, Stream s) {
   if (out.device.is_cuda()) {
-#if defined(SAMEBITS_HAS_CUDA)
     require_f32(out, "relu_dropout_backward");
     return cuda::relu_dropout_backward(out, grad_out, static_cast<float>(scale), grad_pre, s);
-#else
-    no_cuda("relu_dropout_backward");
-#endif
   }
   visit(out.dtype, "relu_dropout_backward", [&]<class T>() {
     const T* po = out.ptr<T>();
@@ -218,14 +196,10 @@ void relu_dropout_backward(const TensorView& out, const TensorView& grad_out, do
 
 void log_softmax_nll(const TensorView& logits, const TensorView& target, double count,
                      const TensorView& logp, const TensorView& grad, const TensorView& nll,
-                     [[maybe_unused]] Stream s) {
+                     Stream s) {
   if (logits.device.is_cuda()) {
-#if defined(SAMEBITS_HAS_CUDA)
     require_f32(logits, "log_softmax_nll");
     return cuda::log_softmax_nll(logits, target, static_cast<float>(count), logp, grad, nll, s);
-#else
-    no_cuda("log_softmax_nll");
-#endif
   }
   visit(logits.dtype, "log_softmax_nll", [&]<class T>() {
     const std::int64_t c = logits.size(1);
@@ -242,15 +216,10 @@ void log_softmax_nll(const TensorView& logits, const TensorView& target, double 
   });
 }
 
-void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out,
-                 [[maybe_unused]] Stream s) {
+void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& out, Stream s) {
   if (x.device.is_cuda()) {
-#if defined(SAMEBITS_HAS_CUDA)
     require_f32(x, "divide_rows");
     return cuda::divide_rows(x, deg, out, s);
-#else
-    no_cuda("divide_rows");
-#endif
   }
   visit(x.dtype, "divide_rows", [&]<class T>() {
     const std::int64_t h = x.size(1);
@@ -273,14 +242,10 @@ template <class T> AdamScalars<T> adam_scalars(const AdamStep& st) {
 }
 
 void adam(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
-          const AdamStep& step, [[maybe_unused]] Stream s) {
+          const AdamStep& step, Stream s) {
   if (param.device.is_cuda()) {
-#if defined(SAMEBITS_HAS_CUDA)
     require_f32(param, "adam");
     return cuda::adam(param, grad, m, v, adam_scalars<float>(step), s);
-#else
-    no_cuda("adam");
-#endif
   }
   visit(param.dtype, "adam", [&]<class T>() {
     const AdamScalars<T> k = adam_scalars<T>(step);

@@ -65,8 +65,15 @@ struct AdamStep {
 void adam(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
           const AdamStep& step, Stream s);
 
-#if defined(SAMEBITS_HAS_CUDA)
-// The CUDA implementations (float only); the functions above forward to them.
+// Launch tuning of the CUDA implementations (set through core/tuning.hpp's set_tuning or
+// TuningGuard, by tests): threads per block, a multiple of 32 in [32, 1024]. Every value gives
+// the same bits.
+struct NnTuning {
+  int block = 256;
+};
+
+// The CUDA implementations (float only); the functions above forward to them. Built without
+// CUDA, each throws BackendUnavailable (src/nn/nocuda/kernels.cpp).
 namespace cuda {
 void spmm_pair(const DeviceCsr& m, const TensorView& a, const TensorView& b,
                const TensorView& out_a, const TensorView& out_b, Stream s);
@@ -83,6 +90,5 @@ void divide_rows(const TensorView& x, const TensorView& deg, const TensorView& o
 void adam(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
           const AdamScalars<float>& k, Stream s);
 } // namespace cuda
-#endif
 
 } // namespace samebits::nn::kernels

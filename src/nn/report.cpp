@@ -1,15 +1,16 @@
 // HTML + inline SVG rendering of the GraphSAGE experiment report (see report.hpp).
-#include "nn/report.hpp"
+#include "samebits/app/report.hpp"
 
-#include "core/excerpt.hpp"
-#include "core/files.hpp"
-#include "core/json_text.hpp"
 #include "samebits/errors.hpp"
+#include "samebits/util/excerpt.hpp"
+#include "samebits/util/files.hpp"
+#include "samebits/util/json_text.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
+#include <nlohmann/json.hpp>
 
 namespace samebits::nn {
 

@@ -2,18 +2,13 @@
 // both backends compute on, and the canonical combine steps (shared by the CPU and CUDA code so
 // that the two cannot drift apart).
 #pragma once
+#include "ops/host_device.hpp"
 #include "samebits/ops/segment.hpp"
 #include "samebits/tensor.hpp"
 
 #include <bit>
 #include <cstdint>
 #include <optional>
-
-#if defined(__CUDACC__)
-#define SAMEBITS_HD __host__ __device__ __forceinline__
-#else
-#define SAMEBITS_HD inline
-#endif
 
 namespace samebits::detail {
 
@@ -67,14 +62,14 @@ template <class T> SAMEBITS_HD T combine_min(T acc, T v) {
 // NaN results of arithmetic carry different bits on different hardware (x86 keeps an operand's
 // payload or makes 0xFFC00000; NVIDIA GPUs make 0x7FFFFFFF), so sum and mean write every NaN
 // as the one quiet NaN below. amax/amin only select elements, so they keep the input's NaN.
-SAMEBITS_HD float canonical_nan(float v) {
+SAMEBITS_HD inline float canonical_nan(float v) {
 #if defined(__CUDA_ARCH__)
   return v != v ? __int_as_float(0x7fc00000) : v;
 #else
   return v != v ? std::bit_cast<float>(0x7fc00000u) : v;
 #endif
 }
-SAMEBITS_HD double canonical_nan(double v) {
+SAMEBITS_HD inline double canonical_nan(double v) {
 #if defined(__CUDA_ARCH__)
   return v != v ? __longlong_as_double(0x7ff8000000000000LL) : v;
 #else

@@ -1,9 +1,9 @@
 // The ops `samebits variability` and `samebits calibrate` can run: one entry per op, each making
 // fixed random inputs (portable Philox fills, so the inputs are the same on every device) and a
 // run function that overwrites the output.
+#include "samebits/app/variability.hpp"
 #include "samebits/random.hpp"
 #include "samebits/samebits.hpp"
-#include "samebits/variability.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -1,7 +1,8 @@
 // Comparing two traces: the first entry whose output differs, how far apart the two runs are
 // there, and how the difference grows afterwards (per step, and as an SVG chart).
-#include "core/excerpt.hpp"
-#include "samebits/trace.hpp"
+#include "samebits/app/trace_diff.hpp"
+
+#include "samebits/util/excerpt.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,13 +1,13 @@
 // Run-to-run variability of an op: N runs on fixed inputs, compared with the metrics of
 // arXiv:2408.05148 (distinct outputs, elements that vary, elementwise and scalar relative
 // variability).
-#include "samebits/variability.hpp"
+#include "samebits/app/variability.hpp"
 
-#include "core/json_text.hpp"
-#include "core/memory.hpp"
-#include "core/strided.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
+#include "samebits/stream.hpp"
+#include "samebits/util/host_values.hpp"
+#include "samebits/util/json_text.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -62,15 +62,6 @@ std::string variant_of(const std::string& explain) {
     return "?";
   const auto e = explain.find(' ', b + 4);
   return explain.substr(b + 4, e == std::string::npos ? std::string::npos : e - b - 4);
-}
-
-// Waits for the default stream of `d` itself (not of whichever GPU is current), so that a run's
-// time includes its kernels on any GPU.
-void synchronize(Device d) {
-  if (!d.is_cuda())
-    return;
-  const detail::CurrentDevice on_device(d);
-  detail::cuda_synchronize(Stream{});
 }
 
 } // namespace

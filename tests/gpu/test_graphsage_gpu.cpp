@@ -2,9 +2,10 @@
 // block sizes; portable training on CUDA gives the CPU's weight hash; run_to_run repeats are
 // identical; not_guaranteed is shown to vary.
 #include "core/backends.hpp"
-#include "nn/cora.hpp"
-#include "nn/graphsage.hpp"
+#include "core/tuning.hpp"
 #include "nn/kernels.hpp"
+#include "samebits/app/cora.hpp"
+#include "samebits/app/graphsage.hpp"
 #include "testing.hpp"
 
 #include <cstdlib>
@@ -24,11 +25,13 @@ const Dataset& cora() {
   return d;
 }
 
-// Sets SAMEBITS_NN_BLOCK for its lifetime (the launch-configuration test hook of src/cuda/nn.cu).
+// Sets the block size of src/cuda/nn.cu's launches for its lifetime.
 class BlockSize {
 public:
-  explicit BlockSize(int b) { ::setenv("SAMEBITS_NN_BLOCK", std::to_string(b).c_str(), 1); }
-  ~BlockSize() { ::unsetenv("SAMEBITS_NN_BLOCK"); }
+  explicit BlockSize(int b) : guard_({.block = b}) {}
+
+private:
+  samebits::detail::TuningGuard<samebits::nn::kernels::NnTuning> guard_;
 };
 
 void expect_same_bits(const Tensor& cpu, const Tensor& gpu, const char* what) {

@@ -90,16 +90,18 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
           for (auto level : {kNg, kR2r, kPo}) {
             Tensor out = out0.to(kGpu);
             index_add(out, gidx, gsrc, alpha, {.level = level});
-            if (alpha == 1.0)
+            if (alpha == 1.0) {
               EXPECT_LT(index_add_ref_error(out, out0, index, src),
                         dtype == DType::f32 ? 1e-5 : 1e-13);
+            }
             // run_to_run: float32 rows of <= 4 features take the fixed-point sum (tested below).
             const bool fixed = level == kR2r && dtype == DType::f32 && sh.f <= 4;
             EXPECT_EQ(last_explain().find("ran cuda.fixed_point") != std::string::npos, fixed)
                 << last_explain();
-            if (level != kNg && !fixed)
+            if (level != kNg && !fixed) {
               EXPECT_TRUE(bitwise_equal(out, cpu))
                   << "level " << to_string(level) << " alt " << alt;
+            }
           }
           for (const char* batch : {"4", "8", "16"}) { // rows in flight per group: same bits
             setenv("SAMEBITS_CUDA_PULL_BATCH", batch, 1);
@@ -362,8 +364,9 @@ TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
         index_add(out, gidx, gsrc, alpha, {.level = kR2r});
         EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
         EXPECT_TRUE(bitwise_equal(out, want)) << "alpha " << alpha << " alt " << alt;
-        if (alpha == 1.0)
+        if (alpha == 1.0) {
           EXPECT_LT(index_add_ref_error(out, out0, index, src), 2e-7);
+        }
       }
     }
   }

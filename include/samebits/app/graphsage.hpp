@@ -12,7 +12,7 @@
 // element), dropout masks from (seed, epoch, layer, element). The same seed gives the same bits
 // on every thread count and, at level portable, on the CPU and on CUDA.
 #pragma once
-#include "nn/cora.hpp"
+#include "samebits/app/cora.hpp"
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"
 

@@ -1,5 +1,8 @@
 // Text read from a file or the environment, made safe to quote in an error message: a malformed
 // file may hold binary bytes and lines of any length, which must not reach the user's terminal.
+//
+// Part of samebits/util/: support that the application library and the command-line program share
+// with the kernels (public so that neither needs a src/ header); namespace detail, no stable API.
 #pragma once
 #include <cstddef>
 #include <fmt/format.h>

@@ -1,10 +1,10 @@
 // Calibrated tolerances: spread of named tensors over runs, the JSON file, and the closeness check.
 #include "samebits/tolerance.hpp"
 
-#include "core/files.hpp"
-#include "core/json_text.hpp"
 #include "core/strided.hpp"
 #include "samebits/environment.hpp"
+#include "samebits/util/files.hpp"
+#include "samebits/util/json_text.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 // measure how far the weights drift from the first run epoch by epoch, and set that next to the
 // spread that different seeds cause. Used by `samebits experiment graphsage` and the report.
 #pragma once
-#include "nn/graphsage.hpp"
+#include "samebits/app/graphsage.hpp"
 
 #include <cstdint>
 #include <filesystem>

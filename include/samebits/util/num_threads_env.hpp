@@ -1,4 +1,7 @@
 // The CPU thread count that the SAMEBITS_NUM_THREADS environment variable asks for.
+//
+// Part of samebits/util/: support that the application library and the command-line program share
+// with the kernels (public so that neither needs a src/ header); namespace detail, no stable API.
 #pragma once
 #include <optional>
 

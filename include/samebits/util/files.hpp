@@ -1,5 +1,8 @@
 // Files samebits writes in one piece (tolerance files, reports, the command-line program's JSON
 // and charts): whole or not at all.
+//
+// Part of samebits/util/: support that the application library and the command-line program share
+// with the kernels (public so that neither needs a src/ header); namespace detail, no stable API.
 #pragma once
 #include <string>
 #include <string_view>
