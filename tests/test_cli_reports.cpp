@@ -7,6 +7,7 @@
 #include "samebits/app/model_size.hpp"
 #include "samebits/app/report.hpp"
 #include "samebits/errors.hpp"
+#include "samebits/app/trace_diff.hpp"
 #include "samebits/trace.hpp"
 
 #include <cmath>

@@ -4,6 +4,7 @@
 // quotes, escapes and non-ASCII UTF-8) read back as what was recorded: the statistics the
 // trace format documents, computed here independently. SAMEBITS_TEST_SEED replays a run.
 #include "samebits/tolerance.hpp"
+#include "samebits/app/trace_diff.hpp"
 #include "samebits/trace.hpp"
 #include "testing.hpp"
 

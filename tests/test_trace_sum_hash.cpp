@@ -2,6 +2,7 @@
 // checked by python/tests/test_trace.py against samebits.torch._sumhash's device code), the
 // recorder writing it, and diff comparing Python-style, C++ and old traces by the hash kinds they
 // share.
+#include "samebits/app/trace_diff.hpp"
 #include "samebits/trace.hpp"
 #include "testing.hpp"
 

@@ -7,75 +7,63 @@
 //   index_add[alpha=-0.75] f32/... in=strided out=contiguous small   (SAMEBITS_TEST_FILTER=
 //   'index_add[alpha=-0.75] f32' narrows a run to its family): at portable it is not bitwise
 // equal to the CPU and is far from the float64 reference.
+#include "core/tuning.hpp"
 #include "harness/runner.hpp"
-#include "ops/segment.hpp"
+#include "ops/histogram_choice.hpp"
+#include "ops/reduce_choice.hpp"
+#include "ops/scan_choice.hpp"
+#include "ops/scatter_choice.hpp"
+#include "ops/segment_choice.hpp"
 
-#include <cstdlib>
-#include <optional>
+#include <memory>
+#include <string>
 #include <utility>
 
 namespace samebits {
 namespace {
 
-// SEAM (tuning API): until the CUDA families take their launch shapes from
-// detail::set_tuning / TuningGuard (src/core/tuning.hpp: ScatterTuning and the others), the knobs
-// are the environment variables the kernels read at launch. Replace each EnvGuard below by a
-// TuningGuard of the family's struct when it lands; the configurations stay the same.
-class EnvGuard {
-public:
-  explicit EnvGuard(std::vector<std::pair<std::string, std::string>> vars) {
-    for (auto& [k, v] : vars) {
-      const char* old = std::getenv(k.c_str());
-      saved_.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
-      ::setenv(k.c_str(), v.c_str(), 1);
-    }
-  }
-  ~EnvGuard() {
-    for (auto& [k, v] : saved_)
-      v ? ::setenv(k.c_str(), v->c_str(), 1) : ::unsetenv(k.c_str());
-  }
-  EnvGuard(const EnvGuard&) = delete;
-  EnvGuard& operator=(const EnvGuard&) = delete;
-
-private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+// Every launch configuration the CUDA families have, set through their tunings (core/tuning.hpp):
+// the default, each family's alternative, small blocks on a small grid, and each pull batch.
+struct Tunings {
+  detail::ScatterTuning scatter;
+  detail::SegmentTuning segment;
+  detail::ScanTuning scan;
+  detail::HistogramTuning histogram;
+  detail::ReduceTuning reduce;
 };
 
-class SegmentLaunchGuard {
-public:
-  explicit SegmentLaunchGuard(detail::SegmentLaunch l) : saved_(detail::cuda_segment_launch()) {
-    detail::set_cuda_segment_launch(l);
-  }
-  ~SegmentLaunchGuard() { detail::set_cuda_segment_launch(saved_); }
-
-private:
-  detail::SegmentLaunch saved_;
+// Holds each family's tuning for as long as a configuration runs.
+struct TuningGuards {
+  explicit TuningGuards(const Tunings& t)
+      : scatter(t.scatter), segment(t.segment), scan(t.scan), histogram(t.histogram),
+        reduce(t.reduce) {}
+  detail::TuningGuard<detail::ScatterTuning> scatter;
+  detail::TuningGuard<detail::SegmentTuning> segment;
+  detail::TuningGuard<detail::ScanTuning> scan;
+  detail::TuningGuard<detail::HistogramTuning> histogram;
+  detail::TuningGuard<detail::ReduceTuning> reduce;
 };
 
-harness::Config env_config(std::string name, std::vector<std::pair<std::string, std::string>> vars,
-                           std::optional<detail::SegmentLaunch> seg = std::nullopt) {
-  return {std::move(name), [vars, seg]() -> std::shared_ptr<void> {
-            auto env = std::make_shared<EnvGuard>(vars);
-            if (!seg)
-              return env;
-            auto s = std::make_shared<SegmentLaunchGuard>(*seg);
-            return std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(env,
-                                                                                             s);
+harness::Config tuned(std::string name, Tunings t) {
+  return {std::move(name), [t]() -> std::shared_ptr<void> {
+            return std::make_shared<TuningGuards>(t);
           }};
 }
 
 std::vector<harness::Config> launch_configs() {
-  return {
-      env_config("default launch", {}),
-      env_config("scatter alternative", {{"SAMEBITS_CUDA_SCATTER_CONFIG", "1"}}),
-      env_config("block 64, grid 2", {{"SAMEBITS_CUDA_BLOCK", "64"}, {"SAMEBITS_CUDA_GRID", "2"}},
-                 detail::SegmentLaunch{64, true, true, true, 0}),
-      env_config("pull batch 16", {{"SAMEBITS_CUDA_PULL_BATCH", "16"}},
-                 detail::SegmentLaunch{0, true, true, true, 16}),
-      env_config("alternative launch, plain segment kernels",
-                 {{"SAMEBITS_CUDA_ALT_LAUNCH", "1"}, {"SAMEBITS_CUDA_PULL_BATCH", "4"}},
-                 detail::SegmentLaunch{128, false, false, false, 4}),
-  };
+  Tunings alternative, small, batch16, plain;
+  alternative.scatter.alternative = true;
+  small.reduce = {.block = 64, .grid = 2};
+  small.segment.block_threads = 64;
+  batch16.scatter.pull_batch = 16;
+  batch16.segment.batch = 16;
+  plain.scan.alternative = plain.histogram.alternative = true;
+  plain.scatter.pull_batch = 4;
+  plain.segment = {.block_threads = 128, .allow_vector = false, .allow_staged = false,
+                   .allow_prefetch = false, .batch = 4};
+  return {tuned("default launch", {}), tuned("scatter alternative", alternative),
+          tuned("block 64, grid 2", small), tuned("pull batch 16", batch16),
+          tuned("alternative launch, plain segment kernels", plain)};
 }
 
 TEST(BackendOpsGpu, EveryCaseOnCudaAgainstTheCpu) {
