@@ -306,8 +306,9 @@ def _embedding_bag_backward(original):
             # (scale_grad_by_freq goes to torch's kernel, whose scaling this does not reproduce.)
             # max: each bag's gradient goes to the row that held the maximum, per feature; an
             # empty bag (size 0) passes none.
+            # CUDA marks an empty bag's maximum as -1: its gradient is zeroed and goes to row 0.
             g = grad * (bag_size > 0).to(grad.dtype).unsqueeze(1)
-            _ops._core.scatter_add(out, 0, maximum_indices.to(torch.int64), g, level,
+            _ops._core.scatter_add(out, 0, maximum_indices.to(torch.int64).clamp_min(0), g, level,
                                    _ops._stream(out))
             return out
         rows = grad.index_select(0, offset2bag)          # a gather: no accumulation
