@@ -6,8 +6,8 @@
 #include "samebits/app/experiment.hpp"
 #include "samebits/app/model_size.hpp"
 #include "samebits/app/report.hpp"
-#include "samebits/errors.hpp"
 #include "samebits/app/trace_diff.hpp"
+#include "samebits/errors.hpp"
 #include "samebits/trace.hpp"
 
 #include <cmath>

@@ -2,8 +2,8 @@
 // and kept, FIFOs written in place, directories, empty names and missing directories refused.
 // Devices are reached only through links in a scratch directory, so that a writer that replaced
 // what it writes would replace the link, never a node under /dev.
-#include "samebits/util/files.hpp"
 #include "samebits/errors.hpp"
+#include "samebits/util/files.hpp"
 
 #include <filesystem>
 #include <fstream>

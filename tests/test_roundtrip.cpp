@@ -3,8 +3,8 @@
 // traces (every dtype, empty and strided tensors, NaN, infinities, -0.0, denormals, names with
 // quotes, escapes and non-ASCII UTF-8) read back as what was recorded: the statistics the
 // trace format documents, computed here independently. SAMEBITS_TEST_SEED replays a run.
-#include "samebits/tolerance.hpp"
 #include "samebits/app/trace_diff.hpp"
+#include "samebits/tolerance.hpp"
 #include "samebits/trace.hpp"
 #include "testing.hpp"
 

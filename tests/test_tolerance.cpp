@@ -45,7 +45,7 @@ TEST(Calibrator, NearZeroValuesDoNotBlowUpTheRelativeFigure) {
   Calibrator cal(1.0);
   cal.add("x", Tensor::from_vector(std::vector<double>{1000.0, 1e-12}, {2}));
   cal.add("x", Tensor::from_vector(std::vector<double>{1000.0, 2e-12}, {2}));
-  const Tolerance x = cal.tolerances().at("x"); // a copy: tolerances() returns a temporary
+  const Tolerance x = cal.tolerances().at("x");    // a copy: tolerances() returns a temporary
   EXPECT_NEAR(x.max_rel_diff, 1e-12 / 1.0, 1e-20); // floor: 1e-3 * 1000
 }
 

@@ -18,7 +18,7 @@ using namespace samebits;
 namespace samebits::python {
 void bind_ops(nb::module_& m);
 void bind_distributed(nb::module_& m); // distributed.cpp
-}
+} // namespace samebits::python
 
 namespace {
 

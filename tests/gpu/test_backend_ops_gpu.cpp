@@ -45,9 +45,8 @@ struct TuningGuards {
 };
 
 harness::Config tuned(std::string name, Tunings t) {
-  return {std::move(name), [t]() -> std::shared_ptr<void> {
-            return std::make_shared<TuningGuards>(t);
-          }};
+  return {std::move(name),
+          [t]() -> std::shared_ptr<void> { return std::make_shared<TuningGuards>(t); }};
 }
 
 std::vector<harness::Config> launch_configs() {
@@ -59,8 +58,11 @@ std::vector<harness::Config> launch_configs() {
   batch16.segment.batch = 16;
   plain.scan.alternative = plain.histogram.alternative = true;
   plain.scatter.pull_batch = 4;
-  plain.segment = {.block_threads = 128, .allow_vector = false, .allow_staged = false,
-                   .allow_prefetch = false, .batch = 4};
+  plain.segment = {.block_threads = 128,
+                   .allow_vector = false,
+                   .allow_staged = false,
+                   .allow_prefetch = false,
+                   .batch = 4};
   return {tuned("default launch", {}), tuned("scatter alternative", alternative),
           tuned("block 64, grid 2", small), tuned("pull batch 16", batch16),
           tuned("alternative launch, plain segment kernels", plain)};

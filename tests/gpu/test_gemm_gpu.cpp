@@ -292,7 +292,7 @@ TEST(GemmGpu, PortableErrorIsNoLargerThanCublasOnLongK) {
     bool assert_le;
   };
   for (const Case& cs : {Case{2048, 2048, 1031, true}, Case{2048, 2048, 4096, true},
-                        Case{64, 64, 65536, true}, Case{64, 64, 1031, false}}) {
+                         Case{64, 64, 65536, true}, Case{64, 64, 1031, false}}) {
     const auto seed = fresh_seed();
     SCOPED_TRACE(fmt::format("seed {} m={} n={} k={}", seed, cs.m, cs.n, cs.k));
     const std::int64_t rows = 16, m = cs.m, n = cs.n, k = cs.k;
