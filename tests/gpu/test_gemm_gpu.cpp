@@ -108,7 +108,9 @@ const GemmTuning kTunings[] = {{},
                                {.tiles = GemmTiles::deep},
                                {.group_blocks = 1},
                                {.tiles = GemmTiles::wide, .group_blocks = 2},
-                               {.tiles = GemmTiles::narrow, .group_blocks = 256}};
+                               {.tiles = GemmTiles::narrow, .group_blocks = 256},
+                               {.tiles = GemmTiles::thin},
+                               {.tiles = GemmTiles::thin, .group_blocks = 1}};
 std::string describe(const GemmTuning& t) {
   return fmt::format("tiles {} group_blocks {}", static_cast<int>(t.tiles), t.group_blocks);
 }
@@ -214,6 +216,79 @@ TEST(GemmGpu, ManyRowsEqualCpuForEveryLayout) {
   const Operand b = gpu_operand(k, n, DType::f32, seed + 101, Layout::contiguous);
   check(shifted, Tensor::copy_of(shifted, Device::cpu()), b.view, b.values,
         "a starting off 16 bytes");
+}
+
+// The thin kernel (one thread per output row) over generated shapes: every n in 1..33 (column
+// tiles of 8, 16 and 32, and two tiles for 33), k around one canonical block and several blocks,
+// m from 1 to 5000, op(a) in every layout (column-major: m-fast, the element-wise path; strided
+// and shifted: no 16-byte loads), b contiguous or column-major, the alpha/beta rules; forced thin
+// tiles with k whole or in chunks of one block (the second kernel), and automatic for tall
+// products (where the thin tiles are chosen): bitwise equal to the CPU.
+TEST(GemmGpu, ThinKernelEqualsCpuOverGeneratedShapes) {
+  SAMEBITS_REQUIRE_CUDA();
+  const GemmTuning thin_tunings[] = {{.tiles = GemmTiles::thin},
+                                     {.tiles = GemmTiles::thin, .group_blocks = 1}};
+  const Layout layouts[] = {Layout::contiguous, Layout::column_major, Layout::strided,
+                            Layout::leading_dim};
+  const std::pair<double, double> scales[] = {{1.0, 0.0}, {-1.5, 0.75}, {0.5, 1.0}, {1.0, 1.0}};
+  int number = 0;
+  auto check = [&](DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
+                   const GemmTuning* tunings, std::size_t count, bool expect_thin) {
+    const int at = number++;
+    if (!testing::case_in_shard(at))
+      return;
+    const auto seed = fresh_seed();
+    const Layout la = layouts[at % 4],
+                 lb = (at / 4) % 2 == 0 ? Layout::contiguous : Layout::column_major;
+    const auto [alpha, beta] = scales[(at / 8) % 4];
+    SCOPED_TRACE(fmt::format("seed {} dtype {} m={} n={} k={} layouts {} {} alpha {} beta {}", seed,
+                             to_string(dtype), m, n, k, static_cast<int>(la), static_cast<int>(lb),
+                             alpha, beta));
+    const Operand a = gpu_operand(m, k, dtype, seed, la);
+    const Operand b = gpu_operand(k, n, dtype, seed + 1, lb);
+    const Tensor c0 = testing::random_normal({m, n}, dtype, seed + 2);
+    Tensor cpu = c0.clone();
+    gemm(kN, kN, alpha, a.values, b.values, beta, cpu, {.level = Determinism::portable});
+    for (std::size_t t = 0; t < count; ++t) {
+      const detail::TuningGuard<GemmTuning> o(tunings[t]);
+      Tensor gc = c0.to(kGpu);
+      gemm(kN, kN, alpha, a.view, b.view, beta, gc, {.level = Determinism::portable});
+      if (expect_thin)
+        EXPECT_NE(last_explain().find("thin"), std::string::npos) << last_explain();
+      EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu))
+          << describe(tunings[t]) << ": " << last_explain();
+    }
+  };
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (std::int64_t m : {1, 129, 5000})
+      for (std::int64_t n = 1; n <= 33; ++n)
+        for (std::int64_t k : {1, 255, 256, 257, 1000})
+          check(dtype, m, n, k, thin_tunings, std::size(thin_tunings), true);
+    const GemmTuning automatic[] = {{}};
+    for (std::int64_t n : {1, 7, 8, 9, 16, 17, 31, 32, 33})
+      for (std::int64_t k : {1, 16, 128, 257, 1000})
+        check(dtype, 17000, n, k, automatic, 1, n <= 32);
+  }
+  // A transposed a (m-fast) and an a whose rows start 4 bytes into 16 (16-byte loads refused).
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t m = 20000, n = 16, k = 300;
+  const Tensor at = testing::random_normal({k, m}, DType::f32, seed);
+  const Tensor bt = testing::random_normal({k, n}, DType::f32, seed + 1);
+  Tensor cpu = Tensor::empty({m, n}, DType::f32);
+  gemm(kT, kN, 1.0, at, bt, 0.0, cpu, {.level = Determinism::portable});
+  Tensor gc = Tensor::empty({m, n}, DType::f32, kGpu);
+  gemm(kT, kN, 1.0, at.to(kGpu), bt.to(kGpu), 0.0, gc, {.level = Determinism::portable});
+  EXPECT_NE(last_explain().find("thin"), std::string::npos) << last_explain();
+  EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu)) << "transposed a";
+  const Tensor wide = testing::random_normal({m, k + 4}, DType::f32, seed + 2).to(kGpu);
+  const TensorView shifted = wide.view().slice(1, 1, k + 1);
+  Tensor cpu2 = Tensor::empty({m, n}, DType::f32);
+  gemm(kN, kN, 1.0, Tensor::copy_of(shifted, Device::cpu()), bt, 0.0, cpu2,
+       {.level = Determinism::portable});
+  Tensor gc2 = Tensor::empty({m, n}, DType::f32, kGpu);
+  gemm(kN, kN, 1.0, shifted, bt.to(kGpu), 0.0, gc2, {.level = Determinism::portable});
+  EXPECT_TRUE(bitwise_equal(gc2.to(Device::cpu()), cpu2)) << "a starting off 16 bytes";
 }
 
 // The same row gives the same bits inside batches of 1 to 4096 rows (portable: by construction,
