@@ -129,20 +129,31 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       {kN, kN, {2708, 7, 16}, 1.0, 0.0},    // h @ W2
       {kT, kN, {16, 7, 2708}, 1.0, 0.0},    // h^T @ dO
       {kN, kT, {2708, 16, 7}, 1.0, 0.0},    // dO @ W2^T
-      {kN, kN, {1, 1, 1}, 1.0, 0.0},          {kN, kN, {3, 5, 0}, 2.0, -1.0},
-      {kT, kT, {129, 257, 33}, 0.3, 0.0},     {kN, kT, {300, 200, 517}, -1.25, 0.5},
-      {kT, kN, {65, 130, 1000}, 1.0, -1.0},   {kN, kN, {1000, 128, 128}, 1.0, 0.0},
-      {kN, kN, {17, 3, 4097}, 0.0, 1.5},      {kN, kT, {3, 40, 600}, 1.0, 0.0},
-      {kT, kT, {33, 20, 300}, -0.5, 1.0},     {kT, kN, {5, 9, 3000}, 0.7, 0.3},
-      {kN, kT, {32, 32, 1500}, 1.0, 0.0},     {kN, kN, {1, 1, 1024}, -2.0, 0.0},
+      {kN, kN, {1, 1, 1}, 1.0, 0.0},
+      {kN, kN, {3, 5, 0}, 2.0, -1.0},
+      {kT, kT, {129, 257, 33}, 0.3, 0.0},
+      {kN, kT, {300, 200, 517}, -1.25, 0.5},
+      {kT, kN, {65, 130, 1000}, 1.0, -1.0},
+      {kN, kN, {1000, 128, 128}, 1.0, 0.0},
+      {kN, kN, {17, 3, 4097}, 0.0, 1.5},
+      {kN, kT, {3, 40, 600}, 1.0, 0.0},
+      {kT, kT, {33, 20, 300}, -0.5, 1.0},
+      {kT, kN, {5, 9, 3000}, 0.7, 0.3},
+      {kN, kT, {32, 32, 1500}, 1.0, 0.0},
+      {kN, kN, {1, 1, 1024}, -2.0, 0.0},
       {kN, kN, {260, 300, 1000}, 1.0, 0.5}, // whole 16-byte tiles, then a last k step of 8
       {kN, kN, {70000, 16, 128}, 1.0, 0.0}, // many rows, 16 columns
       {kT, kN, {66000, 20, 37}, 0.5, 1.0},  // the same with a transposed a, two column tiles
       {kN, kN, {40, 50, 256}, 1.0, 0.0},    // k: one whole canonical block
-      {kN, kN, {40, 50, 255}, 1.0, 0.0},      {kT, kN, {140, 129, 513}, 1.0, 0.0},
+      {kN, kN, {40, 50, 255}, 1.0, 0.0},
+      {kT, kN, {140, 129, 513}, 1.0, 0.0},
       {kN, kT, {64, 70, 70001}, 1.0, 0.0},    // 274 blocks: odd trees, many chunks
       {kT, kN, {130, 129, 140000}, 1.0, 0.0}, // the weight-gradient shape, scaled down
       {kN, kN, {300, 260, 4100}, 1.0, -1.0},
+      // a transposed with m % 4 == 0: the wide float tiles' 16-byte loads along m (whole tiles
+      // and edge tiles; one chunk, and k split into chunks summed by the second kernel)
+      {kT, kN, {256, 136, 5000}, 1.0, 0.5},
+      {kT, kN, {384, 256, 20000}, -0.5, 0.0},
   };
   int case_number = 0;
   for (DType dtype : {DType::f32, DType::f64})
