@@ -1,7 +1,8 @@
 // GPU benchmarks of gemm, every CUDA variant: the shapes of GraphSAGE on Cora (forward, weight
 // and input gradients), a square 4096^3 float32 product, and the synthetic large graph's
 // [1M x 128] @ [128 x 128] with its weight gradient, and its second layer's [1M x 128] @ [128 x
-// 16]. GFLOP/s (2mnk per call) in the note.
+// 16] and [1M x 16] @ [16 x 7] (the thin tiles, also against the wide and narrow ones in the
+// tuning sweep). GFLOP/s (2mnk per call) in the note.
 #include "core/tuning.hpp"
 #include "gpu_common.hpp"
 #include "ops/gemm.hpp"
@@ -31,6 +32,10 @@ void bench_gemm(Report& r) {
       {"4096^3 f64", 4096, 4096, 4096, N, N, DType::f64, true},
       {"graph [1M x 128]@[128x128]", 1 << 20, 128, 128, N, N, DType::f32, true},
       {"graph [1M x 128]@[128x16]", 1 << 20, 16, 128, N, N, DType::f32, true},
+      {"graph [1M x 128]@[128x16] f64", 1 << 20, 16, 128, N, N, DType::f64, true},
+      {"graph [1M x 128]@[128x32]", 1 << 20, 32, 128, N, N, DType::f32, true},
+      {"graph h@W2 [1M x 16]@[16x7]", 1 << 20, 7, 16, N, N, DType::f32, true},
+      {"graph x^T-stored [1M x 128]@[128x16]", 1 << 20, 16, 128, T, N, DType::f32, true},
       {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, N, DType::f32, true},
       {"graph dW [128 x 1M]@[1M x 128] f64", 128, 128, 1 << 20, T, N, DType::f64, true},
       {"8192 x 8192 x 1024 f32", 8192, 8192, 1024, N, N, DType::f32, true},
@@ -76,6 +81,11 @@ void bench_gemm(Report& r) {
         {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::wide, 16}},
         {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::deep, 16}},
         {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::deep, 64}},
+        {"graph [1M x 128]@[128x16]", 1 << 20, 16, 128, N, DType::f32, {GemmTiles::thin, 0}},
+        {"graph [1M x 128]@[128x16]", 1 << 20, 16, 128, N, DType::f32, {GemmTiles::wide, 0}},
+        {"graph [1M x 128]@[128x16]", 1 << 20, 16, 128, N, DType::f32, {GemmTiles::narrow, 0}},
+        {"graph h@W2 [1M x 16]@[16x7]", 1 << 20, 7, 16, N, DType::f32, {GemmTiles::thin, 0}},
+        {"graph h@W2 [1M x 16]@[16x7]", 1 << 20, 7, 16, N, DType::f32, {GemmTiles::narrow, 0}},
         {"4096^3 f32", 4096, 4096, 4096, N, DType::f32, {GemmTiles::wide, 4}},
         {"4096^3 f64", 4096, 4096, 4096, N, DType::f64, {GemmTiles::wide, 4}},
     };

@@ -268,11 +268,30 @@ TEST(Gemm, LaunchChoiceCoversKInAlignedGroups) {
   EXPECT_EQ(wg.scratch_bytes(128, 128, 4), static_cast<std::size_t>(wg.groups) * 128 * 128 * 4);
   const auto cora = detail::choose_gemm_launch(16, 7, 2708, 4, automatic);
   EXPECT_EQ(cora.tiles, GemmTiles::deep);
-  for (std::int64_t m : {1, 7, 300, 5000})
-    for (std::int64_t n : {1, 16, 129, 4096})
+  // Thin outputs with many rows (GraphSAGE's layers on a large graph): one thread per row, the
+  // narrowest column tile that covers n, k in one chunk when it fits a thread's counter.
+  for (std::size_t elem : {4, 8}) {
+    const auto x_w = detail::choose_gemm_launch(1 << 20, 16, 128, elem, automatic);
+    EXPECT_EQ(x_w.tiles, GemmTiles::thin);
+    EXPECT_EQ(x_w.tile_rows, 128);
+    EXPECT_EQ(x_w.tile_cols, 16);
+    EXPECT_EQ(x_w.groups, 1);
+    const auto h_w = detail::choose_gemm_launch(1 << 20, 7, 16, elem, automatic);
+    EXPECT_EQ(h_w.tiles, GemmTiles::thin);
+    EXPECT_EQ(h_w.tile_cols, 8);
+    EXPECT_EQ(detail::choose_gemm_launch(100000, 32, 1433, elem, automatic).tile_cols, 32);
+    EXPECT_EQ(detail::choose_gemm_launch(100000, 1, 1, elem, automatic).tiles, GemmTiles::thin);
+  }
+  EXPECT_NE(detail::choose_gemm_launch(1 << 20, 33, 128, 4, automatic).tiles, GemmTiles::thin);
+  EXPECT_NE(detail::choose_gemm_launch(5000, 16, 128, 4, automatic).tiles, GemmTiles::thin);
+  EXPECT_NE(detail::choose_gemm_launch(2708, 16, 1433, 4, automatic).tiles, GemmTiles::thin);
+  // Forced thin tiles serve any n: 32-column tiles side by side.
+  EXPECT_EQ(detail::choose_gemm_launch(7, 4096, 5, 4, {.tiles = GemmTiles::thin}).tile_cols, 32);
+  for (std::int64_t m : {1, 7, 300, 5000, 20000})
+    for (std::int64_t n : {1, 7, 16, 17, 32, 33, 129, 4096})
       for (std::int64_t k : {0, 1, 255, 256, 257, 5000, 1 << 20})
-        for (auto tiles :
-             {GemmTiles::automatic, GemmTiles::wide, GemmTiles::narrow, GemmTiles::deep})
+        for (auto tiles : {GemmTiles::automatic, GemmTiles::wide, GemmTiles::narrow,
+                           GemmTiles::deep, GemmTiles::thin})
           for (std::int64_t g : {0, 1, 3, 8, 100000}) {
             const auto l =
                 detail::choose_gemm_launch(m, n, k, 4, {.tiles = tiles, .group_blocks = g});
@@ -283,6 +302,12 @@ TEST(Gemm, LaunchChoiceCoversKInAlignedGroups) {
             EXPECT_EQ(l.groups, (nb + l.group_blocks - 1) / l.group_blocks);
             if (tiles != GemmTiles::automatic)
               EXPECT_EQ(l.tiles, tiles);
+            if (l.tiles == GemmTiles::thin) {
+              EXPECT_EQ(l.tile_rows, 128);
+              EXPECT_EQ(l.tile_cols, n <= 8 ? 8 : n <= 16 ? 16 : 32);
+            }
+            if (tiles == GemmTiles::automatic)
+              EXPECT_EQ(l.tiles == GemmTiles::thin, n <= 32 && (m + 127) / 128 >= 132);
             if (g > 0)
               EXPECT_EQ(l.group_blocks,
                         std::min<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(g)),

@@ -6,7 +6,8 @@
 //   cuda.tiled_small     portable        cuda.tiled, preferred for short-k products with few
 //                                        outputs (it beats cuBLAS's launch there)
 //   cuda.cublas          run_to_run      cuBLAS (src/cuda/gemm_cublas.cu)
-//   cuda.tiled           portable        shared-memory tiles (src/cuda/gemm_kernels.cuh); each
+//   cuda.tiled           portable        shared-memory tiles (src/cuda/gemm_kernels.cuh), or for
+//                                        thin outputs (n <= 32, many rows) one thread per row; each
 //                                        thread block sums one chunk of k, an aligned run of
 //                                        canonical blocks, with __fmaf_rn/__fma_rn chains and a
 //                                        per-thread block counter; with several chunks per tile
@@ -70,17 +71,45 @@ void launch_tiles(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileO
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_tiles");
 }
 
+// One launch of the thin kernel: 128 rows x BN columns per thread block, `groups` chunks of k.
+template <class T, int BN>
+void launch_thin(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileOut mode, T* scratch,
+                 cudaStream_t s) {
+  if (l.tile_rows != kThinRows || l.tile_cols != BN)
+    throw Error("gemm: the launch choice and the thin kernel disagree on the tile shape");
+  const dim3 grid(static_cast<unsigned>((g.m() + kThinRows - 1) / kThinRows),
+                  static_cast<unsigned>((g.n() + BN - 1) / BN), static_cast<unsigned>(l.groups));
+  const i64 chunk = l.group_blocks * kGemmBlockK;
+  T* out = mode == TileOut::partial ? scratch : static_cast<T*>(g.c.data);
+  const i64 ors = mode == TileOut::partial ? g.n() : g.c.strides[0];
+  const i64 ocs = mode == TileOut::partial ? 1 : g.c.strides[1];
+  const i64 zstride = mode == TileOut::partial ? g.m() * g.n() : 0;
+  gemm_thin<T, BN><<<grid, kThinRows, 0, s>>>(g.mat_a<T>(), g.mat_b<T>(), out, ors, ocs, zstride,
+                                              g.m(), g.n(), g.k(), chunk, epi, mode);
+  SAMEBITS_CUDA_CHECK_LAUNCH("gemm_thin");
+}
+
 template <class T>
 void launch_for(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileOut mode, T* scratch,
                 cudaStream_t s) {
   switch (l.tiles) {
   case GemmTiles::wide:
-    if constexpr (sizeof(T) == 4)
+    if constexpr (sizeof(T) == 4) {
+      // A transposed a (m-fast columns, 16-byte aligned): the kernel that reads it by vectors.
+      const Mat<T> A = g.mat_a<T>();
+      if (A.rs == 1 && A.cs != 1 && A.cs % kPerVec16<T> == 0 && aligned16(A.data))
+        return launch_tiles<T, WideFloatTilesMFast>(g, l, epi, mode, scratch, s);
       return launch_tiles<T, WideFloatTiles>(g, l, epi, mode, scratch, s);
-    else
+    } else
       return launch_tiles<T, WideTiles>(g, l, epi, mode, scratch, s);
   case GemmTiles::deep:
     return launch_tiles<T, DeepTiles>(g, l, epi, mode, scratch, s);
+  case GemmTiles::thin:
+    if (l.tile_cols <= 8)
+      return launch_thin<T, 8>(g, l, epi, mode, scratch, s);
+    if (l.tile_cols <= 16)
+      return launch_thin<T, 16>(g, l, epi, mode, scratch, s);
+    return launch_thin<T, 32>(g, l, epi, mode, scratch, s);
   default:
     return launch_tiles<T, NarrowTiles>(g, l, epi, mode, scratch, s);
   }

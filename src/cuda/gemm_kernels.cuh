@@ -56,8 +56,20 @@ struct WideTiles {
 };
 struct WideFloatTiles {
   static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;
-  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;
+  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true, VEC_M = false;
 };
+// The same with A's columns running along m (a transposed a: the weight gradient x^T @ dH), read
+// 16 bytes (W rows at one k) at a time and stored as they are into the k-major shared tile.
+struct WideFloatTilesMFast : WideFloatTiles {
+  static constexpr bool VEC_M = true;
+};
+// Whether the tile config reads an m-fast A by vectors (only the configs that say so).
+template <class Cfg> constexpr bool vec_m_of() {
+  if constexpr (requires { Cfg::VEC_M; })
+    return Cfg::VEC_M;
+  else
+    return false;
+}
 struct NarrowTiles {
   static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1;
   static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false;
@@ -103,9 +115,10 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
   constexpr int W = kPerVec16<T>;
   // Whole tiles by 16-byte loads: every k step that lies inside the chunk, in a block whose tile
   // lies inside m and n (the others take the element-wise path below).
-  const bool vec_block = Cfg::VEC && a_k_fast && b_n_fast && A.rs % W == 0 && B.rs % W == 0 &&
-                         kb % W == 0 && aligned16(A.data) && aligned16(B.data) && row0 + BM <= m &&
-                         col0 + BN <= n;
+  constexpr bool VEC_M = vec_m_of<Cfg>();
+  const bool a_vec_ok = VEC_M ? (A.rs == 1 && A.cs % W == 0) : (a_k_fast && A.rs % W == 0);
+  const bool vec_block = Cfg::VEC && a_vec_ok && b_n_fast && B.rs % W == 0 && kb % W == 0 &&
+                         aligned16(A.data) && aligned16(B.data) && row0 + BM <= m && col0 + BN <= n;
 
   T acc[TM][TN];
   auto zero_acc = [&] {
@@ -168,8 +181,13 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
                 "16-byte tile loads need whole vectors per thread");
   auto a_vec_at = [&](int l, int& r, int& kk) {
     const int v = tid + l * NT;
-    r = v / (BK / W);
-    kk = v % (BK / W) * W;
+    if constexpr (VEC_M) { // W rows at one k
+      kk = v / (BM / W);
+      r = v % (BM / W) * W;
+    } else { // W k at one row
+      r = v / (BK / W);
+      kk = v % (BK / W) * W;
+    }
   };
   auto b_vec_at = [&](int l, int& cc, int& kk) {
     const int v = tid + l * NT;
@@ -206,7 +224,10 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
         load_vectors(std::integral_constant<int, VA>{}, pa, [&](int l) {
           int r, kk;
           a_vec_at(l, r, kk);
-          return A.data + (row0 + r) * A.rs + k0 + kk;
+          if constexpr (VEC_M)
+            return A.data + (k0 + kk) * A.cs + row0 + r;
+          else
+            return A.data + (row0 + r) * A.rs + k0 + kk;
         });
         load_vectors(std::integral_constant<int, VB>{}, pb, [&](int l) {
           int cc, kk;
@@ -236,9 +257,17 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
         for (int l = 0; l < VA; ++l) {
           int r, kk;
           a_vec_at(l, r, kk);
+          if constexpr (VEC_M) {
+            T v[W];
 #pragma unroll
-          for (int q = 0; q < W; ++q)
-            As[buf][kk + q][r] = pa[l * W + q];
+            for (int q = 0; q < W; ++q)
+              v[q] = pa[l * W + q];
+            store16(&As[buf][kk][r], v);
+          } else {
+#pragma unroll
+            for (int q = 0; q < W; ++q)
+              As[buf][kk + q][r] = pa[l * W + q];
+          }
         }
 #pragma unroll
         for (int l = 0; l < VB; ++l) {
@@ -378,6 +407,146 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
         else
           *e = raw ? acc[i][j] : epi(acc[i][j], e);
       }
+  }
+}
+
+// Thin outputs (n small: GraphSAGE's [N x F] @ [F x 16] and [N x 16] @ [16 x 7]): one thread per
+// output row and BN adjacent columns, 128 rows per thread block, so that A, the big operand, is
+// read once, coalesced (16 bytes at a time when its rows run along k), staged k-major in shared
+// memory and each value used for BN fmas; B's tile is read by all threads at once (a broadcast).
+// Block (x, y, z) computes rows [x*128, +128) x columns [y*BN, +BN) over k in [z*k_chunk,
+// +k_chunk), with the same per-thread block counter, padding rule (-0 in A, +0 in B past k) and
+// output modes as gemm_tiles: the same bits.
+constexpr int kThinRows = 128, kThinK = 32;
+static_assert(kGemmBlockK % kThinK == 0, "thin k steps never straddle a canonical block");
+
+template <class T, int BN>
+__global__ void __launch_bounds__(kThinRows)
+    gemm_thin(Mat<T> A, Mat<T> B, T* c, i64 crs, i64 ccs, i64 zstride, i64 m, i64 n, i64 k,
+              i64 k_chunk, Epilogue<T> epi, TileOut mode) {
+  constexpr int BM = kThinRows, BK = kThinK, NT = kThinRows, W = kPerVec16<T>;
+  constexpr int LA = BM * BK / NT, LB = (BK * BN + NT - 1) / NT, VA = LA / W;
+  static_assert(BN % W == 0 && LA % W == 0 && NT * W % BK == 0, "whole 16-byte vectors");
+  __shared__ T As[BK][BM + 1]; // k-major; the pad spreads a column's stores over the banks
+  __shared__ __align__(16) T Bs[BK][BN];
+  const int tid = static_cast<int>(threadIdx.x);
+  const i64 row0 = static_cast<i64>(blockIdx.x) * BM, col0 = static_cast<i64>(blockIdx.y) * BN;
+  const i64 kb = static_cast<i64>(blockIdx.z) * k_chunk;
+  const i64 ke = kb + k_chunk < k ? kb + k_chunk : k;
+  const bool a_k_fast = A.cs == 1, b_n_fast = B.cs == 1;
+  const bool vec_block =
+      a_k_fast && A.rs % W == 0 && kb % W == 0 && aligned16(A.data) && row0 + BM <= m;
+
+  T acc[BN];
+  T stack[kLevels][BN];
+  int pushed = 0;
+#pragma unroll
+  for (int j = 0; j < BN; ++j)
+    acc[j] = T(0);
+  // The block counter of gemm_tiles (src/ops/gemm.hpp: gemm_store_level), over BN outputs.
+  auto push = [&] {
+    const int top = gemm_store_level(pushed);
+    for (int l = 0; l < top; ++l)
+#pragma unroll
+      for (int j = 0; j < BN; ++j)
+        acc[j] = rn_add(stack[l][j], acc[j]);
+#pragma unroll
+    for (int j = 0; j < BN; ++j)
+      stack[top][j] = acc[j];
+    ++pushed;
+  };
+  auto fold = [&] {
+    if (pushed == 0)
+      return;
+    for (int l = gemm_store_level(pushed - 1) + 1; l < kLevels && (pushed >> l) != 0; ++l)
+      if ((pushed >> l) & 1)
+#pragma unroll
+        for (int j = 0; j < BN; ++j)
+          acc[j] = rn_add(stack[l][j], acc[j]);
+  };
+
+  // A k step's tiles, global memory -> shared memory. A by 16-byte vectors where the whole step
+  // lies inside A (thread tid's vectors: row tid / (BK / W) + l * (NT * W / BK), depth kk0),
+  // else element-wise in the order that reads memory consecutively across threads.
+  auto load_step = [&](i64 k0) {
+    if (vec_block && k0 + BK <= ke) {
+      constexpr int RS = NT * W / BK; // rows between a thread's vectors
+      const int r0 = tid / (BK / W), kk0 = tid % (BK / W) * W;
+      const T* p = A.data + (row0 + r0) * A.rs + k0 + kk0;
+      const i64 step = RS * A.rs;
+#pragma unroll
+      for (int l = 0; l < VA; ++l) {
+        T v[W];
+        load16(p + l * step, v);
+#pragma unroll
+        for (int q = 0; q < W; ++q)
+          As[kk0 + q][r0 + l * RS] = v[q];
+      }
+    } else {
+#pragma unroll 4
+      for (int l = 0; l < LA; ++l) {
+        const int idx = tid + l * NT;
+        const int r = a_k_fast ? idx / BK : idx % BM, kk = a_k_fast ? idx % BK : idx / BM;
+        const i64 gr = row0 + r, gk = k0 + kk;
+        As[kk][r] = (gr < m && gk < ke) ? A.data[gr * A.rs + gk * A.cs] : -T(0);
+      }
+    }
+#pragma unroll
+    for (int l = 0; l < LB; ++l) {
+      const int idx = tid + l * NT;
+      const int cc = b_n_fast ? idx % BN : idx / BK, kk = b_n_fast ? idx / BN : idx % BK;
+      const i64 gk = k0 + kk, gc = col0 + cc;
+      if (idx < BK * BN)
+        Bs[kk][cc] = (gk < ke && gc < n) ? B.data[gk * B.rs + gc * B.cs] : T(0);
+    }
+  };
+
+  for (i64 k0 = kb; k0 < ke; k0 += BK) {
+    load_step(k0);
+    __syncthreads();
+#pragma unroll 4
+    for (int kk = 0; kk < BK; ++kk) {
+      const T a = As[kk][tid];
+      T rb[BN];
+      load16(&Bs[kk][0], rb);
+#pragma unroll
+      for (int j = 0; j < BN; ++j)
+        acc[j] = rn_fma(a, rb[j], acc[j]);
+    }
+    // A canonical block ends with this step at a multiple of its length or at the chunk's end.
+    if ((k0 + BK - kb) % kGemmBlockK == 0 || k0 + BK >= ke) {
+      push();
+      if (k0 + BK < ke)
+#pragma unroll
+        for (int j = 0; j < BN; ++j)
+          acc[j] = T(0);
+    }
+    __syncthreads();
+  }
+  fold();
+
+  const i64 r = row0 + tid;
+  if (r >= m)
+    return;
+  c += static_cast<i64>(blockIdx.z) * zstride;
+  T* e = c + r * crs + col0 * ccs;
+  const bool atomic = mode == TileOut::atomic_add, raw = mode == TileOut::partial;
+  if (!atomic && ccs == 1 && col0 + BN <= n && aligned16(e)) {
+    if (raw)
+      store16(e, acc);
+    else
+      store_through16(e, acc, epi);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < BN; ++j) {
+    if (col0 + j >= n)
+      continue;
+    T* ej = e + j * ccs;
+    if (atomic)
+      atomicAdd(ej, epi.alpha == T(1) ? acc[j] : rn_mul(epi.alpha, acc[j]));
+    else
+      *ej = raw ? acc[j] : epi(acc[j], ej);
   }
 }
 

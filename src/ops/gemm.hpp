@@ -132,9 +132,10 @@ template <class T> struct Epilogue {
 // The instruction set of the CPU micro-kernels. Each gives the same bits (an FMA is one rounding
 // in hardware and in libm's std::fma); automatic takes the widest the CPU has.
 enum class CpuGemmIsa : std::uint8_t { automatic, generic, avx2, avx512 };
-// Tile shapes of the CUDA kernel (src/cuda/gemm_tiles.cuh): wide 128 x 128 outputs per thread
-// block, narrow 32 x 16, deep 16 x 16 with 128-deep k steps.
-enum class GemmTiles : std::uint8_t { automatic, wide, narrow, deep };
+// Tile shapes of the CUDA kernel (src/cuda/gemm_kernels.cuh): wide 128 x 128 outputs per thread
+// block, narrow 32 x 16, deep 16 x 16 with 128-deep k steps, thin 128 rows x 8, 16 or 32 columns
+// (one thread per row; the smallest of the three that covers n, 32 for larger n).
+enum class GemmTiles : std::uint8_t { automatic, wide, narrow, deep, thin };
 
 // Launch tuning of gemm (core/tuning.hpp: set_tuning / TuningGuard). Every value gives the same
 // bits at portable; the tests run each one.
@@ -152,6 +153,8 @@ bool cpu_gemm_has(CpuGemmIsa isa);
 const char* cpu_gemm_isa_name();
 
 constexpr std::int64_t kGemmMaxGroupBlocks = 256; // 2^8: the CUDA threads' stacks hold 9 levels
+// Outputs at most this wide and at least 132 x 128 rows take the thin tiles (automatic tuning).
+constexpr std::int64_t kGemmThinMaxCols = 32;
 
 // How the CUDA portable kernel runs a product. A thread block computes one output tile over one
 // group of group_blocks consecutive k blocks (an aligned subtree of the canonical tree); with

@@ -108,7 +108,9 @@ const GemmTuning kTunings[] = {{},
                                {.tiles = GemmTiles::deep},
                                {.group_blocks = 1},
                                {.tiles = GemmTiles::wide, .group_blocks = 2},
-                               {.tiles = GemmTiles::narrow, .group_blocks = 256}};
+                               {.tiles = GemmTiles::narrow, .group_blocks = 256},
+                               {.tiles = GemmTiles::thin},
+                               {.tiles = GemmTiles::thin, .group_blocks = 1}};
 std::string describe(const GemmTuning& t) {
   return fmt::format("tiles {} group_blocks {}", static_cast<int>(t.tiles), t.group_blocks);
 }
@@ -127,20 +129,31 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
       {kN, kN, {2708, 7, 16}, 1.0, 0.0},    // h @ W2
       {kT, kN, {16, 7, 2708}, 1.0, 0.0},    // h^T @ dO
       {kN, kT, {2708, 16, 7}, 1.0, 0.0},    // dO @ W2^T
-      {kN, kN, {1, 1, 1}, 1.0, 0.0},          {kN, kN, {3, 5, 0}, 2.0, -1.0},
-      {kT, kT, {129, 257, 33}, 0.3, 0.0},     {kN, kT, {300, 200, 517}, -1.25, 0.5},
-      {kT, kN, {65, 130, 1000}, 1.0, -1.0},   {kN, kN, {1000, 128, 128}, 1.0, 0.0},
-      {kN, kN, {17, 3, 4097}, 0.0, 1.5},      {kN, kT, {3, 40, 600}, 1.0, 0.0},
-      {kT, kT, {33, 20, 300}, -0.5, 1.0},     {kT, kN, {5, 9, 3000}, 0.7, 0.3},
-      {kN, kT, {32, 32, 1500}, 1.0, 0.0},     {kN, kN, {1, 1, 1024}, -2.0, 0.0},
+      {kN, kN, {1, 1, 1}, 1.0, 0.0},
+      {kN, kN, {3, 5, 0}, 2.0, -1.0},
+      {kT, kT, {129, 257, 33}, 0.3, 0.0},
+      {kN, kT, {300, 200, 517}, -1.25, 0.5},
+      {kT, kN, {65, 130, 1000}, 1.0, -1.0},
+      {kN, kN, {1000, 128, 128}, 1.0, 0.0},
+      {kN, kN, {17, 3, 4097}, 0.0, 1.5},
+      {kN, kT, {3, 40, 600}, 1.0, 0.0},
+      {kT, kT, {33, 20, 300}, -0.5, 1.0},
+      {kT, kN, {5, 9, 3000}, 0.7, 0.3},
+      {kN, kT, {32, 32, 1500}, 1.0, 0.0},
+      {kN, kN, {1, 1, 1024}, -2.0, 0.0},
       {kN, kN, {260, 300, 1000}, 1.0, 0.5}, // whole 16-byte tiles, then a last k step of 8
       {kN, kN, {70000, 16, 128}, 1.0, 0.0}, // many rows, 16 columns
       {kT, kN, {66000, 20, 37}, 0.5, 1.0},  // the same with a transposed a, two column tiles
       {kN, kN, {40, 50, 256}, 1.0, 0.0},    // k: one whole canonical block
-      {kN, kN, {40, 50, 255}, 1.0, 0.0},      {kT, kN, {140, 129, 513}, 1.0, 0.0},
+      {kN, kN, {40, 50, 255}, 1.0, 0.0},
+      {kT, kN, {140, 129, 513}, 1.0, 0.0},
       {kN, kT, {64, 70, 70001}, 1.0, 0.0},    // 274 blocks: odd trees, many chunks
       {kT, kN, {130, 129, 140000}, 1.0, 0.0}, // the weight-gradient shape, scaled down
       {kN, kN, {300, 260, 4100}, 1.0, -1.0},
+      // a transposed with m % 4 == 0: the wide float tiles' 16-byte loads along m (whole tiles
+      // and edge tiles; one chunk, and k split into chunks summed by the second kernel)
+      {kT, kN, {256, 136, 5000}, 1.0, 0.5},
+      {kT, kN, {384, 256, 20000}, -0.5, 0.0},
   };
   int case_number = 0;
   for (DType dtype : {DType::f32, DType::f64})
@@ -214,6 +227,79 @@ TEST(GemmGpu, ManyRowsEqualCpuForEveryLayout) {
   const Operand b = gpu_operand(k, n, DType::f32, seed + 101, Layout::contiguous);
   check(shifted, Tensor::copy_of(shifted, Device::cpu()), b.view, b.values,
         "a starting off 16 bytes");
+}
+
+// The thin kernel (one thread per output row) over generated shapes: every n in 1..33 (column
+// tiles of 8, 16 and 32, and two tiles for 33), k around one canonical block and several blocks,
+// m from 1 to 5000, op(a) in every layout (column-major: m-fast, the element-wise path; strided
+// and shifted: no 16-byte loads), b contiguous or column-major, the alpha/beta rules; forced thin
+// tiles with k whole or in chunks of one block (the second kernel), and automatic for tall
+// products (where the thin tiles are chosen): bitwise equal to the CPU.
+TEST(GemmGpu, ThinKernelEqualsCpuOverGeneratedShapes) {
+  SAMEBITS_REQUIRE_CUDA();
+  const GemmTuning thin_tunings[] = {{.tiles = GemmTiles::thin},
+                                     {.tiles = GemmTiles::thin, .group_blocks = 1}};
+  const Layout layouts[] = {Layout::contiguous, Layout::column_major, Layout::strided,
+                            Layout::leading_dim};
+  const std::pair<double, double> scales[] = {{1.0, 0.0}, {-1.5, 0.75}, {0.5, 1.0}, {1.0, 1.0}};
+  int number = 0;
+  auto check = [&](DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
+                   const GemmTuning* tunings, std::size_t count, bool expect_thin) {
+    const int at = number++;
+    if (!testing::case_in_shard(at))
+      return;
+    const auto seed = fresh_seed();
+    const Layout la = layouts[at % 4],
+                 lb = (at / 4) % 2 == 0 ? Layout::contiguous : Layout::column_major;
+    const auto [alpha, beta] = scales[(at / 8) % 4];
+    SCOPED_TRACE(fmt::format("seed {} dtype {} m={} n={} k={} layouts {} {} alpha {} beta {}", seed,
+                             to_string(dtype), m, n, k, static_cast<int>(la), static_cast<int>(lb),
+                             alpha, beta));
+    const Operand a = gpu_operand(m, k, dtype, seed, la);
+    const Operand b = gpu_operand(k, n, dtype, seed + 1, lb);
+    const Tensor c0 = testing::random_normal({m, n}, dtype, seed + 2);
+    Tensor cpu = c0.clone();
+    gemm(kN, kN, alpha, a.values, b.values, beta, cpu, {.level = Determinism::portable});
+    for (std::size_t t = 0; t < count; ++t) {
+      const detail::TuningGuard<GemmTuning> o(tunings[t]);
+      Tensor gc = c0.to(kGpu);
+      gemm(kN, kN, alpha, a.view, b.view, beta, gc, {.level = Determinism::portable});
+      if (expect_thin)
+        EXPECT_NE(last_explain().find("thin"), std::string::npos) << last_explain();
+      EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu))
+          << describe(tunings[t]) << ": " << last_explain();
+    }
+  };
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (std::int64_t m : {1, 129, 5000})
+      for (std::int64_t n = 1; n <= 33; ++n)
+        for (std::int64_t k : {1, 255, 256, 257, 1000})
+          check(dtype, m, n, k, thin_tunings, std::size(thin_tunings), true);
+    const GemmTuning automatic[] = {{}};
+    for (std::int64_t n : {1, 7, 8, 9, 16, 17, 31, 32, 33})
+      for (std::int64_t k : {1, 16, 128, 257, 1000})
+        check(dtype, 17000, n, k, automatic, 1, n <= 32);
+  }
+  // A transposed a (m-fast) and an a whose rows start 4 bytes into 16 (16-byte loads refused).
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t m = 20000, n = 16, k = 300;
+  const Tensor at = testing::random_normal({k, m}, DType::f32, seed);
+  const Tensor bt = testing::random_normal({k, n}, DType::f32, seed + 1);
+  Tensor cpu = Tensor::empty({m, n}, DType::f32);
+  gemm(kT, kN, 1.0, at, bt, 0.0, cpu, {.level = Determinism::portable});
+  Tensor gc = Tensor::empty({m, n}, DType::f32, kGpu);
+  gemm(kT, kN, 1.0, at.to(kGpu), bt.to(kGpu), 0.0, gc, {.level = Determinism::portable});
+  EXPECT_NE(last_explain().find("thin"), std::string::npos) << last_explain();
+  EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu)) << "transposed a";
+  const Tensor wide = testing::random_normal({m, k + 4}, DType::f32, seed + 2).to(kGpu);
+  const TensorView shifted = wide.view().slice(1, 1, k + 1);
+  Tensor cpu2 = Tensor::empty({m, n}, DType::f32);
+  gemm(kN, kN, 1.0, Tensor::copy_of(shifted, Device::cpu()), bt, 0.0, cpu2,
+       {.level = Determinism::portable});
+  Tensor gc2 = Tensor::empty({m, n}, DType::f32, kGpu);
+  gemm(kN, kN, 1.0, shifted, bt.to(kGpu), 0.0, gc2, {.level = Determinism::portable});
+  EXPECT_TRUE(bitwise_equal(gc2.to(Device::cpu()), cpu2)) << "a starting off 16 bytes";
 }
 
 // The same row gives the same bits inside batches of 1 to 4096 rows (portable: by construction,

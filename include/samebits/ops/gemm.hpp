@@ -50,7 +50,9 @@
 //                                              (its kernel and split of k depend on m): portable
 //                                              is, by construction
 //         portable        cuda.tiled           shared-memory tiles (128 x 128, 32 x 16 or 16 x 16
-//                                              outputs per block); each block sums an aligned run
+//                                              outputs per block, or 128 rows x 8/16/32 columns
+//                                              with one thread per row for thin outputs, n <= 32);
+//                                              each block sums an aligned run
 //                                              of k blocks (a subtree of the canonical tree), and
 //                                              with several runs per tile their sums go to scratch
 //                                              and a second kernel combines them with the same
