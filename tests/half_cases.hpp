@@ -52,7 +52,10 @@ std::vector<HalfCase> half_cases();
 // The error bound of a result: float32 accumulation (terms * 2^-24 * scale, with a factor 2 of
 // slack) and one final rounding to dt (half an ulp: 2^-8 relative for bfloat16, 2^-11 for
 // float16). Exact cases must equal the reference rounded once.
-inline void expect_within_bound(const HalfResult& r, DType dt, const std::string& what) {
+// acc_unit: the unit roundoff of the accumulation (2^-24: float32; a variant that adds in the
+// half dtype itself, like CUDA's 16-bit atomics, passes the dtype's).
+inline void expect_within_bound(const HalfResult& r, DType dt, const std::string& what,
+                                double acc_unit = 0x1p-24) {
   const auto got = to_doubles(r.out);
   ASSERT_EQ(got.size(), r.ref.size()) << what;
   const double u = dt == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
@@ -66,8 +69,7 @@ inline void expect_within_bound(const HalfResult& r, DType dt, const std::string
         ADD_FAILURE() << what << " [" << i << "]: " << got[i] << ", want exactly " << want;
       continue;
     }
-    const double bound =
-        2 * r.terms * std::ldexp(1.0, -24) * r.scale[i] + u * std::fabs(r.ref[i]) + 1e-300;
+    const double bound = 2 * r.terms * acc_unit * r.scale[i] + u * std::fabs(r.ref[i]) + 1e-300;
     if (!(std::fabs(got[i] - r.ref[i]) <= bound) && bad++ < 5)
       ADD_FAILURE() << what << " [" << i << "]: " << got[i] << ", reference " << r.ref[i]
                     << ", bound " << bound;

@@ -48,7 +48,18 @@ TEST(HalfGpu, DeviceConversionsAreTheHostsBits) {
     for (DType wide : {DType::f32, DType::f64}) {
       Tensor on_host = Tensor::empty({65536}, wide);
       convert(h, on_host);
-      EXPECT_TRUE(bitwise_equal(convert_on_gpu(h, wide), on_host)) << to_string(wide);
+      const Tensor on_gpu = convert_on_gpu(h, wide);
+      if (wide == DType::f32) { // integer code on both sides: NaNs included
+        EXPECT_TRUE(bitwise_equal(on_gpu, on_host));
+        continue;
+      }
+      // float32 -> float64 of a NaN is the hardware's: compare the other values bit for bit.
+      const auto a = on_host.to_vector<double>(), b = on_gpu.to_vector<double>();
+      std::int64_t wrong = 0;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        wrong += !std::isnan(a[i]) &&
+                 std::bit_cast<std::uint64_t>(a[i]) != std::bit_cast<std::uint64_t>(b[i]);
+      EXPECT_EQ(wrong, 0);
     }
     // Float32 and float64 to the half format.
     Tensor on_host = Tensor::empty({n}, dt);
@@ -92,7 +103,10 @@ TEST_P(HalfOpsGpu, BoundRepeatsAndPortableEqualsTheCpu) {
     for (Determinism level : {Determinism::not_guaranteed, Determinism::run_to_run, kPo}) {
       const Options o{.level = level};
       const auto r = c.run(dt, kGpu, o, seed);
-      testing::expect_within_bound(r, dt, c.name + " at " + std::string(to_string(level)));
+      // index_add at not_guaranteed adds with 16-bit atomics: each add rounds to the dtype.
+      const bool atomic16 = level == Determinism::not_guaranteed && c.name.starts_with("index_add");
+      testing::expect_within_bound(r, dt, c.name + " at " + std::string(to_string(level)),
+                                   atomic16 ? (dt == DType::bf16 ? 0x1p-8 : 0x1p-11) : 0x1p-24);
       if (level == Determinism::not_guaranteed)
         continue;
       for (int rep = 0; rep < 3; ++rep)
