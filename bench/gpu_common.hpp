@@ -48,5 +48,6 @@ void bench_gemm(Report& r);
 void bench_segment(Report& r);
 void bench_indexing(Report& r);
 void bench_scatter(Report& r); // gpu_scatter.cpp
+void bench_half(Report& r);    // gpu_half.cpp: bfloat16/float16 (the MoE token combine)
 
 } // namespace samebits::bench

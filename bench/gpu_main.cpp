@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   run("segment", bench_segment);
   run("indexing", bench_indexing);
   run("scatter", bench_scatter);
+  run("half", bench_half);
 
   // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.
   std::map<std::string, double> atomic_ms;

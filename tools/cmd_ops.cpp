@@ -63,6 +63,12 @@ void print_matrix(const OpsOptions& o) {
   if (!cuda_available())
     std::cout << " No CUDA device here: cuda cells show what the build holds.";
   std::cout << '\n';
+  std::cout
+      << "\nbfloat16/float16, every level, CPU and CUDA: sum, sum_dim, dot, cumsum, index_add,\n"
+         "scatter_add, scatter_reduce, segment_reduce, aggregate, bincount (weights),\n"
+         "index_select, gather. They run the float32 variants above on exact float32 copies\n"
+         "and round once (CUDA index_add: its own cuda.half_* variants, no copies). Other ops\n"
+         "(gemm, histc) take float32/float64 only.\n";
 }
 
 } // namespace

@@ -1,5 +1,7 @@
 // Element types and devices that samebits tensors can hold.
 #pragma once
+#include "samebits/half.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -7,18 +9,26 @@
 
 namespace samebits {
 
-enum class DType : std::uint8_t { f32, f64, i32, i64 };
+// bf16 and f16 are storage types: ops that take them compute in float32 (see each op's header).
+// New dtypes go at the end: the enum value is part of content_hash.
+enum class DType : std::uint8_t { f32, f64, i32, i64, bf16, f16 };
 
 constexpr std::size_t size_of(DType t) {
-  return (t == DType::f64 || t == DType::i64) ? 8 : 4;
+  return (t == DType::f64 || t == DType::i64) ? 8 : (t == DType::bf16 || t == DType::f16) ? 2 : 4;
+}
+constexpr bool is_half(DType t) {
+  return t == DType::bf16 || t == DType::f16;
 }
 constexpr bool is_floating(DType t) {
-  return t == DType::f32 || t == DType::f64;
+  return t == DType::f32 || t == DType::f64 || is_half(t);
 }
 constexpr bool is_integer(DType t) {
   return t == DType::i32 || t == DType::i64;
 }
-std::string_view to_string(DType t);
+std::string_view to_string(DType t); // "float32", "bfloat16", "float16", ... as torch spells them
+// Parses a dtype name: the torch names ("float32", "bfloat16", ...) or the short ones ("f32",
+// "bf16", "f16", "half", "float", "double", "i32", ...); throws InvalidArgument otherwise.
+DType parse_dtype(std::string_view s);
 
 template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() {
@@ -32,6 +42,12 @@ template <> constexpr DType dtype_of<std::int32_t>() {
 }
 template <> constexpr DType dtype_of<std::int64_t>() {
   return DType::i64;
+}
+template <> constexpr DType dtype_of<bf16>() {
+  return DType::bf16;
+}
+template <> constexpr DType dtype_of<f16>() {
+  return DType::f16;
 }
 
 enum class DeviceType : std::uint8_t { cpu, cuda };

@@ -130,8 +130,14 @@ private:
 // may overlap: dst receives src's values as they were before the copy. Where dst reaches an
 // element twice, the last in row-major order wins.
 void copy(const TensorView& src, const TensorView& dst);
-// Fills `dst` with a value converted to its dtype: rounded to float32, or truncated toward zero
-// for an integer dtype, which must hold it (else InvalidArgument; NaN fits no integer dtype).
+// Converts `src` into `dst` elementwise (same shape; floating dtypes: float32, float64, bfloat16,
+// float16; any strides and devices): to float32/float64 exactly, to bfloat16/float16 rounded once
+// to nearest even (subnormals kept, overflow to infinity), the same bits on the CPU and CUDA (see
+// samebits/half.hpp).
+void convert(const TensorView& src, const TensorView& dst);
+// Fills `dst` with a value converted to its dtype: rounded once to a float dtype, or truncated
+// toward zero for an integer dtype, which must hold it (else InvalidArgument; NaN fits no integer
+// dtype).
 void fill(const TensorView& dst, double value);
 // 64-bit hash (XXH3) of a tensor's logical contents: dtype, shape and values in row-major order,
 // independent of strides and device.

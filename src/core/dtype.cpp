@@ -18,8 +18,30 @@ std::string_view to_string(DType t) {
     return "int32";
   case DType::i64:
     return "int64";
+  case DType::bf16:
+    return "bfloat16";
+  case DType::f16:
+    return "float16";
   }
   return "?";
+}
+
+DType parse_dtype(std::string_view s) {
+  struct Name {
+    std::string_view name;
+    DType dtype;
+  };
+  static constexpr Name kNames[] = {
+      {"float32", DType::f32}, {"f32", DType::f32},       {"float", DType::f32},
+      {"float64", DType::f64}, {"f64", DType::f64},       {"double", DType::f64},
+      {"int32", DType::i32},   {"i32", DType::i32},       {"int64", DType::i64},
+      {"i64", DType::i64},     {"bfloat16", DType::bf16}, {"bf16", DType::bf16},
+      {"float16", DType::f16}, {"f16", DType::f16},       {"half", DType::f16}};
+  for (const auto& n : kNames)
+    if (n.name == s)
+      return n.dtype;
+  throw InvalidArgument("unknown dtype '" + std::string(s) +
+                        "': use float32, float64, bfloat16, float16, int32 or int64");
 }
 
 std::string_view to_string(DeviceType t) {

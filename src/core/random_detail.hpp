@@ -22,6 +22,12 @@ struct RandomFill {
 };
 
 // The value of index j (= offset + i) as type T. Host and device.
+template <class T> SAMEBITS_HD T random_value(const RandomFill& f, std::uint64_t j);
+// bfloat16, float16: the float32 value, rounded once (so CPU and CUDA agree).
+template <class T>
+requires is_half_v<T> SAMEBITS_HD T random_value(const RandomFill& f, std::uint64_t j) {
+  return T(random_value<float>(f, j));
+}
 template <class T> SAMEBITS_HD T random_value(const RandomFill& f, std::uint64_t j) {
   switch (f.kind) {
   case RandomKind::uniform:

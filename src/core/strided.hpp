@@ -23,6 +23,10 @@ template <class F> decltype(auto) visit_dtype(DType t, F&& f) {
     return f.template operator()<std::int32_t>();
   case DType::i64:
     return f.template operator()<std::int64_t>();
+  case DType::bf16:
+    return f.template operator()<bf16>();
+  case DType::f16:
+    return f.template operator()<f16>();
   }
   throw InvalidArgument("unknown dtype");
 }

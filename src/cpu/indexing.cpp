@@ -89,7 +89,9 @@ void run(const IndexArgs& a, bool gather) {
       copy_rows<std::int64_t>(a);
     return;
   }
-  if (size_of(a.x.dtype) == 4)
+  if (size_of(a.x.dtype) == 2) // bfloat16, float16
+    run_words<std::uint16_t>(a, gather);
+  else if (size_of(a.x.dtype) == 4)
     run_words<std::uint32_t>(a, gather);
   else
     run_words<std::uint64_t>(a, gather);

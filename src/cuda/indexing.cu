@@ -174,6 +174,8 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
         launch_rows<uint4, I>(a, idx, c, shape.rows, bad, st);
       else if (c.word_bytes == 8)
         launch_rows<u64, I>(a, idx, c, shape.rows, bad, st);
+      else if (c.word_bytes == 2) // bfloat16, float16
+        launch_rows<unsigned short, I>(a, idx, c, shape.rows, bad, st);
       else
         launch_rows<unsigned int, I>(a, idx, c, shape.rows, bad, st);
     } else if (c.kernel == IndexingKernel::copy_any) {
@@ -182,6 +184,10 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
         copy_any<u64, I><<<grid, kBlock, 0, st>>>(static_cast<const u64*>(a.x.data),
                                                   static_cast<u64*>(a.out.data), idx, g, gather,
                                                   n_out, bad);
+      else if (es == 2) // bfloat16, float16
+        copy_any<unsigned short, I><<<grid, kBlock, 0, st>>>(
+            static_cast<const unsigned short*>(a.x.data), static_cast<unsigned short*>(a.out.data),
+            idx, g, gather, n_out, bad);
       else
         copy_any<unsigned int, I><<<grid, kBlock, 0, st>>>(
             static_cast<const unsigned int*>(a.x.data), static_cast<unsigned int*>(a.out.data), idx,

@@ -134,7 +134,7 @@ __global__ void copy_strided_kernel(const Word* __restrict__ src, StridedIndex s
 template <class Word>
 void copy_strided(const TensorView& src, void* dst, const TensorView* dst_layout,
                   cudaStream_t stream) {
-  static_assert(sizeof(Word) == 4 || sizeof(Word) == 8);
+  static_assert(sizeof(Word) == 2 || sizeof(Word) == 4 || sizeof(Word) == 8);
   const std::int64_t n = src.numel();
   if (n == 0)
     return;

@@ -178,9 +178,11 @@ void cuda_copy_strided(const TensorView& src, const TensorView& dst) {
     return;
   const CurrentDevice on_device(dst.device);
   const std::size_t bytes = size_of(src.dtype);
-  if (bytes != 4 && bytes != 8)
-    throw InvalidArgument("cuda_copy_strided: elements of 4 or 8 bytes only");
-  if (bytes == 4)
+  if (bytes != 2 && bytes != 4 && bytes != 8)
+    throw InvalidArgument("cuda_copy_strided: elements of 2, 4 or 8 bytes only");
+  if (bytes == 2) // bfloat16, float16
+    copy_strided<std::uint16_t>(src, dst.data, &dst, nullptr);
+  else if (bytes == 4)
     copy_strided<std::uint32_t>(src, dst.data, &dst, nullptr);
   else
     copy_strided<std::uint64_t>(src, dst.data, &dst, nullptr);

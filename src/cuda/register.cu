@@ -16,6 +16,7 @@ void register_cuda_ops(Registry& r) {
   register_cuda_gemm(r);
   register_cuda_reduce(r);
   register_cuda_scatter(r);
+  register_cuda_scatter_half(r); // after the float variants: they come first in preference order
 }
 
 } // namespace samebits::detail

@@ -12,5 +12,6 @@ void register_cuda_gemm(Registry& r);      // cuda/gemm.cu
 void register_cuda_reduce(Registry& r);    // cuda/reduce.cu
 void register_cuda_scatter(
     Registry& r); // cuda/scatter.cu (+ index_plan.cu, scatter_fixed_point.cu)
+void register_cuda_scatter_half(Registry& r); // cuda/scatter_half.cu: bfloat16/float16 index_add
 
 } // namespace samebits::detail

@@ -49,6 +49,12 @@ void cuda_fill_random(const TensorView& out, const RandomFill& f) {
   case DType::i64:
     launch<std::int64_t>(out, f);
     break;
+  case DType::bf16:
+    launch<bf16>(out, f);
+    break;
+  case DType::f16:
+    launch<f16>(out, f);
+    break;
   }
 }
 

@@ -194,9 +194,12 @@ std::string sort_why_not(const ScatterArgs& a) {
 
 Variant<ScatterArgs> variant(const char* op, const char* name, Determinism level, const char* how,
                              void (*run)(const ScatterArgs&, const Workspace&), bool sorts) {
-  Variant<ScatterArgs> v{{op, name, DeviceType::cuda, level, how}, nullptr, nullptr, run};
+  Variant<ScatterArgs> v{{op, name, DeviceType::cuda, level, how}, refuse_half, nullptr, run};
   if (sorts)
-    v.why_not = sort_why_not;
+    v.why_not = [](const ScatterArgs& a) {
+      const std::string half = refuse_half(a);
+      return half.empty() ? sort_why_not(a) : half;
+    };
   return v;
 }
 

@@ -157,6 +157,10 @@ inline std::int64_t host_offset(std::int64_t e, const Geo4& g) {
       index_error_message(a.op, pos, read_index_value(a.index, host_offset(pos, geo)), geo.M));
 }
 
+// Why a float32/float64 scatter variant refuses bfloat16/float16 arguments (empty: it does not);
+// cuda/scatter_half.cu has their variants.
+std::string refuse_half(const ScatterArgs& a);
+
 // The cuda.fixed_point variant of index_add or scatter_add (cuda/scatter_fixed_point.cu).
 Variant<ScatterArgs> fixed_point_variant(const char* op);
 

@@ -194,7 +194,7 @@ GraphSage::GraphSage(const Dataset& data, const SageConfig& cfg) : impl_(std::ma
   m.cfg = cfg;
   m.dt = cfg.dtype;
   m.dev = cfg.device;
-  if (!is_floating(m.dt))
+  if (m.dt != DType::f32 && m.dt != DType::f64)
     throw InvalidArgument("GraphSage: dtype must be float32 or float64");
   if (m.dev.is_cuda() && m.dt != DType::f32)
     throw InvalidArgument("GraphSage: the CUDA model runs in float32");

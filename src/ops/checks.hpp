@@ -25,9 +25,15 @@ inline void check_same_device(std::string_view op, std::initializer_list<TensorV
 }
 
 inline void check_float(std::string_view op, std::string_view name, const TensorView& t) {
-  if (!is_floating(t.dtype))
+  if (t.dtype != DType::f32 && t.dtype != DType::f64)
     throw InvalidArgument(
         fmt::format("{}: {} must be float32 or float64, got {}", op, name, t.describe()));
+}
+// For the ops that also take bfloat16 and float16 (computed in float32, see their headers).
+inline void check_float_or_half(std::string_view op, std::string_view name, const TensorView& t) {
+  if (!is_floating(t.dtype))
+    throw InvalidArgument(fmt::format(
+        "{}: {} must be float32, float64, bfloat16 or float16, got {}", op, name, t.describe()));
 }
 
 inline void check_index_dtype(std::string_view op, std::string_view name, const TensorView& t) {

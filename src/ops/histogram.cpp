@@ -4,6 +4,7 @@
 
 #include "core/registry.hpp"
 #include "ops/checks.hpp"
+#include "ops/half_staging.hpp"
 #include "ops/histogram.hpp"
 
 #include <cmath>
@@ -23,7 +24,7 @@ void bincount(const TensorView& index, const TensorView& weights, const TensorVi
   if (out.ndim != 1)
     throw InvalidArgument(fmt::format("bincount: out must be 1-d, got {}", out.describe()));
   if (args.weighted()) {
-    check_float("bincount", "weights", weights);
+    check_float_or_half("bincount", "weights", weights);
     check_data("bincount", "weights", weights);
     check_same_dtype("bincount", weights, out);
     check_same_device("bincount", {index, weights, out});
@@ -38,6 +39,13 @@ void bincount(const TensorView& index, const TensorView& weights, const TensorVi
     if (out.dtype != DType::i64)
       throw InvalidArgument(
           fmt::format("bincount: counts need an int64 out, got {}", out.describe()));
+  }
+  if (args.weighted() && is_half(weights.dtype)) {
+    // Through float64 (exact weights), so the fixed-point sum is rounded once, into the half out.
+    const Tensor wd = to_dtype(weights, DType::f64, opts.stream);
+    const Tensor od = Tensor::empty(out.sizes(), DType::f64, out.device, opts.stream);
+    bincount(index, wd, od, opts);
+    return round_into(od, out, opts.stream);
   }
   dispatch("bincount", index.device, args, opts);
 }

@@ -3,6 +3,7 @@
 
 #include "core/registry.hpp"
 #include "ops/checks.hpp"
+#include "ops/half_staging.hpp"
 #include "ops/reduce.hpp"
 
 namespace samebits {
@@ -10,7 +11,7 @@ namespace samebits {
 using namespace detail;
 
 void sum(const TensorView& x, const TensorView& out, const Options& opts) {
-  check_float("sum", "x", x);
+  check_float_or_half("sum", "x", x);
   check_same_dtype("sum", x, out);
   check_same_device("sum", {x, out});
   check_data("sum", "x", x);
@@ -18,11 +19,16 @@ void sum(const TensorView& x, const TensorView& out, const Options& opts) {
   check_output("sum", "out", out, {{"x", x}});
   if (out.numel() != 1)
     throw InvalidArgument("sum: out must have exactly one element, got " + out.describe());
+  if (is_half(x.dtype)) { // float32 sum, rounded once
+    const Tensor of = staged_output(out, false, opts);
+    sum(to_float32(x, opts.stream), of, opts);
+    return round_into(of, out, opts.stream);
+  }
   dispatch("sum", x.device, SumArgs{x, out, -1}, opts);
 }
 
 void sum_dim(const TensorView& x, int dim, const TensorView& out, const Options& opts) {
-  check_float("sum_dim", "x", x);
+  check_float_or_half("sum_dim", "x", x);
   check_same_dtype("sum_dim", x, out);
   check_same_device("sum_dim", {x, out});
   check_data("sum_dim", "x", x);
@@ -34,11 +40,16 @@ void sum_dim(const TensorView& x, int dim, const TensorView& out, const Options&
   Shape expected = x.sizes();
   expected.erase(expected.begin() + d);
   check_shape("sum_dim", "out", out, expected);
+  if (is_half(x.dtype)) {
+    const Tensor of = staged_output(out, false, opts);
+    sum_dim(to_float32(x, opts.stream), d, of, opts);
+    return round_into(of, out, opts.stream);
+  }
   dispatch("sum_dim", x.device, SumArgs{x, out, d}, opts);
 }
 
 void dot(const TensorView& a, const TensorView& b, const TensorView& out, const Options& opts) {
-  check_float("dot", "a", a);
+  check_float_or_half("dot", "a", a);
   check_same_dtype("dot", a, b);
   check_same_dtype("dot", a, out);
   check_same_device("dot", {a, b, out});
@@ -51,6 +62,11 @@ void dot(const TensorView& a, const TensorView& b, const TensorView& out, const 
                           " and " + b.describe());
   if (out.numel() != 1)
     throw InvalidArgument("dot: out must have exactly one element, got " + out.describe());
+  if (is_half(a.dtype)) { // products and sums in float32, rounded once
+    const Tensor of = staged_output(out, false, opts);
+    dot(to_float32(a, opts.stream), to_float32(b, opts.stream), of, opts);
+    return round_into(of, out, opts.stream);
+  }
   dispatch("dot", a.device, DotArgs{a, b, out}, opts);
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/registry.hpp"
 #include "ops/checks.hpp"
+#include "ops/half_staging.hpp"
 #include "ops/scatter.hpp"
 
 #include <fmt/format.h>
@@ -72,8 +73,14 @@ TensorView broadcast_rows(const TensorView& index, const TensorView& src) {
   return v;
 }
 
+// bfloat16/float16 index_add through its float32 variants (see ops/half_staging.hpp) on the CPU;
+// CUDA has variants of its own that read and write the half tensors (cuda/scatter_half.cu).
+bool stage_half(const TensorView& out) {
+  return is_half(out.dtype) && out.device.is_cpu();
+}
+
 void check_index_add(const char* op, const TensorView& out, const TensorView& src) {
-  check_float(op, "out", out);
+  check_float_or_half(op, "out", out);
   check_same_dtype(op, out, src);
   check_data(op, "out", out);
   check_data(op, "src", src);
@@ -112,6 +119,11 @@ void index_add(const TensorView& out, const TensorView& index, const TensorView&
   if (src.numel() == 0)
     if (const auto bad = first_index_outside(index, out.size(0)))
       throw IndexOutOfRange(index_error_message("index_add", bad->first, bad->second, out.size(0)));
+  if (stage_half(out)) { // float32 chains, rounded once; bad indices throw before the rounding
+    const Tensor of = staged_output(out, true, opts);
+    index_add(of, index, to_float32(src, opts.stream), alpha, opts);
+    return round_into(of, out, opts.stream);
+  }
   ScatterArgs a{out,        broadcast_rows(index, src), src, 0, Reduce::sum, true, alpha, nullptr,
                 "index_add"};
   dispatch("index_add", out.device, a, opts);
@@ -129,6 +141,11 @@ void index_add(const TensorView& out, const IndexPlan& plan, const TensorView& s
     throw InvalidArgument(
         fmt::format("index_add: the plan maps {} sources to {} targets, but src is {} and out {}",
                     plan.num_sources, plan.num_targets, src.describe(), out.describe()));
+  if (stage_half(out)) {
+    const Tensor of = staged_output(out, true, opts);
+    index_add(of, plan, to_float32(src, opts.stream), alpha, opts);
+    return round_into(of, out, opts.stream);
+  }
   ScatterArgs a{out, TensorView{}, src, 0, Reduce::sum, true, alpha, &plan, "index_add"};
   a.index.device = out.device;
   dispatch("index_add_plan", out.device, a, opts);
@@ -138,7 +155,7 @@ namespace {
 
 ScatterArgs scatter_args(const char* op, const TensorView& out, int dim, const TensorView& index,
                          const TensorView& src, Reduce reduce, bool include_self) {
-  check_float(op, "out", out);
+  check_float_or_half(op, "out", out);
   check_same_dtype(op, out, src);
   check_index_dtype(op, "index", index);
   check_same_device(op, {out, index, src});
@@ -168,12 +185,24 @@ ScatterArgs scatter_args(const char* op, const TensorView& out, int dim, const T
 
 void scatter_add(const TensorView& out, int dim, const TensorView& index, const TensorView& src,
                  const Options& opts) {
+  if (is_half(out.dtype)) {
+    scatter_args("scatter_add", out, dim, index, src, Reduce::sum, true); // checks only
+    const Tensor of = staged_output(out, true, opts);
+    scatter_add(of, dim, index, to_float32(src, opts.stream), opts);
+    return round_into(of, out, opts.stream);
+  }
   dispatch("scatter_add", out.device,
            scatter_args("scatter_add", out, dim, index, src, Reduce::sum, true), opts);
 }
 
 void scatter_reduce(const TensorView& out, int dim, const TensorView& index, const TensorView& src,
                     Reduce reduce, bool include_self, const Options& opts) {
+  if (is_half(out.dtype)) {
+    scatter_args("scatter_reduce", out, dim, index, src, reduce, include_self); // checks only
+    const Tensor of = staged_output(out, true, opts);
+    scatter_reduce(of, dim, index, to_float32(src, opts.stream), reduce, include_self, opts);
+    return round_into(of, out, opts.stream);
+  }
   dispatch("scatter_reduce", out.device,
            scatter_args("scatter_reduce", out, dim, index, src, reduce, include_self), opts);
 }

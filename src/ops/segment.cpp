@@ -6,6 +6,7 @@
 #include "core/registry.hpp"
 #include "core/strided.hpp"
 #include "ops/checks.hpp"
+#include "ops/half_staging.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -91,7 +92,7 @@ void check_csr_values(const char* op, const TensorView& offsets, const TensorVie
 void segment_reduce(const TensorView& src, const TensorView& offsets, const TensorView& out,
                     Reduce reduce, const Options& opts) {
   const char* op = "segment_reduce";
-  check_float(op, "src", src);
+  check_float_or_half(op, "src", src);
   check_same_dtype(op, src, out);
   check_same_device(op, {src, offsets, out});
   check_data(op, "src", src);
@@ -105,6 +106,11 @@ void segment_reduce(const TensorView& src, const TensorView& offsets, const Tens
     throw InvalidArgument(
         fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op, reduce_name(reduce)));
   check_rows_match(op, src, out, offsets.size(0) - 1);
+  if (is_half(src.dtype)) { // float32 chains, rounded once; bad offsets throw before the rounding
+    const Tensor of = staged_output(out, false, opts);
+    segment_reduce(to_float32(src, opts.stream), offsets, of, reduce, opts);
+    return round_into(of, out, opts.stream);
+  }
   Tensor hold;
   const TensorView off = contiguous_1d(offsets, hold);
   SegmentArgs a{src, off, TensorView{}, out, reduce, true, false};
@@ -119,7 +125,7 @@ void segment_reduce(const TensorView& src, const TensorView& offsets, const Tens
 void aggregate(const CsrGraph& graph, const TensorView& x, const TensorView& out, Reduce reduce,
                const Options& opts) {
   const char* op = "aggregate";
-  check_float(op, "x", x);
+  check_float_or_half(op, "x", x);
   check_same_dtype(op, x, out);
   check_same_device(op, {graph.offsets, graph.indices, x, out});
   check_data(op, "x", x);
@@ -139,6 +145,11 @@ void aggregate(const CsrGraph& graph, const TensorView& x, const TensorView& out
     throw InvalidArgument(
         fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op, reduce_name(reduce)));
   check_rows_match(op, x, out, graph.offsets.size(0) - 1);
+  if (is_half(x.dtype)) {
+    const Tensor of = staged_output(out, false, opts);
+    aggregate(graph, to_float32(x, opts.stream), of, reduce, opts);
+    return round_into(of, out, opts.stream);
+  }
   Tensor hold_off, hold_idx;
   const TensorView off = contiguous_1d(graph.offsets, hold_off);
   const TensorView idx = contiguous_1d(graph.indices, hold_idx);

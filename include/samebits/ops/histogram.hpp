@@ -15,6 +15,9 @@
 // and -inf, is NaN; else a bin that receives +inf (-inf) is +inf (-inf); finite weights of such
 // bins are ignored (what any float sum gives, in any order).
 // Weighted bincount, `not_guaranteed`: float atomic adds in completion order.
+// bfloat16/float16 weights (every level, CPU and CUDA; out of the same dtype): the weights are
+// widened exactly to float64 and the float64 result above is rounded once to the dtype. histc
+// takes float32/float64 only.
 //
 // histc bin rule (both backends, in the input dtype T, each operation rounded once):
 //   lo' = T(lo), hi' = T(hi); x is counted iff lo' <= x <= hi' (NaN is never counted);

@@ -2,7 +2,8 @@
 //
 // Both only copy elements (no arithmetic), so one variant per backend serves every determinism
 // level: the result is the same bits on any thread count, block size, device and backend.
-// Tensors of up to 4 dimensions, any strides, any dtype (float32/64, int32/64); index is int32
+// Tensors of up to 4 dimensions, any strides, any dtype (float32/64, bfloat16, float16 as 16-bit
+// words, int32/64); index is int32
 // or int64. An index outside its range throws IndexOutOfRange naming the first bad position, and
 // out is left untouched.
 #pragma once

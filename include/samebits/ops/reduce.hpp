@@ -8,6 +8,12 @@
 // summed the same way until one value is left. An empty sum is +0.0. dot rounds each product
 // (no fused multiply-add) and sums the products in the same order. The accumulator has the input
 // type (float for float32, double for float64).
+//
+// bfloat16 and float16 (every level, CPU and CUDA): the inputs are widened exactly to float32,
+// the float32 variant of the same level computes the order above (products of two half values
+// are exact in float32), and the float32 result is rounded once to the output dtype (nearest
+// even, samebits/half.hpp), so portable half results are the same bits on every backend. Error:
+// the float32 sum's plus half an ulp of the output dtype.
 #pragma once
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"

@@ -39,6 +39,19 @@
 // matter. The bits are the same on every run, launch shape and GPU, but differ from the
 // canonical order's (and from the plan's, below).
 //
+// bfloat16 and float16 (every level, CPU and CUDA; out and src of one dtype): the chain above runs
+// in float32 and is rounded once: acc = float(out[t]) (or the first contribution), acc = op(acc,
+// c_j) in float32 with c_j = float(src) (index_add with alpha != 1: float(alpha) * float(src),
+// rounded to float32), mean's division in float32, then out[t] = acc rounded to the dtype (nearest
+// even, samebits/half.hpp). amax/amin are exact. A target with no contribution keeps its value
+// (a signalling NaN there comes back quiet). The CPU runs its float32 variants on exact float32
+// copies; CUDA index_add has its own variants that read the half tensors directly:
+// cuda.half_atomic (not_guaranteed: what PyTorch does, a 16-bit atomicAdd per element, each add
+// rounded to the dtype, alpha * src rounded to the dtype first) and cuda.half_sort_pull /
+// cuda.half_plan_pull (portable, serving run_to_run: the float32 chain above); CUDA scatter_add
+// and scatter_reduce run the float32 variants on copies. The fixed-point run_to_run sum is
+// float32-only: half calls at run_to_run take the portable chain.
+//
 // Bad input: an index outside [0, size of the target dim) throws IndexOutOfRange naming the op and
 // the first bad position and value; shape, dtype or device mismatches throw InvalidArgument. In
 // every such case nothing has been written.

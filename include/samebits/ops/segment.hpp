@@ -16,6 +16,10 @@
 // parallel; the order within a row never depends on the thread count, block size or device. The
 // not_guaranteed variants add edges (or partial sums) into the output with atomic operations in
 // whatever order threads finish.
+//
+// bfloat16 and float16 (segment_reduce and aggregate, every level, CPU and CUDA): x (src) is
+// widened exactly to float32, the float32 variant computes the chain above, and each result is
+// rounded once to the dtype (amax/amin: exact).
 #pragma once
 #include "samebits/determinism.hpp"
 #include "samebits/ops/scatter.hpp"
