@@ -235,8 +235,9 @@ TEST(ModelSize, CountsWarnsAndRefusesBeforeAllocating) {
   EXPECT_NE(describe(s).find("model: 16777216 features -> 16 hidden -> 65536 classes"),
             std::string::npos);
   cfg.hidden = 1 << 20; // ~140 TB: no machine has it
-  if (available_host_bytes() > 0)
+  if (available_host_bytes() > 0) {
     EXPECT_THROW(check_fits(model_size(d, cfg)), Error);
+  }
   d.num_features = 3; // a sound data set: no warning
   d.num_classes = 3;
   d.labels = {0, 1, 2};

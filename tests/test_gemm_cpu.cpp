@@ -300,18 +300,21 @@ TEST(Gemm, LaunchChoiceCoversKInAlignedGroups) {
             EXPECT_TRUE(std::has_single_bit(static_cast<std::uint64_t>(l.group_blocks)));
             EXPECT_LE(l.group_blocks, detail::kGemmMaxGroupBlocks);
             EXPECT_EQ(l.groups, (nb + l.group_blocks - 1) / l.group_blocks);
-            if (tiles != GemmTiles::automatic)
+            if (tiles != GemmTiles::automatic) {
               EXPECT_EQ(l.tiles, tiles);
+            }
             if (l.tiles == GemmTiles::thin) {
               EXPECT_EQ(l.tile_rows, 128);
               EXPECT_EQ(l.tile_cols, n <= 8 ? 8 : n <= 16 ? 16 : 32);
             }
-            if (tiles == GemmTiles::automatic)
+            if (tiles == GemmTiles::automatic) {
               EXPECT_EQ(l.tiles == GemmTiles::thin, n <= 32 && (m + 127) / 128 >= 132);
-            if (g > 0)
+            }
+            if (g > 0) {
               EXPECT_EQ(l.group_blocks,
                         std::min<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(g)),
                                                detail::kGemmMaxGroupBlocks));
+            }
           }
 }
 

@@ -143,8 +143,9 @@ TEST_F(OutputFiles, DirectoriesEmptyNamesAndMissingDirectoriesAreRefused) {
   fs::create_symlink("d", dir_ / "to_d");
   for (const std::string& bad : {at("d"), at("to_d"), std::string(), at("no/such/file.json")}) {
     EXPECT_THROW(resolve_output(bad, "test"), samebits::InvalidArgument) << bad;
-    if (!bad.empty()) // empty: an option not given, which check_writable lets pass
+    if (!bad.empty()) { // empty: an option not given, which check_writable lets pass
       EXPECT_THROW(check_writable(bad, "test"), samebits::InvalidArgument) << bad;
+    }
     EXPECT_THROW(write_whole_file(bad, "x", "test"), samebits::InvalidArgument) << bad;
   }
   EXPECT_FALSE(fs::exists(dir_ / "no")) << "a missing directory was created";

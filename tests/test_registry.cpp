@@ -73,8 +73,9 @@ TEST(Selection, IsPureSameInputsSameChoice) {
         want = i;
     ASSERT_EQ(ch.index, want) << "call " << call << " level " << level << " mask " << mask
                               << " forced " << forced << ": " << ch.explain;
-    if (want >= 0)
+    if (want >= 0) {
       EXPECT_THAT(ch.explain, HasSubstr(std::string("ran ") + vs[want].name));
+    }
     const auto [it, fresh] = seen.emplace(std::tuple{level, mask, forced}, ch);
     if (!fresh) {
       EXPECT_EQ(ch.explain, it->second.explain) << "call " << call;

@@ -264,8 +264,9 @@ TEST(GemmGpu, ThinKernelEqualsCpuOverGeneratedShapes) {
       const detail::TuningGuard<GemmTuning> o(tunings[t]);
       Tensor gc = c0.to(kGpu);
       gemm(kN, kN, alpha, a.view, b.view, beta, gc, {.level = Determinism::portable});
-      if (expect_thin)
+      if (expect_thin) {
         EXPECT_NE(last_explain().find("thin"), std::string::npos) << last_explain();
+      }
       EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu))
           << describe(tunings[t]) << ": " << last_explain();
     }
@@ -404,8 +405,9 @@ TEST(GemmGpu, PortableErrorIsNoLargerThanCublasOnLongK) {
     std::printf("[%lld x %lld] k=%lld: max error / sum|a||b|: portable %.3g, cuBLAS %.3g\n",
                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
                 ours, blas);
-    if (cs.assert_le)
+    if (cs.assert_le) {
       EXPECT_LE(ours, blas);
+    }
   }
 }
 

@@ -111,9 +111,10 @@ TEST_P(HalfOpsGpu, BoundRepeatsAndPortableEqualsTheCpu) {
         continue;
       for (int rep = 0; rep < 3; ++rep)
         EXPECT_TRUE(bitwise_equal(c.run(dt, kGpu, o, seed).out, r.out)) << to_string(level);
-      if (level == kPo)
+      if (level == kPo) {
         EXPECT_TRUE(bitwise_equal(c.run(dt, Device::cpu(), o, seed).out, r.out))
             << "portable CUDA differs from portable CPU";
+      }
     }
   }
 }

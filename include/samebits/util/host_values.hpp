@@ -3,6 +3,7 @@
 // Part of samebits/util/: support that the application library and the command-line program share
 // with the kernels (public so that neither needs a src/ header); namespace detail, no stable API.
 #pragma once
+#include "samebits/half.hpp"
 #include "samebits/tensor.hpp"
 
 #include <cstdint>
@@ -35,6 +36,15 @@ template <class V> std::vector<V> host_values(const TensorView& t) {
   case DType::i64:
     convert.template operator()<std::int64_t>();
     break;
+  case DType::bf16:
+  case DType::f16: {
+    // Each value widened exactly to float32, then to V.
+    const auto* p = static_cast<const std::uint16_t*>(h.data);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<V>(h.dtype == DType::bf16 ? half_bits::float_from_bf16(p[i])
+                                                   : half_bits::float_from_f16(p[i]));
+    break;
+  }
   }
   return v;
 }
