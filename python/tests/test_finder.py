@@ -166,8 +166,9 @@ SCRIPT = textwrap.dedent(
 def run_check(tmp_path, options, script_arg):
     script = tmp_path / "script.py"
     script.write_text(SCRIPT.format(tests=str(Path(__file__).parent)))
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root)] + sys.path))
+    # The child imports samebits from where this process did (the installed package), not from
+    # the source tree, which holds no built extension.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     cmd = [sys.executable, "-m", "samebits.torch.check", *options, str(script), script_arg]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
 

@@ -215,7 +215,8 @@ CHILD = textwrap.dedent(
 
 
 def run_child(path, seed):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "python")] + sys.path))
+    # samebits from where this process imported it (the installed package, not the source tree).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     code = CHILD.format(tests=str(Path(__file__).parent))
     subprocess.run([sys.executable, "-c", code, str(path), str(seed)], check=True, env=env)
 
