@@ -19,22 +19,6 @@ using namespace detail;
 namespace detail {
 
 namespace {
-const char* reduce_name(Reduce r) {
-  switch (r) {
-  case Reduce::sum:
-    return "sum";
-  case Reduce::mean:
-    return "mean";
-  case Reduce::amax:
-    return "amax";
-  case Reduce::amin:
-    return "amin";
-  case Reduce::prod:
-    return "prod";
-  }
-  return "?";
-}
-
 template <class I> std::int64_t at(const TensorView& t, std::int64_t i) {
   return static_cast<std::int64_t>(static_cast<const I*>(t.data)[i * t.strides[0]]);
 }
@@ -104,7 +88,7 @@ void segment_reduce(const TensorView& src, const TensorView& offsets, const Tens
                                       offsets.describe()));
   if (reduce == Reduce::prod)
     throw InvalidArgument(
-        fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op, reduce_name(reduce)));
+        fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op, to_string(reduce)));
   check_rows_match(op, src, out, offsets.size(0) - 1);
   if (is_half(src.dtype)) { // float32 chains, rounded once; bad offsets throw before the rounding
     const Tensor of = staged_output(out, false, opts);
@@ -143,7 +127,7 @@ void aggregate(const CsrGraph& graph, const TensorView& x, const TensorView& out
         fmt::format("{}: graph indices must be 1-D, got {}", op, graph.indices.describe()));
   if (reduce == Reduce::prod)
     throw InvalidArgument(
-        fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op, reduce_name(reduce)));
+        fmt::format("{}: reduce must be sum, mean, amax or amin, got {}", op, to_string(reduce)));
   check_rows_match(op, x, out, graph.offsets.size(0) - 1);
   if (is_half(x.dtype)) {
     const Tensor of = staged_output(out, false, opts);
