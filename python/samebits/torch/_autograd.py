@@ -250,7 +250,8 @@ register_autograd("aggregate", _aggregate_backward,
 
 # --- gathers --------------------------------------------------------------------------------------
 
-def _index_select_setup(ctx, inputs, keyword_only_inputs, output):
+def _gather_like_setup(ctx, inputs, keyword_only_inputs, output):
+    """index_select and gather: (input, dim, index) and the level; the backward scatters."""
     input, dim, index = inputs
     ctx.dim = dim
     _save_level(ctx, keyword_only_inputs.get("level"))
@@ -264,14 +265,7 @@ def _index_select_backward(ctx, grad):
 
 
 register_autograd("index_select", _index_select_backward,
-                  setup_context=_index_select_setup)
-
-
-def _gather_setup(ctx, inputs, keyword_only_inputs, output):
-    input, dim, index = inputs
-    ctx.dim = dim
-    _save_level(ctx, keyword_only_inputs.get("level"))
-    ctx.save_for_backward(input, index)
+                  setup_context=_gather_like_setup)
 
 
 def _gather_backward(ctx, grad):
@@ -280,7 +274,7 @@ def _gather_backward(ctx, grad):
     return g, None, None
 
 
-register_autograd("gather", _gather_backward, setup_context=_gather_setup)
+register_autograd("gather", _gather_backward, setup_context=_gather_like_setup)
 
 
 # --- scans, counts, sums, products ----------------------------------------------------------------
