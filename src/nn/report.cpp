@@ -47,6 +47,16 @@ std::string dash_of(const json& g) {
 // A horizontal bar chart: one bar per group, value printed at the end of the bar. Bars are scaled
 // to the largest value, or, with `of_key`, each to its own group's g[of_key] (the number of runs:
 // 1 of 20 is then a twentieth of the bar, and the label says "1 of 20").
+// One group's line of a line chart (points "x,y x,y ...") and its legend entry at (x, y), to the
+// right of the plot area.
+std::string line_series(const json& g, const std::string& pts, int x, int y) {
+  return fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>"
+                     "<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" "
+                     "stroke-width=\"2\"{}/><text x=\"{}\" y=\"{}\">{}</text>",
+                     pts, color_of(g), dash_of(g), x + 15, x + 40, y, y, color_of(g), dash_of(g),
+                     x + 45, y + 4, esc(label_of(g)));
+}
+
 std::string bar_chart(const json& groups, const std::string& title, const std::string& key,
                       const std::string& unit, double scale, const char* value_fmt,
                       const std::string& of_key = "") {
@@ -138,13 +148,7 @@ std::string drift_chart(const json& groups, long tracked) {
     std::string pts;
     for (std::size_t e = 0; e < d.size(); ++e)
       pts += fmt::format("{:.1f},{:.1f} ", xpos(e), ypos(d[e].get<double>()));
-    s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>",
-                     pts, color_of(g), dash_of(g));
-    s += fmt::format(
-        "<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{}/>"
-        "<text x=\"{}\" y=\"{}\">{}</text>",
-        left + w + 15, left + w + 40, legend_y, legend_y, color_of(g), dash_of(g), left + w + 45,
-        legend_y + 4, esc(label_of(g)));
+    s += line_series(g, pts, left + w, legend_y);
     legend_y += 18;
   }
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">epoch</text>", left + w / 2,
@@ -295,13 +299,7 @@ std::string loss_chart(const json& groups) {
         pts += fmt::format("{:.1f},{:.1f} ", xpos(e), ypos(l.get<double>()));
       ++e;
     }
-    s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>",
-                     pts, color_of(g), dash_of(g));
-    s += fmt::format(
-        "<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{}/>"
-        "<text x=\"{}\" y=\"{}\">{}</text>",
-        left + w + 15, left + w + 40, legend_y, legend_y, color_of(g), dash_of(g), left + w + 45,
-        legend_y + 4, esc(label_of(g)));
+    s += line_series(g, pts, left + w, legend_y);
     legend_y += 18;
   }
   return s + "</svg>";
