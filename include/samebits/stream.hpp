@@ -5,6 +5,7 @@
 #pragma once
 #include "samebits/dtype.hpp"
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -28,8 +29,28 @@ private:
   std::unique_ptr<detail::CurrentDevice> current_;
 };
 
-// Waits until the work queued on `stream` of `device` (null: the default stream) has finished.
+// Waits until the work queued on `stream` of `device` (null: the default stream) has finished,
+// then throws a deferred index error of `device` if one was found (see CudaIndexChecks).
 void synchronize(Device device, Stream stream = {});
+
+// How the CUDA ops that check index values report a bad one (IndexOutOfRange). Either way a bad
+// index writes nothing: the kernels read the check's result before they write.
+//  - wait (the default): the op waits for its check and throws before it returns. That is one
+//    host round trip per call, and the op cannot be captured into a CUDA graph.
+//  - deferred: the op returns without waiting. The first bad index the device finds is kept and
+//    thrown by the next samebits call that can defer a check (index_add, scatter_add,
+//    scatter_reduce, index_select, gather, segment_reduce, aggregate on CUDA), by synchronize or
+//    by check_index_errors, whichever comes once the device has run the check; later errors are
+//    dropped until that one is thrown. Like PyTorch's own asynchronous CUDA index errors, but
+//    the output is left untouched and the device stays usable. Index plans and scatters whose
+//    index is large enough for automatic plan reuse still wait (their plan must be known valid).
+// Process-wide; the CPU backend always throws before it returns.
+enum class CudaIndexChecks : std::uint8_t { wait, deferred };
+void set_cuda_index_checks(CudaIndexChecks checks);
+CudaIndexChecks cuda_index_checks();
+
+// Waits for `device` and throws its deferred index error, if one was found; nothing for the CPU.
+void check_index_errors(Device device);
 
 // A CUDA stream on `device`. Destroying it first calls release_stream(stream, device), so that
 // the device memory, cuBLAS handle and workspace samebits cached for it go back, as the library's

@@ -22,7 +22,8 @@ __version__ = _core.version()
 
 __all__ = [
     "Level", "set_determinism", "determinism", "get_determinism", "explain", "doctor",
-    "IndexPlan", "cuda_available", "content_hash", "Error", "InvalidArgument", "IndexOutOfRange",
+    "IndexPlan", "cuda_available", "content_hash", "set_cuda_index_checks", "cuda_index_checks",
+    "index_checks", "check_index_errors", "Error", "InvalidArgument", "IndexOutOfRange",
     "NondeterministicError", "BackendUnavailable", "CudaError", "OverflowError", "DataError",
 ]
 
@@ -75,6 +76,50 @@ def determinism(level, warn_only=None):
     guard = _core._Guard(_level_name(level), warn_only)
     with guard:
         yield Level(_level_name(level))
+
+
+def set_cuda_index_checks(how):
+    """How CUDA ops that check index values report a bad one (IndexOutOfRange), process-wide.
+    Either way a bad index writes nothing.
+
+    "wait" (the default): the op waits for its check and raises before it returns (one host round
+    trip per call). "deferred": the op returns at once, as torch's own CUDA ops do; the first bad
+    index the device finds is raised by the next samebits CUDA op that checks indices, or by
+    check_index_errors(). The CPU always raises before it returns.
+    """
+    _core.set_cuda_index_checks(str(how))
+
+
+def cuda_index_checks():
+    """"wait" or "deferred" (see set_cuda_index_checks)."""
+    return _core.cuda_index_checks()
+
+
+@_contextlib.contextmanager
+def index_checks(how):
+    """set_cuda_index_checks(how) inside the block; the previous setting after it."""
+    was = cuda_index_checks()
+    set_cuda_index_checks(how)
+    try:
+        yield how
+    finally:
+        set_cuda_index_checks(was)
+
+
+def check_index_errors(device=None):
+    """Waits for a CUDA device (an int, "cuda:N" or torch.device; None: device 0) and raises its
+    deferred index error, if a check found one. Nothing for the CPU."""
+    if device is None:
+        index = 0
+    elif isinstance(device, int):
+        index = device
+    else:
+        text = str(device)
+        if text == "cpu":
+            return
+        index = int(text.split(":")[1]) if ":" in text else 0
+    if cuda_available():
+        _core.check_index_errors(index)
 
 
 def explain():

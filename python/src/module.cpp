@@ -3,6 +3,7 @@
 // wraps these in its public API; nothing here is meant to be called by users directly.
 #include "arrays.hpp"
 #include "samebits/environment.hpp"
+#include "samebits/stream.hpp"
 #include "samebits/threads.hpp"
 
 #include <memory>
@@ -84,6 +85,19 @@ NB_MODULE(_core, m) {
   m.def("effective_mode", [](const std::optional<std::string>& level) {
     Mode md = effective_mode(python::options(level, 0));
     return std::make_pair(std::string(to_string(md.level)), md.warn_only);
+  });
+  // How CUDA ops report a bad index (samebits/stream.hpp: CudaIndexChecks), as "wait"/"deferred".
+  m.def("set_cuda_index_checks", [](const std::string& how) {
+    if (how != "wait" && how != "deferred")
+      throw InvalidArgument("index checks must be \"wait\" or \"deferred\", got \"" + how + "\"");
+    set_cuda_index_checks(how == "wait" ? CudaIndexChecks::wait : CudaIndexChecks::deferred);
+  });
+  m.def("cuda_index_checks", [] {
+    return std::string(cuda_index_checks() == CudaIndexChecks::wait ? "wait" : "deferred");
+  });
+  m.def("check_index_errors", [](int cuda_device) {
+    nb::gil_scoped_release unlocked;
+    check_index_errors(Device::cuda(cuda_device));
   });
   m.def("last_explain", [] { return last_explain(); });
   m.def("environment_json", [] { return environment_json(); });

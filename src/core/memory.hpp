@@ -32,6 +32,11 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
 // waits for it.
 void cuda_copy_strided(const TensorView& src, const TensorView& dst);
 void cuda_synchronize(Stream stream);
+// Waits for all work on the current CUDA device (every stream).
+void cuda_synchronize_device();
+// Throws the deferred index error of CUDA device `device` if one has reached the host
+// (src/cuda/deferred_checks.cu; samebits/stream.hpp's CudaIndexChecks); never waits.
+void cuda_raise_deferred_index_error(int device);
 
 // Makes a CUDA device current for its lifetime and restores the caller's afterwards, so that an
 // op's kernels, CUB calls and library handles run on the device of its tensors whatever device

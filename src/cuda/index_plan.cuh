@@ -114,6 +114,8 @@ struct CachedPlan {
 };
 CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
 void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
+// Whether automatic plan reuse looks at this index at all (large enough, on CUDA, int-sized keys).
+bool plan_reuse_applies(const TensorView& index, std::int64_t num_keys);
 
 class Registry;
 void register_cuda_index_plan(Registry& r);

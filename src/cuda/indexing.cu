@@ -9,6 +9,7 @@
 // then reads the record and throws IndexOutOfRange.
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/deferred_checks.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/indexing.hpp"
@@ -195,6 +196,16 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
       SAMEBITS_CUDA_CHECK_LAUNCH("copy_any");
     }
   }
+  if (bad != nullptr && defer_index_checks()) {
+    defer_index_error(
+        bad, 1, DeferredIndex{}, DeferredIndex{},
+        [op, hi](int, std::int64_t position, std::int64_t) {
+          return std::string(op) + ": index at position " + std::to_string(position) +
+                 " is outside [0, " + std::to_string(hi) + ")";
+        },
+        st);
+    return;
+  }
   if (bad != nullptr) {
     u64 h = kNone;
     SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, bad, sizeof h, cudaMemcpyDeviceToHost, st));
@@ -206,6 +217,7 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
 }
 
 void run(const IndexArgs& a, const Workspace& ws, bool gather) {
+  raise_deferred_index_error();
   if (a.index.dtype == DType::i32)
     run_typed<std::int32_t>(a, ws, gather);
   else

@@ -193,4 +193,8 @@ void cuda_synchronize(Stream stream) {
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(SAMEBITS_STREAM(stream)));
 }
 
+void cuda_synchronize_device() {
+  SAMEBITS_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 } // namespace samebits::detail

@@ -130,6 +130,10 @@ void build_plan(Entry& e, std::int64_t num_keys, cudaStream_t stream) {
 
 } // namespace
 
+bool plan_reuse_applies(const TensorView& index, std::int64_t num_keys) {
+  return cacheable(index, num_keys);
+}
+
 CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream) {
   if (!cacheable(index, num_keys))
     return {};

@@ -30,6 +30,7 @@
 // equality.
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/deferred_checks.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
@@ -86,7 +87,24 @@ __global__ void general_pull_kernel(Geo4 g, const T* src, T* out, const int* ord
   target = finished(static_cast<Reduce>(r), acc);
 }
 
+} // namespace
+
+void finish_rows_check(const ScatterArgs& a, const TensorView& vec, std::int64_t num_keys,
+                       const Geo4& g, const unsigned long long* bad, cudaStream_t stream) {
+  if (defer_index_checks() && !plan_reuse_applies(vec, num_keys)) {
+    defer_index_error(bad, 1, DeferredIndex{vec.data, vec.dtype == DType::i64, vec.strides[0]},
+                      DeferredIndex{}, deferred_scatter_message(a.op, g.M, true), stream);
+    return;
+  }
+  if (const std::int64_t i = first_bad_position(bad, stream); i >= 0) // waits for the stream
+    throw_bad_index(a, i, vector_geo(a, g));
+  remember_index(vec, num_keys, stream); // may queue a copy of the index (no scratch)
+}
+
+namespace {
+
 template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream) {
+  raise_deferred_index_error();
   const Geo4 g = geo4(a);
   if (g.numel == 0)
     return;
@@ -120,10 +138,8 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     if (direct)
       p.direct = reinterpret_cast<const T*>(sb.vals_out);
     launch_pull(p, a.reduce, stream);
-    if (const std::int64_t i = first_bad_position(bad, stream); i >= 0) // waits for the stream
-      throw_bad_index(a, i, vector_geo(a, g));
-    remember_index(vec, rw.M, stream); // may queue a copy of the index, which does not use scratch
-    return;                            // the sort and pull are done: scratch can be freed
+    finish_rows_check(a, vec, rw.M, g, bad, stream);
+    return; // the report and a remembered copy do not use scratch beyond `bad`, read in order
   }
   const std::int64_t keys = g.out_numel; // (column, target) pairs
   const SortLayout layout = sort_layout(g.numel, keys, /*allow_counting=*/false);

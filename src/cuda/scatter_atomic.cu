@@ -3,6 +3,7 @@
 // prod, amax, amin) in whatever order the hardware schedules; mean divides by counts at the end.
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/deferred_checks.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/scatter_shared.cuh"
@@ -189,6 +190,7 @@ template <class T> void run_atomic(const ScatterArgs& a, cudaStream_t stream) {
 } // namespace
 
 void run_atomic_scatter(const ScatterArgs& a, const Workspace& ws) {
+  raise_deferred_index_error();
   cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
   if (a.src.dtype == DType::f32)
     run_atomic<float>(a, stream);

@@ -3,6 +3,7 @@
 // include/samebits/ops/scatter.hpp says when it applies).
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/deferred_checks.cuh"
 #include "cuda/fixed_point.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/scatter_shared.cuh"
@@ -182,6 +183,7 @@ std::string fixed_why_not(const ScatterArgs& a) {
 }
 
 void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
+  raise_deferred_index_error();
   cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
   FixedSites s;
   s.g = geo4(a);
@@ -231,6 +233,13 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   fixed_finish_kernel<<<std::min<unsigned>(grid_for(targets, block), 1u << 20), block, 0, stream>>>(
       s.g, s.g.numel, static_cast<float*>(a.out.data), acc, mask, res);
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_finish_kernel");
+  if (defer_index_checks()) {
+    const DeferredIndex at =
+        rw.ok ? DeferredIndex{a.index.data, is64, a.index.stride(0)} : DeferredIndex{};
+    defer_index_error(&res->first_bad, 1, at, DeferredIndex{},
+                      deferred_scatter_message(a.op, s.g.M, rw.ok), stream);
+    return;
+  }
   CheckResult h{};
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream)); // also: scratch is freed on return

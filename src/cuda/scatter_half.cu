@@ -16,6 +16,7 @@
 // rounding, the same code on both sides, so portable results are the CPU's bits.
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/deferred_checks.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/register.hpp"
 #include "cuda/scatter_shared.cuh"
@@ -214,6 +215,7 @@ template <class H> void half_atomic(const ScatterArgs& a, cudaStream_t stream) {
 }
 
 template <class H> void half_sort_pull(const ScatterArgs& a, cudaStream_t stream) {
+  raise_deferred_index_error();
   with_rows(a, stream, [&](const ScatterArgs& x, const Rows& rw) {
     if (rw.L == 0)
       return;
@@ -239,9 +241,7 @@ template <class H> void half_sort_pull(const ScatterArgs& a, cudaStream_t stream
     p.offsets = sb.offsets;
     p.bad = bad;
     launch_half_pull(p, stream);
-    if (const std::int64_t i = first_bad_position(bad, stream); i >= 0) // waits for the stream
-      throw_bad_index(x, i, vector_geo(x, geo4(x)));
-    remember_index(vec, rw.M, stream);
+    finish_rows_check(x, vec, rw.M, geo4(x), bad, stream);
   });
 }
 

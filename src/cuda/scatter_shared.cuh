@@ -5,6 +5,7 @@
 // bad-index error. Launch choice: ops/scatter_choice.hpp; step rules: ops/combine.hpp.
 #pragma once
 #include "core/registry.hpp"
+#include "cuda/deferred_checks.cuh"
 #include "cuda/index_plan.cuh"
 #include "ops/combine.hpp"
 #include "ops/launch_shape.hpp"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cuda_runtime.h>
+#include <string>
 
 namespace samebits::detail {
 
@@ -156,6 +158,23 @@ inline std::int64_t host_offset(std::int64_t e, const Geo4& g) {
   throw IndexOutOfRange(
       index_error_message(a.op, pos, read_index_value(a.index, host_offset(pos, geo)), geo.M));
 }
+
+// The message of a deferred scatter check (the index value is known when the check read it).
+inline DeferredMessage deferred_scatter_message(const char* op, std::int64_t num_targets,
+                                                bool value_known) {
+  return [op, num_targets, value_known](int, std::int64_t position, std::int64_t value) {
+    if (value_known)
+      return index_error_message(op, position, value, num_targets);
+    return std::string(op) + ": the index at position " + std::to_string(position) +
+           " is out of range [0, " + std::to_string(num_targets) + "); nothing was written";
+  };
+}
+
+// After the pull of a rows scatter that sorted `vec` with the check record `bad`: waits for the
+// check and throws (CudaIndexChecks::wait, or an index that plan reuse may remember, which must be
+// known valid first), or queues a deferred report; then remembers the index for plan reuse.
+void finish_rows_check(const ScatterArgs& a, const TensorView& vec, std::int64_t num_keys,
+                       const Geo4& g, const unsigned long long* bad, cudaStream_t stream);
 
 // Why a float32/float64 scatter variant refuses bfloat16/float16 arguments (empty: it does not);
 // cuda/scatter_half.cu has their variants.

@@ -18,6 +18,7 @@
 // if it is set, so a bad input writes nothing. The host then reads the record and throws.
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
+#include "cuda/deferred_checks.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "cuda/segment_kernels.cuh"
@@ -97,9 +98,33 @@ u64* launch_check(const SegmentArgs& a, const Workspace& ws, std::int64_t positi
 }
 
 // Reads the record after the writing kernels ran (they did nothing if it is set) and throws.
-void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, cudaStream_t st) {
+// In deferred mode (and `may_defer`: nothing is copied out afterwards) queues the report instead.
+void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, bool may_defer,
+            cudaStream_t st) {
   if (bad == nullptr)
     return;
+  if (may_defer && defer_index_checks()) {
+    const char* op = op_name(a);
+    const std::int64_t sources = a.x.size(0);
+    const DeferredIndex offsets{a.offsets.data, true, a.offsets.strides[0]};
+    const DeferredIndex indices =
+        a.identity
+            ? DeferredIndex{}
+            : DeferredIndex{a.indices.data, a.indices.dtype == DType::i64, a.indices.strides[0]};
+    defer_index_error(
+        bad, 2, offsets, indices,
+        [op, positions, sources](int word, std::int64_t position, std::int64_t value) {
+          if (word == 0)
+            return std::string(op) + ": offsets[" + std::to_string(position) +
+                   "] = " + std::to_string(value) + " is invalid: offsets must start at 0, never " +
+                   "decrease and end at " + std::to_string(positions);
+          return std::string(op) + ": indices[" + std::to_string(position) +
+                 "] = " + std::to_string(value) + " is outside [0, " + std::to_string(sources) +
+                 ")";
+        },
+        st);
+    return;
+  }
   u64 h[2];
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(h, bad, sizeof h, cudaMemcpyDeviceToHost, st));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -227,11 +252,12 @@ template <class T, class I> void run_typed(const SegmentArgs& a, const Workspace
     break;
   }
   }
-  report(a, bad, positions, st);
+  report(a, bad, positions, o.temp.numel() == 0, st);
   o.finish(st);
 }
 
 void run(const SegmentArgs& a, const Workspace& ws, bool atomic) {
+  raise_deferred_index_error();
   const bool i64 = !a.identity && a.indices.dtype == DType::i64;
   if (a.x.dtype == DType::f32) {
     if (i64)

@@ -30,6 +30,8 @@ void cuda_copy_strided(const TensorView&, const TensorView&) {
   unavailable();
 }
 void cuda_synchronize(Stream) {}
+void cuda_synchronize_device() {}
+void cuda_raise_deferred_index_error(int) {}
 CurrentDevice::CurrentDevice(Device) {}
 CurrentDevice::~CurrentDevice() = default;
 

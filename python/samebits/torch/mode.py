@@ -24,6 +24,8 @@ import warnings
 
 import torch
 
+import samebits as _sb
+
 from .. import _level_name
 from . import _ops, _separable
 
@@ -425,12 +427,23 @@ def _uninstall():
     _state["level"] = None
 
 
-def enable(level="run_to_run"):
-    """Turns the drop-in mode on at `level` (process-wide) until the matching disable()."""
+def enable(level="run_to_run", index_checks="deferred"):
+    """Turns the drop-in mode on at `level` (process-wide) until the matching disable().
+
+    index_checks: how a bad index on CUDA is reported (samebits.set_cuda_index_checks).
+    "deferred" (the default) is torch's own behaviour: the op does not wait for its check, and
+    the error is raised by a later samebits call (samebits.check_index_errors() raises it at
+    once); unlike torch's device-side assert, the output is untouched and the device stays
+    usable. "wait" raises before the op returns, at one host round trip per op.
+    """
     name = _level_name(level)
+    if index_checks not in ("wait", "deferred"):
+        raise ValueError(f'index_checks must be "wait" or "deferred", got {index_checks!r}')
     with _lock:
         _stack.append((name, torch.are_deterministic_algorithms_enabled(),
-                       torch.is_deterministic_algorithms_warn_only_enabled()))
+                       torch.is_deterministic_algorithms_warn_only_enabled(),
+                       _sb.cuda_index_checks()))
+        _sb.set_cuda_index_checks(index_checks)
         torch.use_deterministic_algorithms(True)
         _install(name)
 
@@ -441,8 +454,9 @@ def disable():
     with _lock:
         if not _stack:
             raise RuntimeError("samebits.torch.disable(): the drop-in mode is not enabled")
-        _, was_on, warn_only = _stack.pop()
+        _, was_on, warn_only, checks = _stack.pop()
         torch.use_deterministic_algorithms(was_on, warn_only=warn_only)
+        _sb.set_cuda_index_checks(checks)
         if _stack:
             _state["level"] = _stack[-1][0]
         else:
@@ -463,9 +477,10 @@ _NO_DETERMINISTIC = "does not have a deterministic implementation"
 
 
 @contextlib.contextmanager
-def deterministic(level="run_to_run"):
-    """`with samebits.torch.deterministic(level):` runs the block in the drop-in mode."""
-    enable(level)
+def deterministic(level="run_to_run", index_checks="deferred"):
+    """`with samebits.torch.deterministic(level):` runs the block in the drop-in mode (see
+    enable() for index_checks)."""
+    enable(level, index_checks)
     try:
         yield
     except RuntimeError as e:
