@@ -76,14 +76,28 @@ def tiny_cases(device):
     v = torch.randn(64, generator=g).to(device)
     out = torch.empty_like(x)
     s = _stream(x)
+    plan = st.IndexPlan(idx, x.shape[0])
+    core_plan = _core.IndexPlan(idx, x.shape[0], s)
+    sel = torch.empty(32, 4, device=device)
     return {
         "index_add": (lambda: torch.index_add(x, 0, idx, src),
                       lambda: st.index_add(x, 0, idx, src, level="run_to_run"),
                       lambda: (out.copy_(x), _core.index_add(out, idx, src, 1.0, "run_to_run", s))),
+        # The same index_add without the per-call sort and index check: through a plan built once
+        # (no host round trip), and at not_guaranteed (atomics).
+        "index_add_plan": (lambda: torch.index_add(x, 0, idx, src),
+                           lambda: plan.index_add(x, src, level="run_to_run"),
+                           lambda: (out.copy_(x), core_plan.index_add(out, src, 1.0, "run_to_run",
+                                                                      s))),
+        "index_add_ng": (lambda: torch.index_add(x, 0, idx, src),
+                         lambda: st.index_add(x, 0, idx, src, level="not_guaranteed"),
+                         lambda: (out.copy_(x), _core.index_add(out, idx, src, 1.0,
+                                                                "not_guaranteed", s))),
         "scatter_add": (lambda: torch.scatter_add(x, 0, gidx, src),
                         lambda: st.scatter_add(x, 0, gidx, src, level="run_to_run"), None),
         "index_select": (lambda: torch.index_select(src, 0, idx),
-                         lambda: st.index_select(src, 0, idx, level="run_to_run"), None),
+                         lambda: st.index_select(src, 0, idx, level="run_to_run"),
+                         lambda: _core.index_select(src, 0, idx, sel, "run_to_run", s)),
         "gather": (lambda: torch.gather(src, 0, gidx), lambda: st.gather(src, 0, gidx), None),
         "cumsum": (lambda: torch.cumsum(v, 0), lambda: st.cumsum(v, 0, level="run_to_run"), None),
         "sum": (lambda: torch.sum(v), lambda: st.sum(v, level="run_to_run"), None),
@@ -123,14 +137,21 @@ def main():
               "torch": torch.__version__, "samebits": samebits.__version__,
               "git_revision": _core.git_revision(), "overhead_us": {}, "anchors": []}
     print(f"per-call time on tiny inputs ({device}), microseconds")
-    print(f"{'op':14s} {'torch':>8s} {'samebits':>9s} {'raw':>8s} {'extra':>8s}")
+    print("(samebits: index checks that wait, the default; deferred: samebits.index_checks("
+          "'deferred'), the drop-in mode's default)")
+    print(f"{'op':14s} {'torch':>8s} {'samebits':>9s} {'deferred':>9s} {'raw':>8s} "
+          f"{'extra':>8s} {'extra def':>9s}")
     for op, (ref, ours, raw) in tiny_cases(device).items():
         t_ref, t_ours = per_call_us(ref, device, calls), per_call_us(ours, device, calls)
+        with samebits.index_checks("deferred"):
+            t_def = per_call_us(ours, device, calls)
         t_raw = per_call_us(raw, device, calls) if raw else None
-        result["overhead_us"][op] = {"torch": t_ref, "samebits": t_ours, "raw": t_raw,
-                                     "extra": t_ours - t_ref}
+        result["overhead_us"][op] = {"torch": t_ref, "samebits": t_ours, "deferred": t_def,
+                                     "raw": t_raw, "extra": t_ours - t_ref,
+                                     "extra_deferred": t_def - t_ref}
         raw_text = f"{t_raw:8.2f}" if t_raw is not None else f"{'-':>8s}"
-        print(f"{op:14s} {t_ref:8.2f} {t_ours:9.2f} {raw_text} {t_ours - t_ref:8.2f}")
+        print(f"{op:14s} {t_ref:8.2f} {t_ours:9.2f} {t_def:9.2f} {raw_text} {t_ours - t_ref:8.2f} "
+              f"{t_def - t_ref:9.2f}")
     print(f"\nanchor shapes ({device}), ms: torch default, torch deterministic, samebits "
           "run_to_run")
     for shape, op, (ref, ours) in anchor_cases(device, args.quick):

@@ -19,7 +19,7 @@ from samebits.torch.finder import compare_traces, find_nondeterminism
 def jitter(x: torch.Tensor) -> torch.Tensor:
     # What an atomics-based kernel does to a sum, planted: a different last bit per call, from a
     # source that no torch seed controls.
-    noise = torch.randint(0, 2, x.shape, generator=_fresh_generator()).to(x.dtype)
+    noise = torch.randint(0, 2, x.shape, generator=_fresh_generator()).to(x.device, x.dtype)
     return torch.nextafter(x, x + noise)
 
 
@@ -56,10 +56,10 @@ def line_of(marker):
     raise AssertionError(marker)
 
 
-def train(planted=True, steps=3):
-    model = Model(planted)
+def train(planted=True, steps=3, device="cpu"):
+    model = Model(planted).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    x, y = torch.randn(64, 16).to(device), torch.randint(0, 4, (64,)).to(device)
     for _ in range(steps):
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
@@ -92,6 +92,14 @@ def check_planted(report):
 
 def test_finds_the_planted_op_in_process():
     check_planted(find_nondeterminism(train, runs=2, deterministic=True))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_finds_the_planted_op_on_cuda(monkeypatch):
+    # The same planted op in a model trained on the GPU: the device hashes part at it. (torch's
+    # deterministic mode refuses cuBLAS without a fixed workspace configuration.)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    check_planted(find_nondeterminism(lambda: train(device="cuda"), runs=2, deterministic=True))
 
 
 def infer():

@@ -43,3 +43,23 @@ def test_pyg_model_trains_to_one_weight_set_through_samebits(cora, model):
     assert a[0] == b[0], "two trainings under the mode gave two weight sets"
     # A handful of roundings apart from torch's own kernels: the predictions agree closely.
     assert abs(a[1] - plain[1]) <= 0.02
+
+
+def test_synthetic_inference_times_every_mode_and_compares_outputs():
+    # The --synthetic figure's code path on a small random graph: every mode reports a time, and
+    # under the mode the repeated forward passes are bitwise equal to the first.
+    res = pyg_cora.synthetic_inference(torch.device("cpu"), lambda: None, nodes=300, edges=3000,
+                                       feats=8, reps=2)
+    assert set(res) == set(pyg_cora.MODES)
+    for mode in ("run_to_run", "portable"):
+        assert res[mode]["ms"] > 0 and res[mode]["differ"] == 0, res
+
+
+def test_the_script_writes_its_rows_as_json(tmp_path):
+    import json
+    out = tmp_path / "pyg.json"
+    rows = pyg_cora.main(["--device", "cpu", "--runs", "2", "--epochs", "1", "--models", "sage",
+                          "--modes", "torch,run_to_run", "--json", str(out)])
+    got = json.loads(out.read_text())
+    assert [r["mode"] for r in got["rows"]] == ["torch", "run_to_run"] == [r["mode"] for r in rows]
+    assert got["rows"][1]["distinct"] == 1 and got["synthetic"] is None
