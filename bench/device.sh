@@ -4,13 +4,13 @@
 # inference benchmark, and PyTorch's reference figures, writing everything under $OUT.
 #
 #   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch,
-#                               python, profile (default: all but profile)
+#                               python, pyg (after python), profile (default: all but profile)
 #
 # The Debian development packages samebits builds against travel as .deb files in .device/debs
 # (git-ignored; see docs/device.md) and are unpacked into .device/root; PyTorch's reference script
 # travels as .device/bench/torch_reference.py with Cora's Planetoid files in .device/data/cora.
 set -uo pipefail
-steps=${1:-build,test,sanitize,bench,experiment,tools,torch,python}
+steps=${1:-build,test,sanitize,bench,experiment,tools,torch,python,pyg}
 OUT=${OUT:-/tmp/samebits-out}
 mkdir -p "$OUT"
 log="$OUT/log.txt"
@@ -32,7 +32,8 @@ if has build; then
 fi
 if has test; then
   say "tests (all labels)"
-  (cd $B && ctest -j 8 --timeout 300 --output-on-failure) >"$OUT/tests.txt" 2>&1
+  # CTEST_ARGS="-L gpu" runs the GPU tests alone.
+  (cd $B && ctest -j 8 --timeout 300 --output-on-failure ${CTEST_ARGS:-}) >"$OUT/tests.txt" 2>&1
   tail -25 "$OUT/tests.txt" | tee -a "$log"
 fi
 if has sanitize; then
@@ -142,15 +143,28 @@ if has python; then
   py=$PWD/.device/python
   rm -rf "$py" && mkdir -p "$py"
   python3 -m pip install --no-build-isolation --no-deps --no-index --target "$py" \
-    -Cbuild-dir=build-device-python -Ccmake.define.SAMEBITS_CUDA=ON \
+    -Cbuild-dir=$B -Ccmake.define.SAMEBITS_CUDA=ON -Ccmake.define.SAMEBITS_BUILD_TESTS=ON \
+    -Ccmake.define.SAMEBITS_BUILD_BENCH=ON \
     -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90 -Ccmake.define.CMAKE_PREFIX_PATH="$root/usr" . \
     >/tmp/python_build.txt 2>&1 || tail -30 /tmp/python_build.txt | tee -a "$log"
   python3 -c "import pytest, numpy" 2>/dev/null ||
     python3 -m pip install --no-index --no-deps --target "$py" .device/wheels/*.whl >/dev/null
-  (PYTHONPATH=$py timeout 900 python3 -m pytest -q -p no:cacheprovider python/tests) \
-    >"$OUT/python_tests.txt" 2>&1
+  # PYTEST_ARGS="-n 8" runs the tests side by side (pytest-xdist, on the machine).
+  (PYTHONPATH=$py timeout 900 python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} \
+     python/tests) >"$OUT/python_tests.txt" 2>&1
   tail -15 "$OUT/python_tests.txt" | tee -a "$log"
   PYTHONPATH=$py timeout 600 python3 python/bench/bench_torch.py --out "$OUT/bench_torch.json" \
     2>&1 | tee -a "$log"
+fi
+if has pyg; then
+  # PyG's own models on Cora under the drop-in mode against PyG's default, and SAGEConv inference
+  # on the synthetic graph (examples/pyg_cora.py; PYG_RUNS trainings in the samebits modes,
+  # PYG_REF_RUNS in torch's two).
+  say "PyG on Cora and the synthetic graph under the drop-in mode"
+  py=$PWD/.device/python
+  PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda --runs "${PYG_REF_RUNS:-100}" \
+    --modes torch,torch_det --synthetic --json "$OUT/pyg_reference.json" 2>&1 | tee -a "$log"
+  PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda --runs "${PYG_RUNS:-1000}" \
+    --modes run_to_run,portable --json "$OUT/pyg_samebits.json" 2>&1 | tee -a "$log"
 fi
 say done
