@@ -234,3 +234,12 @@ def test_two_processes_compared_by_the_cpp_diff(tmp_path):
     assert other.returncode == 1, other.stdout + other.stderr
     assert "first difference: entry 0" in other.stdout  # the parameters' initialisation
     assert "source   A: " in other.stdout
+
+
+def test_code_a_library_generates_at_run_time_is_not_the_users():
+    # PyG 2.8 writes each conv's propagate into /tmp as torch_geometric.nn.conv.*.py: the caller
+    # the finder names is the user's line behind it, not that file.
+    generated = compile("x = 1", "/tmp/torch_geometric.nn.conv.sage_conv_propagate_ab12.py", "exec")
+    user = compile("x = 1", "/tmp/train_model.py", "exec")
+    assert tr._classify(generated) == (False, True)
+    assert tr._classify(user) == (False, False)

@@ -36,19 +36,24 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _SAMEBITS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIBRARY_MARKERS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+# Code that libraries generate at run time and load from a temporary folder, named after the
+# library's module (PyG 2.8 writes each conv's propagate as /tmp/torch_geometric.nn.conv.*.py).
+_GENERATED_PREFIXES = ("torch_geometric.",)
 
-# code object -> (is inside torch or samebits, is inside any installed package or the stdlib)
-_code_kind: dict[Any, tuple[bool, bool]] = {}
+# file name -> (is inside torch or samebits, is inside any installed package or the stdlib). By
+# name, not by code object: equal code objects from two files compare equal.
+_code_kind: dict[str, tuple[bool, bool]] = {}
 
 
 def _classify(code: Any) -> tuple[bool, bool]:
-    k = _code_kind.get(code)
+    f = code.co_filename
+    k = _code_kind.get(f)
     if k is None:
-        f = code.co_filename
         internal = f.startswith((_TORCH_DIR, _SAMEBITS_DIR, "<frozen"))
-        library = internal or f.startswith(_STDLIB_DIR) or any(m in f for m in _LIBRARY_MARKERS)
+        library = (internal or f.startswith(_STDLIB_DIR) or any(m in f for m in _LIBRARY_MARKERS)
+                   or os.path.basename(f).startswith(_GENERATED_PREFIXES))
         k = (internal, library)
-        _code_kind[code] = k
+        _code_kind[f] = k
     return k
 
 
