@@ -118,14 +118,22 @@ PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_re
   // The first candidate, in the heuristic's order for m_ref, that runs every m without split-K
   // and within the workspace. Not the fastest by timing: a choice made by timing can differ
   // between processes, and with it the bits.
+  // 128 x 128 tiles first, where offered: on an H200 they ran 0.97-1.07x cuBLAS's own choice for
+  // m >= 1024 and 0.6x for m <= 64, where the heuristic's first (256 x 128) ran 0.38x
+  // (bench/results/partial-run132-h200, this session's run 133).
   std::string why; // what each rejected candidate failed on, for the error message
   bool found = false;
-  for (std::size_t i = 0; i < cand.size() && !found; ++i) {
+  for (std::size_t pass = 0; pass < 2 * cand.size() && !found; ++pass) {
+    const std::size_t i = pass % cand.size();
     if (cand[i].state != CUBLAS_STATUS_SUCCESS)
       continue;
     cublasLtMatmulAlgo_t al = cand[i].algo;
-    int id = -1, splits = 1;
+    int id = -1, splits = 1, tile = -1;
     std::size_t got = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&al, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile,
+                                         &got);
+    if (pass < cand.size() && tile != CUBLASLT_MATMUL_TILE_128x128)
+      continue;
     cublasLtMatmulAlgoConfigGetAttribute(&al, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got);
     cublasLtMatmulAlgoConfigGetAttribute(&al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
                                          sizeof splits, &got);

@@ -266,6 +266,13 @@ TEST(IndexChecksGpu, OnlyTheFirstErrorIsKept) {
   Tensor x = testing::random_normal({kN, 8}, DType::f32, seed + 3, gpu);
   Tensor sel_idx = index_with(kL, kN, DType::i32, seed + 4, true, -2);
   Tensor sel = Tensor::empty({kL, 8}, DType::f32, gpu, stream.stream());
+  // Once outside the gate with valid indices: the first deferred check sets up its host record
+  // and the stream's memory cache fills (allocating may wait for the device).
+  Tensor ok_idx = index_with(kL, kM, DType::i64, seed, false, 0);
+  Tensor ok_sel = index_with(kL, kN, DType::i32, seed + 4, false, 0);
+  index_add(out, ok_idx, src, 1.0, o);
+  index_select(x, 0, ok_sel, sel, o);
+  ASSERT_EQ(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.stream().handle)), cudaSuccess);
   {
     StreamGate gate(stream.stream());
     index_add(out, idx, src, 1.0, o);    // the first error, in stream order
