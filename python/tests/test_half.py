@@ -487,7 +487,7 @@ def test_ops_without_half_raise(dtype):
             call()
 
 
-# --- the core binding: DLPack, NumPy float16, arrays back out --------------------------------------
+# --- the core binding: DLPack, NumPy float16, arrays back out -------------------------------------
 
 @pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
 def test_torch_half_through_dlpack_and_back(dtype):
@@ -535,7 +535,7 @@ def test_unsupported_dtypes_name_the_supported_ones():
         _core.sum(np.zeros(3, np.int16), np.zeros((), np.int16))
 
 
-# --- the drop-in mode on half tensors --------------------------------------------------------------
+# --- the drop-in mode on half tensors -------------------------------------------------------------
 
 def _mode_cases():
     """The drop-in mode's cases (test_mode.py) that take half, and extra half ones."""
@@ -723,3 +723,56 @@ def test_mode_in_place_and_out_forms_on_half(dtype, device):
     # Every half op the mode lists is one it replaces.
     assert set(st.covered_ops(dtype)) <= set(st.covered_ops())
     assert set(st.covered_ops(dtype)) == {"aten::" + n for n in sbmode.HALF_OPS}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
+@pytest.mark.parametrize("mode,pad", [("bilinear", "zeros"), ("bilinear", "reflection"),
+                                      ("nearest", "border")])
+def test_mode_grid_sample_backward_on_half(mode, pad, dtype, device):
+    g = _seed(mode, pad, dtype, device)
+    x = _values(g, dtype, 2, 3, 5, 7).to(device)
+    grid = (torch.rand(2, 4, 6, 2, generator=g, dtype=F64) * 2.6 - 1.3).to(dtype).to(device)
+    go = _values(g, dtype, 2, 3, 4, 6).to(device)
+
+    def grads(x, grid, go):
+        x, grid = x.detach().requires_grad_(), grid.detach().requires_grad_()
+        torch.nn.functional.grid_sample(x, grid, mode=mode, padding_mode=pad,
+                                        align_corners=False).backward(go)
+        return x.grad, grid.grad
+    sbmode.reset_calls()
+    with st.deterministic("portable"):
+        a, b = grads(x, grid, go), grads(x, grid, go)
+    assert sbmode.calls().get("grid_sampler_2d_backward", 0) == 2
+    ref = grads(x.double(), grid.double(), go.double())
+    for got, again, r in zip(a, b, ref):
+        assert got.dtype == dtype and _hash(got) == _hash(again)
+        # float32 sums rounded once (grid: coordinates in float32 instead of float64).
+        assert_within_ulps(got, r, dtype, 1, r.abs().max().cpu() * 2.0**-14)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_mode_nll_loss2d_on_half(reduction, dtype, device):
+    g = _seed(reduction, dtype, device)
+    x = torch.log_softmax(torch.randn(3, 4, 6, 5, generator=g, dtype=F64), 1).to(dtype).to(device)
+    t = _ints(g, 4, 3, 6, 5).to(device)
+    t[0, 0, :3] = -100
+    weight = (torch.rand(4, generator=g, dtype=F64) + 0.1).to(dtype).to(device)
+
+    def loss_and_grad(y, w):
+        y = y.detach().requires_grad_()
+        loss = torch.nn.functional.nll_loss(y, t, weight=w, reduction=reduction)
+        loss.backward()
+        return loss.detach(), y.grad
+    sbmode.reset_calls()
+    with st.deterministic("portable"):
+        (la, ga), (lb, gb) = loss_and_grad(x, weight), loss_and_grad(x, weight)
+    assert sbmode.calls().get("nll_loss2d_forward", 0) == 2
+    assert la.dtype == dtype and _hash(la) == _hash(lb) and _hash(ga) == _hash(gb)
+    l64, g64 = loss_and_grad(x.double(), weight.double())
+    # The loss: a float32 sum (and division) rounded once.
+    assert_within_ulps(la.reshape(1), l64.reshape(1), dtype, 1, l64.abs().reshape(1) * 2.0**-16)
+    # The gradient: torch's elementwise backward in the half dtype, from the half total weight.
+    assert_within_ulps(ga, g64, dtype, 2)

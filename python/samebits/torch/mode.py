@@ -10,9 +10,18 @@ dtype, a layout samebits does not take) runs torch's own kernel, which the overr
 is torch's: the backward formulas call aten ops, so a backward that accumulates (gather's is a
 scatter_add, index_select's an index_add, embedding's embedding_dense_backward) is covered too.
 
+Beyond the accumulating ops, the mode replaces what torch refuses under its deterministic mode
+on CUDA: the interpolate and pooling backwards (_separable.py), embedding_bag's backward (with
+scale_grad_by_freq as documented: divided by each index's count in the batch, as torch's CUDA
+kernel does; torch 2.11's CPU kernel reads another index's count), nll_loss2d's forward with a
+reduction (its CUDA kernel adds with atomics) and grid_sampler_2d's backward (bilinear and
+nearest, _grid_sample.py; bicubic stays torch's, and torch's cuDNN sampler, which it takes on
+CUDA for bilinear, zeros padding and align_corners=True, is not replaced).
+
 bfloat16 and float16 are covered where the samebits kernel takes them (HALF_OPS): index_add,
 scatter_add, scatter_reduce, index_put_(accumulate=True), the embedding and embedding_bag
-backwards, cumsum, segment_reduce and bincount with half weights. These accumulate in float32
+backwards, cumsum, segment_reduce, bincount with half weights, nll_loss2d and grid_sampler_2d's
+backward. These accumulate in float32
 in the kernel's canonical order and round once to the output dtype (torch's own kernels round
 every atomic add on CUDA, and many CPU kernels every add); bincount widens half weights to
 float64, as torch does, and returns float64. Ops whose samebits kernel takes float32/float64 only
@@ -35,7 +44,7 @@ import warnings
 import torch
 
 from .. import _level_name
-from . import _ops, _separable
+from . import _grid_sample, _ops, _separable
 
 _FLOAT = (torch.float32, torch.float64)
 _HALF = _ops.HALF
@@ -45,7 +54,7 @@ HALF_OPS = ("index_add", "index_add_", "index_add.out", "scatter_add", "scatter_
             "scatter_add.out", "scatter_reduce.two", "scatter_reduce_.two",
             "scatter_reduce.two_out", "_index_put_impl_", "embedding_dense_backward",
             "_embedding_bag_dense_backward", "cumsum", "cumsum_", "cumsum.out", "segment_reduce",
-            "bincount")
+            "bincount", "nll_loss2d_forward", "grid_sampler_2d_backward")
 
 _lock = threading.Lock()
 _stack = []          # (level, previous deterministic flag, previous warn_only flag)
@@ -332,13 +341,13 @@ def _embedding_bag_backward(original):
         args = (grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
                 scale_grad_by_freq, mode, per_sample_weights, padding_idx)
         extra = () if per_sample_weights is None else (per_sample_weights,)
+        # (embedding_bag refuses max with scale_grad_by_freq; a direct call goes to torch.)
         if not (_supported(grad, *extra, index=indices, half=True) and grad.dim() == 2
-                and mode in (0, 1, 2) and not scale_grad_by_freq):
+                and mode in (0, 1, 2) and not (mode == 2 and scale_grad_by_freq)):
             return original.call_boxed(keyset, *args)
         _count(run.name)
         level = _state["level"]
         if mode == 2:
-            # (scale_grad_by_freq goes to torch's kernel, whose scaling this does not reproduce.)
             # max: each bag's gradient goes to the row that held the maximum, per feature; an
             # empty bag (size 0) passes none.
             # CUDA marks an empty bag's maximum as -1: its gradient is zeroed and goes to row 0.
@@ -348,8 +357,13 @@ def _embedding_bag_backward(original):
                                    _ops._stream(out))
             return out
         rows = grad.index_select(0, offset2bag)          # a gather: no accumulation
-        if mode == 1 or per_sample_weights is not None:
+        if mode == 1 or per_sample_weights is not None or scale_grad_by_freq:
             rows = _widened(rows)                        # half: scaled in float32, rounded once
+        if scale_grad_by_freq:
+            # Each index's rows divided by how often it occurs among all indices (torch's
+            # counts; integer counts are exact).
+            counts = torch.bincount(indices, minlength=num_weights)
+            rows = rows / counts.index_select(0, indices).to(rows.dtype).unsqueeze(1)
         if mode == 1:
             rows = rows / bag_size.index_select(0, offset2bag).clamp_min(1).to(
                 rows.dtype).unsqueeze(1)
@@ -360,6 +374,58 @@ def _embedding_bag_backward(original):
         out = rows.new_zeros((num_weights, grad.shape[1]))
         _ops._index_add_into(out, 0, indices, rows, 1.0, level)
         return out.to(grad.dtype)
+    return run
+
+
+@_override("nll_loss2d_forward")
+def _nll_loss2d_forward(original):
+    # torch's CUDA kernel adds per-block partial sums of the loss and of the weights with
+    # atomics when it reduces (mean or sum) and throws under torch.use_deterministic_algorithms;
+    # reduction "none" is elementwise and stays torch's. The backward (nll_loss2d_backward) is
+    # elementwise: torch's, from the total weight returned here.
+    def run(keyset, self, target, weight, reduction, ignore_index):
+        extra = () if weight is None else (weight,)
+        if not (reduction in (1, 2) and self.dim() == 4 and target.dim() == 3
+                and _supported(self, *extra, index=target, half=True)
+                and _same_device(self, target, *extra)):
+            return original.call_boxed(keyset, self, target, weight, reduction, ignore_index)
+        _count(run.name)
+        level = _state["level"]
+        keep = target != ignore_index
+        t = torch.where(keep, target, torch.zeros_like(target))
+        # samebits's gather checks every target against the classes (IndexError, as torch).
+        picked = _ops.gather(self, 1, t.unsqueeze(1), level=level).squeeze(1)
+        acc = _widened(self).dtype                 # half: summed in float32, rounded once
+        if weight is None:
+            w = keep.to(acc)
+        else:
+            w = torch.where(keep, weight.to(acc).index_select(0, t.reshape(-1)).reshape(t.shape),
+                            torch.zeros((), dtype=acc, device=self.device))
+        # Ignored positions contribute nothing (not 0 * x: x may be -inf there).
+        terms = torch.where(keep, -(w * picked.to(acc)), torch.zeros((), dtype=acc,
+                                                                    device=self.device))
+        total_weight = _ops.sum(w, level=level)
+        loss = _ops.sum(terms, level=level)
+        if reduction == 1:
+            loss = loss / total_weight
+        return loss.to(self.dtype), total_weight.to(self.dtype)
+    return run
+
+
+@_override("grid_sampler_2d_backward")
+def _grid_sampler_2d_backward(original):
+    def run(keyset, grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
+            output_mask):
+        if not (interpolation_mode in (_grid_sample.BILINEAR, _grid_sample.NEAREST)
+                and padding_mode in (_grid_sample.ZEROS, _grid_sample.BORDER,
+                                     _grid_sample.REFLECTION)
+                and _supported(grad_output, input, grid, half=True)
+                and _same_device(grad_output, input, grid) and input.dim() == 4):
+            return original.call_boxed(keyset, grad_output, input, grid, interpolation_mode,
+                                       padding_mode, align_corners, output_mask)
+        _count(run.name)
+        return _grid_sample.backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                                     align_corners, output_mask, _state["level"])
     return run
 
 
