@@ -728,7 +728,7 @@ def test_mode_in_place_and_out_forms_on_half(dtype, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
 @pytest.mark.parametrize("mode,pad", [("bilinear", "zeros"), ("bilinear", "reflection"),
-                                      ("nearest", "border")])
+                                      ("nearest", "border"), ("bicubic", "border")])
 def test_mode_grid_sample_backward_on_half(mode, pad, dtype, device):
     g = _seed(mode, pad, dtype, device)
     x = _values(g, dtype, 2, 3, 5, 7).to(device)

@@ -494,7 +494,7 @@ def test_nll_loss2d_all_ignored_mean_is_nan_as_torch():
 
 # --- grid_sampler_2d backward (F.grid_sample): torch's CUDA input gradient adds with atomics -----
 
-GRID = [(mode, pad, align) for mode in ("bilinear", "nearest")
+GRID = [(mode, pad, align) for mode in ("bilinear", "nearest", "bicubic")
         for pad in ("zeros", "border", "reflection") for align in (False, True)]
 
 
@@ -530,15 +530,20 @@ def test_grid_sampler_2d_backward(mode, pad, align, dtype, level, device):
     assert ran == 2
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     ref = grads(x.double(), grid.double(), go.double())      # torch's own kernel, mode off
-    check_close(a[0], ref[0], dtype)
-    check_close(a[1], ref[1], dtype)
+    own = grads(x, grid, go)                                  # and in the test's dtype
+    for got, r, t in zip(a, ref, own):
+        # As close to the float64 gradient as torch's own kernel in this dtype is (the grid
+        # gradient sums terms that cancel: torch's float32 error reaches 4e-5 for bicubic).
+        tol = 2 * float((t.double() - r).abs().max()) + (1e-5 if dtype == torch.float32
+                                                          else 1e-12)
+        torch.testing.assert_close(got.double().cpu(), r.cpu(), rtol=0, atol=tol)
 
 
 @pytest.mark.parametrize("mode,pad,align", GRID, ids=lambda v: str(v))
 def test_grid_sampler_2d_backward_gradcheck(mode, pad, align):
     g = gen(1100 + GRID.index((mode, pad, align)))
     x, grid = _grid_inputs(g, torch.float64, "cpu")
-    inputs = (x.requires_grad_(), grid.requires_grad_()) if mode == "bilinear" else (
+    inputs = (x.requires_grad_(), grid.requires_grad_()) if mode != "nearest" else (
         x.requires_grad_(),)
 
     def fn(*t):
@@ -561,13 +566,14 @@ def test_grid_sampler_2d_backward_only_what_is_asked_and_fallbacks():
         torch.nn.functional.grid_sample(xx, grid, align_corners=False).sum().backward()
         assert xx.grad.shape == x.shape
         sbmode.reset_calls()
-        torch.nn.functional.grid_sample(xx, grid, mode="bicubic", align_corners=False).sum(
-        ).backward()                                               # bicubic: torch's kernel
-        assert sbmode.calls() == {}
+        x5 = rand(g, 1, 2, 3, 4, 5).requires_grad_()
+        grid5 = torch.rand(1, 2, 2, 2, 3, generator=g) * 2 - 1
+        torch.nn.functional.grid_sample(x5, grid5, align_corners=False).sum().backward()
+        assert sbmode.calls() == {}                                # 3-D (5-D input): torch's
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_grid_sample_nll_and_bag_backwards_are_portable():
+def test_cuda_grid_sample_and_nll_loss2d_are_portable():
     g = gen(1300)
     x, grid = _grid_inputs(g, torch.float32, "cpu")
     go = rand(g, 2, 3, 4, 6)
@@ -575,14 +581,18 @@ def test_cuda_grid_sample_nll_and_bag_backwards_are_portable():
                                        "cpu")
 
     def run(device):
-        xx = x.to(device).requires_grad_()
-        gg = grid.to(device).requires_grad_()
-        torch.nn.functional.grid_sample(xx, gg, align_corners=False).backward(go.to(device))
+        out = []
+        for mode in ("bilinear", "nearest", "bicubic"):
+            xx = x.to(device).requires_grad_()
+            gg = grid.to(device).requires_grad_()
+            torch.nn.functional.grid_sample(xx, gg, mode=mode, padding_mode="border",
+                                            align_corners=False).backward(go.to(device))
+            out += [xx.grad, gg.grad]
         y = nll_x.to(device).requires_grad_()
         w = None if nll_kw["weight"] is None else nll_kw["weight"].to(device)
         loss = torch.nn.functional.nll_loss(y, nll_t.to(device), weight=w)
         loss.backward()
-        return [t.detach().cpu() for t in (xx.grad, gg.grad, loss, y.grad)]
+        return [t.detach().cpu() for t in out + [loss, y.grad]]
     with st.deterministic("portable"):
         cpu, cuda = run("cpu"), run("cuda")
     for a, b in zip(cpu, cuda):

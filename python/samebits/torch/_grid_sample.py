@@ -1,4 +1,4 @@
-"""grid_sampler_2d's backward (F.grid_sample, bilinear and nearest) for the drop-in mode.
+"""grid_sampler_2d's backward (F.grid_sample: bilinear, nearest, bicubic) for the drop-in mode.
 
 torch computes the input gradient by adding every output gradient, weighted, into the input
 pixels it was sampled from, with atomics on CUDA (it throws under
@@ -12,15 +12,17 @@ output gradient, computed elementwise in torch and summed with samebits's sum (i
 order: the same bits on the CPU and CUDA at portable).
 
 Coordinates follow torch's GridSampler.h (grid_sampler_compute_source_index_set_grad) in the
-grid's dtype (float32 for half grids): unnormalize, then border clipping or reflection. Bicubic
-interpolation is left to torch.
+grid's dtype (float32 for half grids): unnormalize, then border clipping or reflection; bicubic
+unnormalizes only and pads each of its 16 taps (compute_coordinates), with torch's cubic
+coefficients (A = -0.75) and their derivatives.
 """
 import torch
 
 from . import _ops
 
-BILINEAR, NEAREST = 0, 1
+BILINEAR, NEAREST, BICUBIC = 0, 1, 2
 ZEROS, BORDER, REFLECTION = 0, 1, 2
+_A = -0.75   # torch's cubic convolution constant
 
 
 def _clip(coord, size):
@@ -70,6 +72,36 @@ def _source_index(coord, size, padding_mode, align_corners):
     return coord, mult
 
 
+def _tap_coordinates(coord, size, padding_mode, align_corners):
+    """torch's compute_coordinates for bicubic's integer taps: clipped or reflected into the
+    input (no derivative: the grid gradient treats the padded values as constants)."""
+    if padding_mode == BORDER:
+        return _clip(coord, size)[0]
+    if padding_mode == REFLECTION:
+        if align_corners:
+            coord = _reflect(coord, 0, 2 * (size - 1))[0]
+        else:
+            coord = _reflect(coord, -1, 2 * size - 1)[0]
+        return _clip(coord, size)[0]
+    return coord
+
+
+def _cubic(t):
+    """torch's get_cubic_upsampling_coefficients and get_cubic_coefficients_grad at t."""
+    def near(x):
+        return ((_A + 2) * x - (_A + 3)) * x * x + 1
+
+    def far(x):
+        return ((_A * x - 5 * _A) * x + 8 * _A) * x - 4 * _A
+    coeffs = [far(t + 1), near(t), near(1 - t), far((1 - t) + 1)]
+    x0, x1, x2, x3 = -1 - t, -t, 1 - t, 2 - t
+    grads = [(-3 * _A * x0 - 10 * _A) * x0 - 8 * _A,
+             (-3 * (_A + 2) * x1 - 2 * (_A + 3)) * x1,
+             (3 * (_A + 2) * x2 - 2 * (_A + 3)) * x2,
+             (3 * _A * x3 - 10 * _A) * x3 + 8 * _A]
+    return coeffs, grads
+
+
 def _corners(ix, iy, h, w, dummy):
     """For integer-valued (float) corner coordinates [..., k]: the flat pixel index (int64), with
     `dummy` where the corner lies outside the input (NaN included), and that validity mask."""
@@ -89,15 +121,17 @@ def backward(grad_output, input, grid, interpolation_mode, padding_mode, align_c
     dtype = input.dtype
     acc = torch.float32 if dtype in _ops.HALF else dtype      # half: computed in float32
     g = grid.to(acc)
-    ix, mult_x = _source_index(g[..., 0], w, padding_mode, align_corners)
-    iy, mult_y = _source_index(g[..., 1], h, padding_mode, align_corners)
+    # Bicubic pads its taps, not the sampling point.
+    point_padding = ZEROS if interpolation_mode == BICUBIC else padding_mode
+    ix, mult_x = _source_index(g[..., 0], w, point_padding, align_corners)
+    iy, mult_y = _source_index(g[..., 1], h, point_padding, align_corners)
     ix, iy, mult_x, mult_y = (t.reshape(n, oh * ow, 1) for t in (ix, iy, mult_x, mult_y))
     go = grad_output.to(acc).permute(0, 2, 3, 1).reshape(n, oh * ow, 1, c)
     hw = h * w
     if interpolation_mode == NEAREST:
         flat, valid = _corners(torch.round(ix), torch.round(iy), h, w, hw)   # half to even
         weights = None
-    else:
+    elif interpolation_mode == BILINEAR:
         x0, y0 = torch.floor(ix), torch.floor(iy)
         x1, y1 = x0 + 1, y0 + 1
         cx = torch.cat([x0, x1, x0, x1], dim=-1)                  # nw, ne, sw, se
@@ -105,6 +139,23 @@ def backward(grad_output, input, grid, interpolation_mode, padding_mode, align_c
         flat, valid = _corners(cx, cy, h, w, hw)
         weights = torch.cat([(x1 - ix) * (y1 - iy), (ix - x0) * (y1 - iy),
                              (x1 - ix) * (iy - y0), (ix - x0) * (iy - y0)], dim=-1)
+        # d weight / d ix and d weight / d iy per corner
+        dx = torch.cat([-(y1 - iy), y1 - iy, -(iy - y0), iy - y0], dim=-1)
+        dy = torch.cat([-(x1 - ix), -(ix - x0), x1 - ix, ix - x0], dim=-1)
+    else:
+        # 16 taps, x index i outer and y index j inner (torch's loop order).
+        x0, y0 = torch.floor(ix), torch.floor(iy)
+        xc, xg = _cubic(ix - x0)
+        yc, yg = _cubic(iy - y0)
+        taps = [(i, j) for i in range(4) for j in range(4)]
+        cx = torch.cat([_tap_coordinates(x0 - 1 + i, w, padding_mode, align_corners)
+                        for i, _ in taps], dim=-1)
+        cy = torch.cat([_tap_coordinates(y0 - 1 + j, h, padding_mode, align_corners)
+                        for _, j in taps], dim=-1)
+        flat, valid = _corners(torch.trunc(cx), torch.trunc(cy), h, w, hw)
+        weights = torch.cat([xc[i] * yc[j] for i, j in taps], dim=-1)
+        dx = torch.cat([-(xg[i] * yc[j]) for i, j in taps], dim=-1)
+        dy = torch.cat([-(yg[j] * xc[i]) for i, j in taps], dim=-1)
     k = flat.shape[-1]
     grad_input = grad_grid = None
     if output_mask[0]:
@@ -124,12 +175,12 @@ def backward(grad_output, input, grid, interpolation_mode, padding_mode, align_c
                                 input.new_zeros((n, 1, c), dtype=acc)], dim=1)
             vals = torch.gather(pixels, 1, flat.reshape(n, -1, 1).expand(n, oh * ow * k, c))
             vals = vals.reshape(n, oh * ow, k, c)
-            dx = torch.cat([-(y1 - iy), y1 - iy, -(iy - y0), iy - y0], dim=-1)   # d weight/dx
-            dy = torch.cat([-(x1 - ix), -(ix - x0), x1 - ix, ix - x0], dim=-1)   # d weight/dy
             parts = []
             for d, mult in ((dx, mult_x), (dy, mult_y)):
-                terms = torch.where(valid.unsqueeze(-1), vals * d.unsqueeze(-1) * go,
-                                    torch.zeros((), dtype=acc, device=input.device))
+                terms = vals * d.unsqueeze(-1) * go
+                if interpolation_mode == BILINEAR:     # torch skips corners outside the input
+                    terms = torch.where(valid.unsqueeze(-1), terms,
+                                        torch.zeros((), dtype=acc, device=input.device))
                 # Per output position, over channels then corners (torch's loop order).
                 total = _ops.sum(terms.transpose(2, 3).reshape(n, oh * ow, c * k), 2,
                                  level=level)

@@ -14,9 +14,9 @@ Beyond the accumulating ops, the mode replaces what torch refuses under its dete
 on CUDA: the interpolate and pooling backwards (_separable.py), embedding_bag's backward (with
 scale_grad_by_freq as documented: divided by each index's count in the batch, as torch's CUDA
 kernel does; torch 2.11's CPU kernel reads another index's count), nll_loss2d's forward with a
-reduction (its CUDA kernel adds with atomics) and grid_sampler_2d's backward (bilinear and
-nearest, _grid_sample.py; bicubic stays torch's, and torch's cuDNN sampler, which it takes on
-CUDA for bilinear, zeros padding and align_corners=True, is not replaced).
+reduction (its CUDA kernel adds with atomics) and grid_sampler_2d's backward (bilinear, nearest
+and bicubic, _grid_sample.py; torch's cuDNN sampler, which it takes on CUDA for bilinear, zeros
+padding and align_corners=True, is not replaced, nor the 3-D sampler).
 
 bfloat16 and float16 are covered where the samebits kernel takes them (HALF_OPS): index_add,
 scatter_add, scatter_reduce, index_put_(accumulate=True), the embedding and embedding_bag
@@ -416,7 +416,8 @@ def _nll_loss2d_forward(original):
 def _grid_sampler_2d_backward(original):
     def run(keyset, grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
             output_mask):
-        if not (interpolation_mode in (_grid_sample.BILINEAR, _grid_sample.NEAREST)
+        if not (interpolation_mode in (_grid_sample.BILINEAR, _grid_sample.NEAREST,
+                                       _grid_sample.BICUBIC)
                 and padding_mode in (_grid_sample.ZEROS, _grid_sample.BORDER,
                                      _grid_sample.REFLECTION)
                 and _supported(grad_output, input, grid, half=True)
