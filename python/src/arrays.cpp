@@ -8,11 +8,16 @@ namespace samebits::python {
 
 namespace {
 
-// torch's Tensor type and its four dtypes, looked up once torch has been imported (samebits never
+// The dtypes samebits takes, in DType order (DType's value is the index), as torch names them.
+constexpr std::array<const char*, 6> kDTypeNames = {"float32", "float64",  "int32",
+                                                    "int64",   "bfloat16", "float16"};
+constexpr const char* kDTypeList = "float32, float64, bfloat16, float16, int32 or int64";
+
+// torch's Tensor type and its dtypes, looked up once torch has been imported (samebits never
 // imports torch itself: without it, no argument can be a torch tensor).
 struct TorchTypes {
   PyObject* tensor = nullptr;
-  std::array<PyObject*, 4> dtypes{}; // float32, float64, int32, int64 (DType order)
+  std::array<PyObject*, kDTypeNames.size()> dtypes{}; // DType order
 };
 
 const TorchTypes* torch_types() {
@@ -26,9 +31,8 @@ const TorchTypes* torch_types() {
     return nullptr; // not imported yet: look again next time
   nb::handle t(torch);
   types.tensor = nb::object(t.attr("Tensor")).release().ptr();
-  const char* names[4] = {"float32", "float64", "int32", "int64"};
-  for (int i = 0; i < 4; ++i)
-    types.dtypes[static_cast<std::size_t>(i)] = nb::object(t.attr(names[i])).release().ptr();
+  for (std::size_t i = 0; i < kDTypeNames.size(); ++i)
+    types.dtypes[i] = nb::object(t.attr(kDTypeNames[i])).release().ptr();
   ready = true;
   return &types;
 }
@@ -42,12 +46,12 @@ TensorView torch_view(nb::handle obj, const TorchTypes& types, const char* what)
   TensorView v;
   nb::object dtype = obj.attr("dtype");
   int code = -1;
-  for (int i = 0; i < 4; ++i)
-    if (dtype.ptr() == types.dtypes[static_cast<std::size_t>(i)])
-      code = i;
+  for (std::size_t i = 0; i < types.dtypes.size(); ++i)
+    if (dtype.ptr() == types.dtypes[i])
+      code = static_cast<int>(i);
   if (code < 0)
     throw InvalidArgument(std::string(what) + ": dtype " + nb::str(dtype).c_str() +
-                          " is not supported (float32, float64, int32 or int64)");
+                          " is not supported (" + kDTypeList + ")");
   v.dtype = static_cast<DType>(code);
   nb::tuple shape = nb::borrow<nb::tuple>(obj.attr("shape"));
   nb::tuple strides = nb::borrow<nb::tuple>(obj.attr("stride")());
@@ -69,6 +73,30 @@ TensorView torch_view(nb::handle obj, const TorchTypes& types, const char* what)
   return v;
 }
 
+// DLPack's element types of bfloat16 and float16 (nanobind names no C++ type for them).
+constexpr nb::dlpack::dtype kDLBfloat16{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat),
+                                        16, 1};
+constexpr nb::dlpack::dtype kDLFloat16{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float), 16,
+                                       1};
+
+nb::dlpack::dtype dlpack_dtype(DType t) {
+  switch (t) {
+  case DType::f32:
+    return nb::dtype<float>();
+  case DType::f64:
+    return nb::dtype<double>();
+  case DType::i32:
+    return nb::dtype<std::int32_t>();
+  case DType::i64:
+    return nb::dtype<std::int64_t>();
+  case DType::bf16:
+    return kDLBfloat16;
+  case DType::f16:
+    return kDLFloat16;
+  }
+  throw InvalidArgument("to_array: unknown dtype");
+}
+
 TensorView dlpack_view(nb::handle obj, const char* what) {
   nb::ndarray<> a;
   if (!nb::try_cast(obj, a, false))
@@ -85,10 +113,14 @@ TensorView dlpack_view(nb::handle obj, const char* what) {
     v.dtype = DType::i32;
   else if (t == nb::dtype<std::int64_t>())
     v.dtype = DType::i64;
+  else if (t == kDLBfloat16)
+    v.dtype = DType::bf16;
+  else if (t == kDLFloat16)
+    v.dtype = DType::f16;
   else
     throw InvalidArgument(std::string(what) + ": element type (DLPack code " +
                           std::to_string(t.code) + ", " + std::to_string(t.bits) +
-                          " bits) is not supported (float32, float64, int32 or int64)");
+                          " bits) is not supported (" + kDTypeList + ")");
   if (a.ndim() > static_cast<std::size_t>(kMaxDims))
     too_many_dims(what, a.ndim());
   v.ndim = static_cast<int>(a.ndim());
@@ -122,10 +154,7 @@ nb::object to_array(const Tensor& t) {
   for (int d = 0; d < v.ndim; ++d)
     shape[static_cast<std::size_t>(d)] =
         static_cast<std::size_t>(v.shape[static_cast<std::size_t>(d)]);
-  nb::dlpack::dtype dt = v.dtype == DType::f32   ? nb::dtype<float>()
-                         : v.dtype == DType::f64 ? nb::dtype<double>()
-                         : v.dtype == DType::i32 ? nb::dtype<std::int32_t>()
-                                                 : nb::dtype<std::int64_t>();
+  nb::dlpack::dtype dt = dlpack_dtype(v.dtype);
   int device = v.device.is_cuda() ? nb::device::cuda::value : nb::device::cpu::value;
   nb::ndarray<nb::array_api> a(v.data, static_cast<std::size_t>(v.ndim), shape.data(), owner,
                                v.strides.data(), dt, device,

@@ -139,6 +139,12 @@ NB_MODULE(_core, m) {
                          python::to_view(b, "bitwise_equal: b"));
   });
 
+  // A contiguous samebits-owned copy of an array, returned through to_array: lets the tests check
+  // every dtype's way back out (torch.from_dlpack, numpy.from_dlpack).
+  m.def("_copy_for_test", [](nb::handle x) {
+    return python::to_array(Tensor::copy_of(python::to_view(x, "_copy_for_test")));
+  });
+
   // Throws the C++ exception named `kind` with `message`: lets the tests check every translation.
   m.def("_throw_for_test", [](const std::string& kind, const std::string& message) {
     if (kind == "IndexOutOfRange")

@@ -103,8 +103,10 @@ def test_numpy_arrays_zero_copy_and_strided(gen):
 
 
 def test_unsupported_arrays_are_refused():
-    with pytest.raises(ValueError, match="dtype|element type"):
-        samebits._core.index_add(np.zeros(3, np.float16), np.array([0]), np.ones(1, np.float16))
+    with pytest.raises(ValueError, match="element type"):
+        samebits._core.index_add(np.zeros(3, np.int16), np.array([0]), np.ones(1, np.int16))
+    with pytest.raises(ValueError, match="dtype torch.complex64 is not supported"):
+        samebits._core.sum(torch.zeros(3, dtype=torch.complex64), torch.zeros(()))
     with pytest.raises(ValueError, match="at most 4"):
         samebits._core.sum(np.zeros((1,) * 5), np.zeros(()))
     with pytest.raises(ValueError, match="expected an array"):

@@ -40,7 +40,7 @@ def test_wrong_dtype_raises_value_error():
     with pytest.raises(ValueError, match="index_add"):
         st.index_add(x, 0, torch.tensor([0, 1]), torch.randn(2, 3, dtype=torch.float64))
     with pytest.raises(ValueError, match="not supported"):
-        st.cumsum(torch.randn(4, dtype=torch.float16), 0)
+        st.cumsum(torch.randn(4, dtype=torch.complex64), 0)
     with pytest.raises(ValueError):
         st.mm(torch.randn(2, 3), torch.randn(3, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match="reduce"):

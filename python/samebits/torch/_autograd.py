@@ -13,6 +13,19 @@ from . import _ops
 from ._dispatch import register_autograd
 
 
+def _count_dtype(dtype):
+    """The dtype counts (hits, ties, segment lengths) are kept in: float32 for half values, whose
+    integers are exact only up to 256 (bfloat16) or 2048 (float16), else the values' dtype."""
+    return torch.float32 if dtype in _ops.HALF else dtype
+
+
+def _divide(grad, count):
+    """grad / count, in float32 for half gradients (rounded once), else in grad's dtype."""
+    if grad.dtype in _ops.HALF:
+        return (grad.float() / count.float()).to(grad.dtype)
+    return grad / count.to(grad.dtype)
+
+
 def _level(ctx_level):
     return ctx_level if ctx_level is not None else _core.effective_mode(None)[0]
 
@@ -92,36 +105,37 @@ def _scatter_reduce_backward(ctx, grad):
     # Trim src to index's shape: only those elements contribute.
     for d, n in enumerate(index.shape):
         src = src.narrow(d, 0, n)
-    ones = torch.ones_like(src)
+    counts = _count_dtype(input.dtype)
+    ones = torch.ones_like(src, dtype=counts)
     # Targets that receive at least one contribution (counts are exact in any order).
-    hits = _ops.scatter_add(torch.zeros_like(input), dim, index, ones, level=level)
+    hits = _ops.scatter_add(torch.zeros_like(input, dtype=counts), dim, index, ones, level=level)
     hit = hits > 0
     if reduce == "sum":
         g_input = grad if include_self else grad.masked_fill(hit, 0)
         g_src = _ops.gather(grad, dim, index, level=level)
     elif reduce == "mean":
         count = hits + 1 if include_self else hits.clamp(min=1)
-        g_input = grad / count if include_self else grad.masked_fill(hit, 0)
-        g_src = _ops.gather(grad / count, dim, index, level=level)
+        g_input = _divide(grad, count) if include_self else grad.masked_fill(hit, 0)
+        g_src = _ops.gather(_divide(grad, count), dim, index, level=level)
     elif reduce in ("amax", "amin"):
         value = _ops.gather(result, dim, index, level=level)
-        self_is = (input == result).to(grad.dtype)
+        self_is = (input == result).to(counts)
         if not include_self:
             self_is = self_is.masked_fill(hit, 0)
-        src_is = (src == value).to(grad.dtype)
+        src_is = (src == value).to(counts)
         ties = _ops.scatter_add(self_is, dim, index, src_is, level=level)
-        share = grad / ties.masked_fill(ties == 0, 1)
-        g_input = self_is * share
-        g_src = src_is * _ops.gather(share, dim, index, level=level)
+        share = _divide(grad, ties.masked_fill(ties == 0, 1))
+        g_input = self_is.to(grad.dtype) * share
+        g_src = src_is.to(grad.dtype) * _ops.gather(share, dim, index, level=level)
     elif reduce == "prod":
         # The product of the others: result / x where x != 0; where x == 0, the product of the
         # non-zero others if x is the only zero of its target, else 0.
         src_zero = (src == 0)
-        zeros = _ops.scatter_add(torch.zeros_like(input), dim, index, src_zero.to(grad.dtype),
-                                 level=level)
+        zeros = _ops.scatter_add(torch.zeros_like(input, dtype=counts), dim, index,
+                                 src_zero.to(counts), level=level)
         self_zero = (input == 0)
         if include_self:
-            zeros = zeros + self_zero.to(grad.dtype)
+            zeros = zeros + self_zero.to(counts)
         prod_nonzero = _ops.scatter_reduce(
             torch.where(self_zero, torch.ones_like(input), input) if include_self
             else torch.ones_like(input), dim, index,
@@ -158,17 +172,18 @@ _segment_ids = _ops._segment_ids
 
 def _segment_backward_common(grad, data, out, offsets, reduce, level):
     ids = _segment_ids(offsets, data.shape[0])
-    lengths = (offsets[1:] - offsets[:-1]).to(grad.dtype)
+    counts = _count_dtype(grad.dtype)
+    lengths = (offsets[1:] - offsets[:-1]).to(counts)
     lengths = lengths.reshape((-1,) + (1,) * (grad.dim() - 1))
     if reduce == "sum":
         return _ops.index_select(grad, 0, ids, level=level)
     if reduce == "mean":
-        return _ops.index_select(grad / lengths.clamp(min=1), 0, ids, level=level)
+        return _ops.index_select(_divide(grad, lengths.clamp(min=1)), 0, ids, level=level)
     # max/min: split evenly among the elements equal to their segment's result.
-    is_result = (data == _ops.index_select(out, 0, ids, level=level)).to(grad.dtype)
+    is_result = (data == _ops.index_select(out, 0, ids, level=level)).to(counts)
     ties = _ops.segment_csr(is_result, offsets, "sum", level=level)
-    share = grad / ties.masked_fill(ties == 0, 1)
-    return is_result * _ops.index_select(share, 0, ids, level=level)
+    share = _divide(grad, ties.masked_fill(ties == 0, 1))
+    return is_result.to(grad.dtype) * _ops.index_select(share, 0, ids, level=level)
 
 
 def _segment_reduce_setup(ctx, inputs, keyword_only_inputs, output):
@@ -227,10 +242,11 @@ def _aggregate_backward(ctx, grad):
         # accumulated into x's rows by samebits index_add (deterministic).
         rows = _segment_ids(rowptr, col.shape[0])
         xe = _ops.index_select(x, 0, col, level=level)
-        is_result = (xe == _ops.index_select(out, 0, rows, level=level)).to(grad.dtype)
+        is_result = (xe == _ops.index_select(out, 0, rows, level=level)).to(
+            _count_dtype(grad.dtype))
         ties = _ops.segment_csr(is_result, rowptr, "sum", level=level)
-        share = grad / ties.masked_fill(ties == 0, 1)
-        ge = is_result * _ops.index_select(share, 0, rows, level=level)
+        share = _divide(grad, ties.masked_fill(ties == 0, 1))
+        ge = is_result.to(grad.dtype) * _ops.index_select(share, 0, rows, level=level)
         g = _ops.index_add(torch.zeros_like(x), 0, col, ge, level=level)
         return g, None, None, None, None, None
     if ctx.has_t:
@@ -238,8 +254,8 @@ def _aggregate_backward(ctx, grad):
     else:
         rowptr_t, col_t = csr_transpose(rowptr, col, ctx.num_sources)
     if ctx.reduce == "mean":
-        deg = (rowptr[1:] - rowptr[:-1]).to(grad.dtype).clamp(min=1)
-        grad = grad / deg.reshape((-1,) + (1,) * (grad.dim() - 1))
+        deg = (rowptr[1:] - rowptr[:-1]).to(_count_dtype(grad.dtype)).clamp(min=1)
+        grad = _divide(grad, deg.reshape((-1,) + (1,) * (grad.dim() - 1)))
     g = _ops.aggregate(grad.contiguous(), rowptr_t, col_t, "sum", level=level)
     return g, None, None, None, None, None
 
@@ -295,13 +311,17 @@ register_autograd("cumsum", _cumsum_backward, setup_context=_cumsum_setup)
 
 def _bincount_setup(ctx, inputs, keyword_only_inputs, output):
     ctx.has_weights = inputs[1] is not None
+    ctx.weights_dtype = inputs[1].dtype if ctx.has_weights else None
     _save_level(ctx, keyword_only_inputs.get("level"))
     ctx.save_for_backward(inputs[0])
 
 
 def _bincount_backward(ctx, grad):
     (input,) = ctx.saved_tensors
-    g = _ops.index_select(grad, 0, input, level=ctx.level) if ctx.has_weights else None
+    if not ctx.has_weights:
+        return None, None, None
+    # Half weights have a float64 output (torch's rule): their gradient is rounded back once.
+    g = _ops.index_select(grad, 0, input, level=ctx.level).to(ctx.weights_dtype)
     return None, g, None
 
 

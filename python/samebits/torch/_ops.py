@@ -4,6 +4,16 @@ Each op has torch's signature and semantics plus a `level=` keyword (a level nam
 thread's mode, see samebits.determinism). Outputs come from torch's allocator; the C++ op writes
 into them through zero-copy views, on CUDA on torch's current stream. Nothing here adds numerics of
 its own: every value is the C++ op's. The backward formulas are in _autograd.py.
+
+Dtypes: float32 and float64 everywhere; bfloat16 and float16 (HALF) in every op but histc, mm and
+addmm (samebits's histc and GEMM take float32/float64 only: a half tensor there raises
+samebits.InvalidArgument). A half op accumulates in float32 in the op's canonical order and rounds
+once to the output dtype (round to nearest even): within half a unit in the last place of the
+half dtype of the float32 result, and the same bits on the CPU and CUDA at portable; gathers
+(index_select, gather) and amax/amin are exact. The output dtype is torch's: the input's, and
+float64 for bincount with half weights (as torch, which accumulates those in float64). Values and
+their target must have one dtype (index_add's input and source, ...), as in torch; otherwise
+samebits.InvalidArgument names both, before anything is written.
 """
 from typing import Optional
 
@@ -15,6 +25,7 @@ from .. import _core
 from ._dispatch import op as _op
 
 _NS = "samebits::"
+HALF = (torch.bfloat16, torch.float16)
 
 
 def _stream(t: Tensor) -> int:
@@ -274,7 +285,8 @@ def _(input, dim, index, *, level=None):
 
 @_op("cumsum", mutates_args=())
 def cumsum(input: Tensor, dim: int, *, level: Optional[str] = None) -> Tensor:
-    """torch.cumsum (inclusive prefix sums along dim), float32 or float64."""
+    """torch.cumsum (inclusive prefix sums along dim): float32, float64, bfloat16 or float16 (a
+    half line is summed in float32, each prefix rounded once)."""
     out = _empty_like(input)
     _core.cumsum(input, _dim(dim, input.dim()), out, level, _stream(input))
     return out
@@ -294,7 +306,8 @@ def bincount(input: Tensor, weights: Optional[Tensor] = None, minlength: int = 0
              level: Optional[str] = None) -> Tensor:
     """torch.bincount: counts (int64) or sums of weights per value of a 1-d int32/int64 input.
     The output's length is max(input) + 1 (at least minlength), which, as in torch, reads the
-    maximum back to the host."""
+    maximum back to the host. The output dtype is torch's: the weights' for float32/float64,
+    float64 for bfloat16/float16 weights (widened exactly, then summed as float64 weights)."""
     if input.dim() != 1:
         raise ValueError(f"bincount: input must be 1-d, got {input.dim()} dimensions")
     if minlength < 0:
@@ -302,23 +315,33 @@ def bincount(input: Tensor, weights: Optional[Tensor] = None, minlength: int = 0
     n = minlength
     if input.numel() > 0:
         n = max(n, int(input.max()) + 1)
-    dtype = torch.int64 if weights is None else weights.dtype
-    out = input.new_empty(max(n, 0), dtype=dtype)
+    if weights is not None and weights.dtype in HALF:
+        weights = weights.to(torch.float64)
+    out = input.new_empty(max(n, 0), dtype=_bincount_dtype(weights))
     _core.bincount(input, weights, out, level, _stream(input))
     return out
+
+
+def _bincount_dtype(weights):
+    """torch's output dtype of bincount: int64 counts, else the weights' dtype, float64 for half
+    weights."""
+    if weights is None:
+        return torch.int64
+    return torch.float64 if weights.dtype in HALF else weights.dtype
 
 
 @register_fake(_NS + "bincount")
 def _(input, weights=None, minlength=0, *, level=None):
     n = torch.library.get_ctx().new_dynamic_size()
-    return input.new_empty(n, dtype=torch.int64 if weights is None else weights.dtype)
+    return input.new_empty(n, dtype=_bincount_dtype(weights))
 
 
 @_op("histc", mutates_args=())
 def histc(input: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0, *,
           level: Optional[str] = None) -> Tensor:
     """torch.histc: counts in `bins` equal bins over [min, max] (as input's dtype); values outside
-    are ignored. min == max takes the data's range (read back to the host, as torch does)."""
+    are ignored. min == max takes the data's range (read back to the host, as torch does).
+    float32/float64 only."""
     lo, hi = float(min), float(max)
     if lo == hi and input.numel() > 0:
         lo, hi = float(input.min()), float(input.max())
@@ -337,7 +360,8 @@ def _(input, bins=100, min=0.0, max=0.0, *, level=None):
 @_op("sum", mutates_args=())
 def sum(input: Tensor, dim: Optional[int] = None, keepdim: bool = False, *,
         level: Optional[str] = None) -> Tensor:
-    """torch.sum over all elements (dim None) or over one dim, in samebits's canonical order."""
+    """torch.sum over all elements (dim None) or over one dim, in samebits's canonical order (half
+    inputs: summed in float32, rounded once to the input's dtype, as torch's output dtype)."""
     out = input.new_empty(_sum_shape(input, dim, keepdim))
     if dim is None:
         _core.sum(input, out, level, _stream(input))
@@ -366,7 +390,7 @@ def _(input, dim=None, keepdim=False, *, level=None):
 
 @_op("mm", mutates_args=())
 def mm(input: Tensor, mat2: Tensor, *, level: Optional[str] = None) -> Tensor:
-    """torch.mm: [m, k] @ [k, n], float32 or float64, no TF32."""
+    """torch.mm: [m, k] @ [k, n], float32 or float64 (not half), no TF32."""
     out = input.new_empty((input.shape[0], mat2.shape[1]))
     _core.gemm(False, False, 1.0, input, mat2, 0.0, out, level, _stream(input))
     return out
@@ -381,7 +405,7 @@ def _(input, mat2, *, level=None):
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0, alpha: float = 1.0,
           level: Optional[str] = None) -> Tensor:
     """torch.addmm: beta * input + alpha * (mat1 @ mat2), input broadcast to [m, n]. beta == 0
-    ignores input (NaN there too), as torch does."""
+    ignores input (NaN there too), as torch does. float32 or float64 (not half)."""
     out = input.expand(mat1.shape[0], mat2.shape[1]).contiguous()
     if out.data_ptr() == input.data_ptr() and out.numel() > 0:
         out = out.clone()

@@ -10,6 +10,25 @@ dtype, a layout samebits does not take) runs torch's own kernel, which the overr
 is torch's: the backward formulas call aten ops, so a backward that accumulates (gather's is a
 scatter_add, index_select's an index_add, embedding's embedding_dense_backward) is covered too.
 
+Beyond the accumulating ops, the mode replaces what torch refuses under its deterministic mode
+on CUDA: the interpolate and pooling backwards (_separable.py), embedding_bag's backward (with
+scale_grad_by_freq as documented: divided by each index's count in the batch, as torch's CUDA
+kernel does; torch 2.11's CPU kernel reads another index's count), nll_loss2d's forward with a
+reduction (its CUDA kernel adds with atomics) and grid_sampler_2d's backward (bilinear, nearest
+and bicubic, _grid_sample.py; torch's cuDNN sampler, which it takes on CUDA for bilinear, zeros
+padding and align_corners=True, is not replaced, nor the 3-D sampler).
+
+bfloat16 and float16 are covered where the samebits kernel takes them (HALF_OPS): index_add,
+scatter_add, scatter_reduce, index_put_(accumulate=True), the embedding and embedding_bag
+backwards, cumsum, segment_reduce, bincount with half weights, nll_loss2d and grid_sampler_2d's
+backward. These accumulate in float32
+in the kernel's canonical order and round once to the output dtype (torch's own kernels round
+every atomic add on CUDA, and many CPU kernels every add); bincount widens half weights to
+float64, as torch does, and returns float64. Ops whose samebits kernel takes float32/float64 only
+(histc, and the resampling and pooling backwards, which are GEMMs) leave half calls to torch.
+A call whose tensors disagree in dtype (bfloat16 values into a float16 target, say) goes to
+torch's kernel too, which raises its own error, as without the mode.
+
 The mode also sets torch.use_deterministic_algorithms(True) and restores the previous setting
 when it ends, so an op samebits does not replace either runs torch's deterministic kernel or
 throws; inside `with deterministic():` such an error carries a note saying that samebits has no
@@ -27,10 +46,17 @@ import torch
 import samebits as _sb
 
 from .. import _level_name
-from . import _ops, _separable
+from . import _grid_sample, _ops, _separable
 
 _FLOAT = (torch.float32, torch.float64)
+_HALF = _ops.HALF
 _INDEX = (torch.int64, torch.int32)
+# The aten ops whose override also takes bfloat16/float16 (see the module's docstring).
+HALF_OPS = ("index_add", "index_add_", "index_add.out", "scatter_add", "scatter_add_",
+            "scatter_add.out", "scatter_reduce.two", "scatter_reduce_.two",
+            "scatter_reduce.two_out", "_index_put_impl_", "embedding_dense_backward",
+            "_embedding_bag_dense_backward", "cumsum", "cumsum_", "cumsum.out", "segment_reduce",
+            "bincount", "nll_loss2d_forward", "grid_sampler_2d_backward")
 
 _lock = threading.Lock()
 _stack = []          # (level, previous deterministic flag, previous warn_only flag)
@@ -39,12 +65,14 @@ _state = {"level": None}
 _calls = {}          # aten overload name -> calls that samebits ran (see calls())
 
 
-def _supported(*tensors, index=None):
-    """True when samebits takes these tensors: CPU or CUDA, float32/float64 values (int64/int32
-    indices), no tensor subclass (those go through torch, which dispatches them further)."""
+def _supported(*tensors, index=None, half=False):
+    """True when samebits takes these tensors: CPU or CUDA, float32/float64 values (with
+    half=True also bfloat16/float16), all of one dtype, int64/int32 indices, no tensor subclass
+    (those go through torch, which dispatches them further)."""
+    dtypes = _FLOAT + _HALF if half else _FLOAT
     for t in tensors:
-        if type(t) is not torch.Tensor or t.dtype not in _FLOAT or t.device.type not in (
-                "cpu", "cuda") or t.is_sparse:
+        if type(t) is not torch.Tensor or t.dtype not in dtypes or t.device.type not in (
+                "cpu", "cuda") or t.is_sparse or t.dtype != tensors[0].dtype:
             return False
     if index is not None:
         if type(index) is not torch.Tensor or index.dtype not in _INDEX or index.is_sparse:
@@ -115,8 +143,8 @@ def _scatter_add_into(out, dim, index, src):
 def _index_add(original):
     def run(keyset, self, dim, index, source, *, alpha=1, out=None):
         dest = out if out is not None else self
-        if not (_supported(self, source, dest, index=index) and _same_device(self, source, dest)
-                and not isinstance(alpha, complex)):
+        if not (_supported(self, source, dest, index=index, half=True)
+                and _same_device(self, source, dest) and not isinstance(alpha, complex)):
             kw = {"alpha": alpha} if out is None else {"alpha": alpha, "out": out}
             return original.call_boxed(keyset, self, dim, index, source, **kw)
         _count(run.name)
@@ -142,7 +170,8 @@ def _into(name, self, out):
 def _scatter_add(original):
     def run(keyset, self, dim, index, src, *, out=None):
         dest = out if out is not None else self
-        if not (_supported(self, src, dest, index=index) and _same_device(self, src, dest)):
+        if not (_supported(self, src, dest, index=index, half=True)
+                and _same_device(self, src, dest)):
             kw = {} if out is None else {"out": out}
             return original.call_boxed(keyset, self, dim, index, src, **kw)
         _count(run.name)
@@ -159,7 +188,7 @@ _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 def _scatter_reduce(original):
     def run(keyset, self, dim, index, src, reduce, *, include_self=True, out=None):
         dest = out if out is not None else self
-        if not (reduce in _REDUCES and _supported(self, src, dest, index=index)
+        if not (reduce in _REDUCES and _supported(self, src, dest, index=index, half=True)
                 and _same_device(self, src, dest)):
             kw = {"include_self": include_self}
             if out is not None:
@@ -199,14 +228,13 @@ def _flat_index(self, indices, values):
 @_override("_index_put_impl_")
 def _index_put(original):
     def run(keyset, self, indices, values, accumulate=False, unsafe=False):
-        if accumulate and _supported(self, values) and _same_device(self, values):
+        if accumulate and _supported(self, values, half=True) and _same_device(self, values):
             found = _flat_index(self, list(indices), values)
             if found is not None:
                 target, flat, vals = found
                 if target.shape[0] > 0 or flat.numel() == 0:
                     _count(run.name)
-                    _ops._index_add_into(target, 0, flat, vals.to(self.dtype), 1.0,
-                                         _state["level"])
+                    _ops._index_add_into(target, 0, flat, vals, 1.0, _state["level"])
                     return self
         return original.call_boxed(keyset, self, indices, values, accumulate, unsafe)
     return run
@@ -215,7 +243,8 @@ def _index_put(original):
 @_override("embedding_dense_backward")
 def _embedding_backward(original):
     def run(keyset, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
-        if not (_supported(grad_output, index=indices) and _same_device(grad_output, indices)):
+        if not (_supported(grad_output, index=indices, half=True)
+                and _same_device(grad_output, indices)):
             return original.call_boxed(keyset, grad_output, indices, num_weights, padding_idx,
                                        scale_grad_by_freq)
         _count(run.name)
@@ -223,21 +252,29 @@ def _embedding_backward(original):
         idx = indices.reshape(-1)
         rows = grad_output.reshape(-1, width)
         if padding_idx >= 0:
-            rows = rows * (idx != padding_idx).to(rows.dtype).unsqueeze(1)
+            rows = rows * (idx != padding_idx).to(rows.dtype).unsqueeze(1)   # exact
         if scale_grad_by_freq:
             counts = torch.bincount(idx, minlength=num_weights)   # integer counts: exact
+            rows = _widened(rows)
             rows = rows / counts[idx].to(rows.dtype).unsqueeze(1)
         grad = rows.new_zeros((num_weights, width))
         _ops._index_add_into(grad, 0, idx, rows, 1.0, _state["level"])
-        return grad
+        return grad.to(grad_output.dtype)
     return run
+
+
+def _widened(t):
+    """Half values as float32 (exact), for a backward that computes before it accumulates: the
+    samebits sum of float32 terms is then rounded once to the half dtype, as a half kernel
+    rounds its float32 sum once. Other dtypes unchanged."""
+    return t.float() if t.dtype in _HALF else t
 
 
 @_override("bincount")
 def _bincount(original):
     def run(keyset, self, weights=None, minlength=0):
-        if (weights is None or not _supported(weights, index=self) or self.dim() != 1
-                or not _same_device(self, weights)):
+        if (weights is None or not _supported(weights, index=self, half=True)
+                or self.dim() != 1 or not _same_device(self, weights)):
             return original.call_boxed(keyset, self, weights, minlength)
         _count(run.name)
         return _ops.bincount(self, weights, minlength, level=_state["level"])
@@ -257,8 +294,13 @@ def _histc(original):
 @_override("cumsum", "cumsum_", "cumsum.out")
 def _cumsum(original):
     def run(keyset, self, dim, *, dtype=None, out=None):
+        # dtype= converts the input first (torch: self.to(dtype), then the scan in that dtype).
+        target = self.dtype if dtype is None else dtype
         dest = out if out is not None else self
-        if not (_supported(self, dest) and (dtype is None or dtype == self.dtype)):
+        if not (_supported(self, half=True) and target in _FLOAT + _HALF
+                and (out is None or out.dtype == target) and _same_device(self, dest)
+                and (run.name != "cumsum_" or target == self.dtype)
+                and _supported(dest, half=True)):
             kw = {"dtype": dtype} if out is None else {"dtype": dtype, "out": out}
             return original.call_boxed(keyset, self, dim, **kw)
         _count(run.name)
@@ -266,11 +308,13 @@ def _cumsum(original):
         if run.name == "cumsum_":
             _ops._core.cumsum(self, d, self, _state["level"], _ops._stream(self))
             return self
+        src = self.to(target)
         result = out if out is not None else torch.empty_like(
-            self, memory_format=torch.contiguous_format)
+            src, memory_format=torch.contiguous_format)
         if out is not None:
             result.resize_(self.shape)
-        src = self.clone() if out is not None and out.data_ptr() == self.data_ptr() else self
+            if out.data_ptr() == src.data_ptr():
+                src = src.clone()
         _ops._core.cumsum(src, d, result, _state["level"], _ops._stream(self))
         return result
     return run
@@ -281,7 +325,8 @@ def _segment_reduce(original):
     def run(keyset, data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
             unsafe=False, initial=None):
         ok = (axis == 0 and initial is None and indices is None and reduce in ("sum", "mean",
-              "max", "min") and _supported(data) and ((lengths is None) != (offsets is None)))
+              "max", "min") and _supported(data, half=True)
+              and ((lengths is None) != (offsets is None)))
         if ok:
             _count(run.name)
             return _ops.segment_reduce(data, reduce, lengths=lengths, offsets=offsets,
@@ -298,31 +343,92 @@ def _embedding_bag_backward(original):
         args = (grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
                 scale_grad_by_freq, mode, per_sample_weights, padding_idx)
         extra = () if per_sample_weights is None else (per_sample_weights,)
-        if not (_supported(grad, *extra, index=indices) and grad.dim() == 2
-                and mode in (0, 1, 2) and not scale_grad_by_freq):
+        # (embedding_bag refuses max with scale_grad_by_freq; a direct call goes to torch.)
+        if not (_supported(grad, *extra, index=indices, half=True) and grad.dim() == 2
+                and mode in (0, 1, 2) and not (mode == 2 and scale_grad_by_freq)):
             return original.call_boxed(keyset, *args)
         _count(run.name)
-        out = grad.new_zeros((num_weights, grad.shape[1]))
         level = _state["level"]
         if mode == 2:
-            # (scale_grad_by_freq goes to torch's kernel, whose scaling this does not reproduce.)
             # max: each bag's gradient goes to the row that held the maximum, per feature; an
             # empty bag (size 0) passes none.
             # CUDA marks an empty bag's maximum as -1: its gradient is zeroed and goes to row 0.
             g = grad * (bag_size > 0).to(grad.dtype).unsqueeze(1)
+            out = grad.new_zeros((num_weights, grad.shape[1]))
             _ops._core.scatter_add(out, 0, maximum_indices.to(torch.int64).clamp_min(0), g, level,
                                    _ops._stream(out))
             return out
         rows = grad.index_select(0, offset2bag)          # a gather: no accumulation
+        if mode == 1 or per_sample_weights is not None or scale_grad_by_freq:
+            rows = _widened(rows)                        # half: scaled in float32, rounded once
+        if scale_grad_by_freq:
+            # Each index's rows divided by how often it occurs among all indices (torch's
+            # counts; integer counts are exact).
+            counts = torch.bincount(indices, minlength=num_weights)
+            rows = rows / counts.index_select(0, indices).to(rows.dtype).unsqueeze(1)
         if mode == 1:
             rows = rows / bag_size.index_select(0, offset2bag).clamp_min(1).to(
-                grad.dtype).unsqueeze(1)
+                rows.dtype).unsqueeze(1)
         if per_sample_weights is not None:
-            rows = rows * per_sample_weights.unsqueeze(1)
+            rows = rows * per_sample_weights.to(rows.dtype).unsqueeze(1)
         if padding_idx >= 0:
-            rows = rows * (indices != padding_idx).to(grad.dtype).unsqueeze(1)
+            rows = rows * (indices != padding_idx).to(rows.dtype).unsqueeze(1)
+        out = rows.new_zeros((num_weights, grad.shape[1]))
         _ops._index_add_into(out, 0, indices, rows, 1.0, level)
-        return out
+        return out.to(grad.dtype)
+    return run
+
+
+@_override("nll_loss2d_forward")
+def _nll_loss2d_forward(original):
+    # torch's CUDA kernel adds per-block partial sums of the loss and of the weights with
+    # atomics when it reduces (mean or sum) and throws under torch.use_deterministic_algorithms;
+    # reduction "none" is elementwise and stays torch's. The backward (nll_loss2d_backward) is
+    # elementwise: torch's, from the total weight returned here.
+    def run(keyset, self, target, weight, reduction, ignore_index):
+        extra = () if weight is None else (weight,)
+        if not (reduction in (1, 2) and self.dim() == 4 and target.dim() == 3
+                and _supported(self, *extra, index=target, half=True)
+                and _same_device(self, target, *extra)):
+            return original.call_boxed(keyset, self, target, weight, reduction, ignore_index)
+        _count(run.name)
+        level = _state["level"]
+        keep = target != ignore_index
+        t = torch.where(keep, target, torch.zeros_like(target))
+        # samebits's gather checks every target against the classes (IndexError, as torch).
+        picked = _ops.gather(self, 1, t.unsqueeze(1), level=level).squeeze(1)
+        acc = _widened(self).dtype                 # half: summed in float32, rounded once
+        if weight is None:
+            w = keep.to(acc)
+        else:
+            w = torch.where(keep, weight.to(acc).index_select(0, t.reshape(-1)).reshape(t.shape),
+                            torch.zeros((), dtype=acc, device=self.device))
+        # Ignored positions contribute nothing (not 0 * x: x may be -inf there).
+        terms = torch.where(keep, -(w * picked.to(acc)), torch.zeros((), dtype=acc,
+                                                                    device=self.device))
+        total_weight = _ops.sum(w, level=level)
+        loss = _ops.sum(terms, level=level)
+        if reduction == 1:
+            loss = loss / total_weight
+        return loss.to(self.dtype), total_weight.to(self.dtype)
+    return run
+
+
+@_override("grid_sampler_2d_backward")
+def _grid_sampler_2d_backward(original):
+    def run(keyset, grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
+            output_mask):
+        if not (interpolation_mode in (_grid_sample.BILINEAR, _grid_sample.NEAREST,
+                                       _grid_sample.BICUBIC)
+                and padding_mode in (_grid_sample.ZEROS, _grid_sample.BORDER,
+                                     _grid_sample.REFLECTION)
+                and _supported(grad_output, input, grid, half=True)
+                and _same_device(grad_output, input, grid) and input.dim() == 4):
+            return original.call_boxed(keyset, grad_output, input, grid, interpolation_mode,
+                                       padding_mode, align_corners, output_mask)
+        _count(run.name)
+        return _grid_sample.backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                                     align_corners, output_mask, _state["level"])
     return run
 
 
@@ -394,9 +500,17 @@ def _avg_pool3d_backward(original):
 
 # --- the mode ----------------------------------------------------------------------------------------
 
-def covered_ops():
-    """The aten ops the mode replaces, as 'aten::name.overload' strings (sorted)."""
-    return sorted("aten::" + n for n in _OVERRIDES)
+def covered_ops(dtype=None):
+    """The aten ops the mode replaces, as 'aten::name.overload' strings (sorted). With a dtype,
+    those it replaces for tensors of that dtype: every one for float32 and float64, HALF_OPS for
+    bfloat16 and float16 (the others leave half calls to torch), none for any other dtype."""
+    if dtype is None or dtype in _FLOAT:
+        names = _OVERRIDES
+    elif dtype in _HALF:
+        names = HALF_OPS
+    else:
+        names = ()
+    return sorted("aten::" + n for n in names)
 
 
 def _install(level):
