@@ -597,3 +597,36 @@ def test_cuda_grid_sample_and_nll_loss2d_are_portable():
         cpu, cuda = run("cpu"), run("cuda")
     for a, b in zip(cpu, cuda):
         assert torch.equal(a, b)
+
+
+def test_where_samebits_has_no_variant_run_to_run_falls_back_to_torch_and_portable_refuses(
+        monkeypatch):
+    # As for SAGEConv on a 20M-edge graph of 128 features on CUDA (2.56e9 gathered values, past
+    # the 32-bit keys of the sort): samebits raises NondeterministicError before writing.
+    import warnings
+
+    import samebits
+    from samebits.torch import _ops as ops
+    from samebits.torch import mode as sbmode
+
+    def refuse(*args, **kwargs):
+        raise samebits.NondeterministicError("index_add on cuda at run_to_run: no variant")
+
+    monkeypatch.setattr(ops, "_index_add_into", refuse)
+    monkeypatch.setattr(sbmode, "_fell_back", set())
+    g = torch.Generator().manual_seed(11)
+    x, idx = torch.randn(40, 3, generator=g), torch.randint(0, 7, (40,), generator=g)
+    want = torch.zeros(7, 3).index_add_(0, idx, x)
+    with st.deterministic("run_to_run"):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            got = torch.zeros(7, 3).index_add_(0, idx, x)
+            again = torch.zeros(7, 3).index_add(0, idx, x)
+        assert torch.equal(got, want) and torch.equal(again, want)
+        ops_warned = [str(w.message).split()[1] for w in seen
+                      if "deterministic kernel" in str(w.message)]
+        assert ops_warned and len(ops_warned) == len(set(ops_warned)), ops_warned  # once per op
+        assert sbmode.calls().get("index_add_", 0) == 0  # not counted as samebits'
+    with st.deterministic("portable"):
+        with pytest.raises(samebits.NondeterministicError):
+            torch.zeros(7, 3).index_add_(0, idx, x)

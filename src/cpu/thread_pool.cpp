@@ -69,8 +69,11 @@ public:
       workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
   }
 
-  // Runs body(thread) on every thread (the caller is thread 0) and waits for all.
-  void run(const std::function<void(int)>& body) {
+  // Runs body(thread) with the caller as thread 0. every_thread: on each of the pool's threads,
+  // waiting for all. Otherwise on the caller and on the workers that join before the caller has
+  // finished its own part (body must then let any subset of threads do the work, as
+  // parallel_for's shared task counter does): a small job is not held up by waking workers.
+  void run(const std::function<void(int)>& body, bool every_thread) {
     std::lock_guard serial(run_mutex_);
     if (size_ == 1) {
       body(0);
@@ -81,6 +84,8 @@ public:
       body_ = &body;
       fp_state_ = FpState::current();
       pending_ = size_ - 1;
+      active_ = 0;
+      open_ = true;
       error_ = nullptr;
       ++generation_;
     }
@@ -92,7 +97,13 @@ public:
       mine = std::current_exception();
     }
     std::unique_lock lock(m_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    if (every_thread) {
+      done_cv_.wait(lock, [this] { return pending_ == 0; });
+    } else {
+      open_ = false; // workers not yet in stay out; wait for those that are
+      done_cv_.wait(lock, [this] { return active_ == 0; });
+    }
+    open_ = false;
     body_ = nullptr;
     if (mine)
       std::rethrow_exception(mine);
@@ -111,8 +122,11 @@ private:
         if (quit_)
           return;
         seen = generation_;
+        if (!open_)
+          continue; // the caller finished this job on its own
         body = body_;
         fp = fp_state_;
+        ++active_;
       }
       fp.apply();
       std::exception_ptr err;
@@ -124,7 +138,8 @@ private:
       std::lock_guard lock(m_);
       if (err && !error_)
         error_ = err;
-      if (--pending_ == 0)
+      --pending_;
+      if (--active_ == 0 || pending_ == 0)
         done_cv_.notify_one();
     }
   }
@@ -146,7 +161,9 @@ private:
   std::condition_variable cv_, done_cv_;
   const std::function<void(int)>* body_ = nullptr;
   FpState fp_state_;
-  int pending_ = 0;
+  int pending_ = 0;   // workers that have not run the job yet
+  int active_ = 0;    // workers inside the job's body now
+  bool open_ = false; // the job takes workers that arrive now
   std::uint64_t generation_ = 0;
   bool quit_ = false;
   std::exception_ptr error_;
@@ -172,27 +189,29 @@ void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t)>& 
   }
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> failed{false};
-  p.run([&](int) {
-    for (;;) {
-      if (failed.load(std::memory_order_relaxed))
-        return;
-      const std::int64_t t = next.fetch_add(1, std::memory_order_relaxed);
-      if (t >= ntasks)
-        return;
-      try {
-        f(t);
-      } catch (...) {
-        failed = true;
-        throw;
-      }
-    }
-  });
+  p.run(
+      [&](int) {
+        for (;;) {
+          if (failed.load(std::memory_order_relaxed))
+            return;
+          const std::int64_t t = next.fetch_add(1, std::memory_order_relaxed);
+          if (t >= ntasks)
+            return;
+          try {
+            f(t);
+          } catch (...) {
+            failed = true;
+            throw;
+          }
+        }
+      },
+      /*every_thread=*/false);
 }
 
 void parallel_threads(const std::function<void(int, int)>& f) {
   Pool& p = pool();
   const int n = p.size();
-  p.run([&](int i) { f(i, n); });
+  p.run([&](int i) { f(i, n); }, /*every_thread=*/true);
 }
 
 } // namespace samebits::detail

@@ -95,6 +95,28 @@ def reset_calls():
     _calls.clear()
 
 
+_fell_back = set()  # ops that have warned that they ran torch's deterministic kernel
+
+
+def _samebits_or_torch(name, samebits_call, torch_call):
+    """Runs samebits_call(); where samebits has no variant for the arguments at the mode's level
+    (NondeterministicError, raised before anything is written: sizes past its kernels' limits),
+    runs torch's own kernel at run_to_run, which the mode has made deterministic, and warns once
+    per op; at portable, which torch cannot give, the error stands."""
+    try:
+        return samebits_call()
+    except _sb.NondeterministicError as e:
+        if _state["level"] != "run_to_run":
+            raise
+        _calls[name] -= 1
+        if name not in _fell_back:
+            _fell_back.add(name)
+            warnings.warn(f"samebits.torch.deterministic: aten::{name} ran torch's deterministic "
+                          f"kernel (run to run, not portable), as samebits has none for these "
+                          f"arguments: {str(e).splitlines()[0][:200]}", stacklevel=3)
+        return torch_call()
+
+
 def _same_device(*tensors):
     d = tensors[0].device
     return all(t.device == d for t in tensors)
@@ -149,8 +171,13 @@ def _index_add(original):
             return original.call_boxed(keyset, self, dim, index, source, **kw)
         _count(run.name)
         result = _into(run.name, self, out)
-        _ops._index_add_into(result, dim, index, source, float(alpha), _state["level"])
-        return result
+
+        def ours():
+            _ops._index_add_into(result, dim, index, source, float(alpha), _state["level"])
+            return result
+        kw = {"alpha": alpha} if out is None else {"alpha": alpha, "out": out}
+        return _samebits_or_torch(run.name, ours, lambda: original.call_boxed(
+            keyset, self, dim, index, source, **kw))
     return run
 
 
@@ -176,8 +203,13 @@ def _scatter_add(original):
             return original.call_boxed(keyset, self, dim, index, src, **kw)
         _count(run.name)
         result = _into(run.name, self, out)
-        _scatter_add_into(result, dim, index, src)
-        return result
+
+        def ours():
+            _scatter_add_into(result, dim, index, src)
+            return result
+        kw = {} if out is None else {"out": out}
+        return _samebits_or_torch(run.name, ours, lambda: original.call_boxed(
+            keyset, self, dim, index, src, **kw))
     return run
 
 
@@ -196,9 +228,15 @@ def _scatter_reduce(original):
             return original.call_boxed(keyset, self, dim, index, src, reduce, **kw)
         _count(run.name)
         result = _into(run.name.split(".")[0], self, out)
-        _ops._core.scatter_reduce(result, dim % max(result.dim(), 1), index, src, reduce,
-                                  include_self, _state["level"], _ops._stream(result))
-        return result
+
+        def ours():
+            _ops._core.scatter_reduce(result, dim % max(result.dim(), 1), index, src, reduce,
+                                      include_self, _state["level"], _ops._stream(result))
+            return result
+        kw = {"include_self": include_self} if out is None else {"include_self": include_self,
+                                                                "out": out}
+        return _samebits_or_torch(run.name, ours, lambda: original.call_boxed(
+            keyset, self, dim, index, src, reduce, **kw))
     return run
 
 
