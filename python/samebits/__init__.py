@@ -1,7 +1,8 @@
 """samebits: bitwise-reproducible numerical ops on CPUs and CUDA GPUs.
 
 The core API (levels, the mode, the environment report, the index plan and errors) lives here;
-samebits.torch holds the PyTorch custom ops. Importing samebits needs no GPU and no torch.
+samebits.torch holds the PyTorch custom ops. Importing samebits needs no GPU and no torch (an
+installed torch is loaded first, see below).
 
     import samebits
     samebits.set_determinism("portable")
@@ -10,9 +11,18 @@ samebits.torch holds the PyTorch custom ops. Importing samebits needs no GPU and
 """
 import contextlib as _contextlib
 import enum as _enum
+import importlib.util as _importlib_util
 import json as _json
 import os as _os
 import sys as _sys
+
+# Where torch is installed, it is loaded before the extension. Both link the CUDA libraries
+# (runtime, cuBLAS, cuBLASLt) by the same names, and whichever process-wide copy loads first
+# serves both: the extension loaded first would put torch on the CUDA toolkit's copies rather
+# than the ones its wheel ships (on the H200 machine, processes that imported samebits before
+# torch aborted with "free(): invalid pointer"; torch first, they ran).
+if _importlib_util.find_spec("torch") is not None:
+    import torch as _torch  # noqa: F401
 
 from . import _core
 from ._errors import (BackendUnavailable, CudaError, DataError, Error, IndexOutOfRange,

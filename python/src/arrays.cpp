@@ -13,8 +13,8 @@ constexpr std::array<const char*, 6> kDTypeNames = {"float32", "float64",  "int3
                                                     "int64",   "bfloat16", "float16"};
 constexpr const char* kDTypeList = "float32, float64, bfloat16, float16, int32 or int64";
 
-// torch's Tensor type and its dtypes, looked up once torch has been imported (samebits never
-// imports torch itself: without it, no argument can be a torch tensor).
+// torch's Tensor type and its dtypes, looked up once torch has been imported (the package imports
+// it first where it is installed; without it, no argument can be a torch tensor).
 struct TorchTypes {
   PyObject* tensor = nullptr;
   std::array<PyObject*, kDTypeNames.size()> dtypes{}; // DType order

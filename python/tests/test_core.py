@@ -162,3 +162,15 @@ def test_dlpack_capsules_and_objects_are_views(gen):
     samebits._core.index_add(torch.utils.dlpack.to_dlpack(out), np.array([0, 1, 1, 3, 2]), t)
     expected = torch.zeros(4, 3, dtype=t.dtype).index_add(0, torch.tensor([0, 1, 1, 3, 2]), t)
     torch.testing.assert_close(out, expected)
+
+
+def test_importing_samebits_loads_an_installed_torch_first():
+    # Both link the CUDA libraries by the same names; torch's own copies must be the ones loaded.
+    import subprocess
+    import sys
+    code = ("import sys; import samebits; "
+            "print('torch' in sys.modules, list(sys.modules).index('torch') < "
+            "list(sys.modules).index('samebits._core'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(__import__("os").environ, PYTHONPATH=":".join(sys.path)))
+    assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr

@@ -284,8 +284,18 @@ void fill(const TensorView& dst, double value) {
   });
   if (dst.numel() == 0)
     return;
+  // A contiguous device tensor is written whole: its old bytes are not read (it may be fresh
+  // memory). A strided one is read for the bytes between its elements, which stay as they were.
   Tensor hold;
-  const TensorView h = host_view(dst, hold);
+  TensorView h;
+  if (!dst.device.is_cpu() && dst.is_contiguous()) {
+    hold = Tensor::empty({dst.numel()}, dst.dtype, Device::cpu());
+    h = dst;
+    h.data = hold.raw();
+    h.device = Device::cpu();
+  } else {
+    h = host_view(dst, hold);
+  }
   detail::visit_dtype(h.dtype, [&]<class T>() {
     const T v = static_cast<T>(value);
     T* p = static_cast<T*>(h.data);
