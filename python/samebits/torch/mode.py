@@ -51,6 +51,7 @@ from . import _grid_sample, _ops, _separable
 _FLOAT = (torch.float32, torch.float64)
 _HALF = _ops.HALF
 _INDEX = (torch.int64, torch.int32)
+_FLOAT_HALF = _FLOAT + _HALF
 # The aten ops whose override also takes bfloat16/float16 (see the module's docstring).
 HALF_OPS = ("index_add", "index_add_", "index_add.out", "scatter_add", "scatter_add_",
             "scatter_add.out", "scatter_reduce.two", "scatter_reduce_.two",
@@ -69,10 +70,14 @@ def _supported(*tensors, index=None, half=False):
     """True when samebits takes these tensors: CPU or CUDA, float32/float64 values (with
     half=True also bfloat16/float16), all of one dtype, int64/int32 indices, no tensor subclass
     (those go through torch, which dispatches them further)."""
-    dtypes = _FLOAT + _HALF if half else _FLOAT
+    # Plain attributes only (t.device builds a torch.device per access): this runs on every call
+    # of a covered op.
+    dtype = tensors[0].dtype
+    if dtype not in (_FLOAT_HALF if half else _FLOAT):
+        return False
     for t in tensors:
-        if type(t) is not torch.Tensor or t.dtype not in dtypes or t.device.type not in (
-                "cpu", "cuda") or t.is_sparse or t.dtype != tensors[0].dtype:
+        if (type(t) is not torch.Tensor or t.dtype is not dtype or t.is_sparse
+                or not (t.is_cpu or t.is_cuda)):
             return False
     if index is not None:
         if type(index) is not torch.Tensor or index.dtype not in _INDEX or index.is_sparse:
@@ -118,8 +123,11 @@ def _samebits_or_torch(name, samebits_call, torch_call):
 
 
 def _same_device(*tensors):
-    d = tensors[0].device
-    return all(t.device == d for t in tensors)
+    d = tensors[0].get_device()  # -1 on the CPU
+    for t in tensors:
+        if t.get_device() != d:
+            return False
+    return True
 
 
 # --- the covered ops -------------------------------------------------------------------------------
