@@ -99,7 +99,7 @@ FUZZ_SECONDS ?= 60
 # readers, the round trips, the plan cache and the registry under ASan + UBSan (about 6 minutes on
 # 2 cores from a cold cache).
 test-asan-ci: deps
-	cmake --preset asan && cmake --build --preset asan-ci && ctest --preset asan
+	cmake --preset asan && cmake --build --preset asan-ci && ctest --preset asan-ci
 
 test-sanitize: deps-sanitize build
 	cmake --preset asan && cmake --build --preset asan && ctest --preset asan
