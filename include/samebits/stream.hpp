@@ -42,8 +42,10 @@ void synchronize(Device device, Stream stream = {});
 //    scatter_reduce, index_select, gather, segment_reduce, aggregate on CUDA), by synchronize or
 //    by check_index_errors, whichever comes once the device has run the check; later errors are
 //    dropped until that one is thrown. Like PyTorch's own asynchronous CUDA index errors, but
-//    the output is left untouched and the device stays usable. Index plans and scatters whose
-//    index is large enough for automatic plan reuse still wait (their plan must be known valid).
+//    the output is left untouched and the device stays usable. These still wait: index plans
+//    and scatters whose index is large enough for automatic plan reuse (the plan must be known
+//    valid), the not_guaranteed (atomic) scatters, scatters whose index is not one value per row
+//    (the general path), and ops on strided tensors that go through contiguous copies.
 // Process-wide; the CPU backend always throws before it returns.
 enum class CudaIndexChecks : std::uint8_t { wait, deferred };
 void set_cuda_index_checks(CudaIndexChecks checks);
@@ -51,6 +53,9 @@ CudaIndexChecks cuda_index_checks();
 
 // Waits for `device` and throws its deferred index error, if one was found; nothing for the CPU.
 void check_index_errors(Device device);
+
+// The calling thread's current CUDA device (the one DeviceScope sets); -1 without CUDA or device.
+int current_cuda_device();
 
 // A CUDA stream on `device`. Destroying it first calls release_stream(stream, device), so that
 // the device memory, cuBLAS handle and workspace samebits cached for it go back, as the library's
@@ -93,7 +98,9 @@ private:
 // One capture of the launches that `work` queues on `stream`, replayed by launch(). A capture
 // fails, and captured() is false, when the work synchronizes, allocates or throws a samebits
 // Error while it is recorded; the error that left is cleared and the stream synchronized, so
-// that the caller can run the work without a graph instead.
+// that the caller can run the work without a graph instead. Device memory that the captured work
+// allocated and freed on `stream` (ops' scratch) stays with the graph: it is never handed out
+// again, so replays cannot write into memory allocated after the capture.
 class CudaGraph {
 public:
   CudaGraph(Stream stream, const std::function<void()>& work);

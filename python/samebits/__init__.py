@@ -117,19 +117,18 @@ def index_checks(how):
 
 
 def check_index_errors(device=None):
-    """Waits for a CUDA device (an int, "cuda:N" or torch.device; None: device 0) and raises its
-    deferred index error, if a check found one. Nothing for the CPU."""
-    if device is None:
-        index = 0
-    elif isinstance(device, int):
+    """Waits for a CUDA device (an int, "cuda:N" or torch.device; None or "cuda": the current
+    device) and raises its deferred index error, if a check found one. Nothing for the CPU."""
+    if not cuda_available():
+        return
+    if isinstance(device, int):
         index = device
     else:
-        text = str(device)
+        text = "cuda" if device is None else str(device)
         if text == "cpu":
             return
-        index = int(text.split(":")[1]) if ":" in text else 0
-    if cuda_available():
-        _core.check_index_errors(index)
+        index = int(text.split(":")[1]) if ":" in text else _core.current_cuda_device()
+    _core.check_index_errors(index)
 
 
 def explain():

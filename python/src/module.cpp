@@ -95,6 +95,7 @@ NB_MODULE(_core, m) {
   m.def("cuda_index_checks", [] {
     return std::string(cuda_index_checks() == CudaIndexChecks::wait ? "wait" : "deferred");
   });
+  m.def("current_cuda_device", [] { return current_cuda_device(); });
   m.def("check_index_errors", [](int cuda_device) {
     nb::gil_scoped_release unlocked;
     check_index_errors(Device::cuda(cuda_device));

@@ -630,3 +630,26 @@ def test_where_samebits_has_no_variant_run_to_run_falls_back_to_torch_and_portab
     with st.deterministic("portable"):
         with pytest.raises(samebits.NondeterministicError):
             torch.zeros(7, 3).index_add_(0, idx, x)
+
+
+def test_inside_a_fallback_to_torch_covered_ops_run_torch_kernels_too():
+    # torch's deterministic CUDA index_add calls index_put_(accumulate=True), which the mode also
+    # covers: within the fallback that must run torch's kernel, not samebits' (which refused).
+    import samebits
+    from samebits.torch import mode as sbmode
+
+    def refuse():
+        raise samebits.NondeterministicError("no variant")
+
+    g = torch.Generator().manual_seed(12)
+    x, idx = torch.randn(30, 2, generator=g), torch.randint(0, 5, (30,), generator=g)
+    with st.deterministic("run_to_run"):
+        sbmode.reset_calls()
+        nested = sbmode._samebits_or_torch(
+            "index_add_", refuse, lambda: torch.zeros(5, 2).index_put_((idx,), x, accumulate=True))
+        assert sbmode.calls().get("_index_put_impl_", 0) == 0, sbmode.calls()
+        assert torch.equal(nested, torch.zeros(5, 2).index_add_(0, idx, x)) or torch.allclose(
+            nested, torch.zeros(5, 2).index_add_(0, idx, x))
+        # Afterwards the mode runs samebits again.
+        torch.zeros(5, 2).index_put_((idx,), x, accumulate=True)
+        assert sbmode.calls().get("_index_put_impl_", 0) == 1, sbmode.calls()

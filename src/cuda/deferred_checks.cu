@@ -122,11 +122,18 @@ void defer_index_error(const unsigned long long* record, int words, DeferredInde
 void raise_deferred_index_error() {
   int device = 0;
   SAMEBITS_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices)
+    return; // defer_index_error refuses such a device: nothing can be pending there
   DeviceState& s = state_of(device);
   Record* host = s.host.load(std::memory_order_acquire);
   if (host == nullptr)
     return; // nothing was ever deferred on this device
   volatile Record* r = host;
+  if (r->seq == 0)
+    return; // the common case: no lock, no device call
+  // One thread takes the error: read, clear and free the claim under the lock, so that a second
+  // thread neither throws it again nor clears an error that claimed the record after it.
+  const std::lock_guard<std::mutex> lock(s.m);
   const unsigned long long seq = r->seq;
   if (seq == 0)
     return;
@@ -135,7 +142,6 @@ void raise_deferred_index_error() {
   const int word = r->word;
   std::string message;
   {
-    const std::lock_guard<std::mutex> lock(s.m);
     Pending& p = s.ring[seq % kRing];
     if (p.seq == seq && p.message)
       message = p.message(word, position, value);
@@ -144,8 +150,8 @@ void raise_deferred_index_error() {
     message = "an index checked on CUDA device " + std::to_string(device) + " at position " +
               std::to_string(position) + " (value " + std::to_string(value) +
               ") is out of range; nothing was written";
-  r->seq = 0;
-  reset_claim(s); // free again before this throws
+  r->seq = 0;     // first: no report kernel can write while the claim is held
+  reset_claim(s); // then free the claim for the next error
   throw IndexOutOfRange(message + " (found by a deferred CUDA index check, thrown by the next "
                                   "call that looked; see CudaIndexChecks)");
 }

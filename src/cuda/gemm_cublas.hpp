@@ -25,9 +25,10 @@ cublasContext* cublas_handle_for(int device, void* stream);
 // reduction scheme) and a fixed small workspace, so each output element is one tile's k loop,
 // whose order does not depend on m: a row's bits do not depend on how many rows come with it
 // (the test and the benchmark check this on the GPU; cuBLASLt does not document it). The choice
-// (made at construction) is the first of cuBLASLt's heuristic candidates for m = m_ref that runs
-// every m: a fixed rule, never a timing, so every process on the same GPU and library picks the
-// same algorithm. Not thread-safe; one stream at a time.
+// (made at construction) is the first of cuBLASLt's heuristic candidates (for m = m_ref, then a
+// few other m) that runs every m, those with 128 x 128 tiles before the others: a fixed rule,
+// never a timing, so every process on the same GPU and library picks the same algorithm. Not
+// thread-safe; one stream at a time.
 class PinnedBf16Gemm {
 public:
   PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_ref, void* stream = nullptr);

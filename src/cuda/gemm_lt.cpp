@@ -132,8 +132,8 @@ PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_re
     std::size_t got = 0;
     cublasLtMatmulAlgoConfigGetAttribute(&al, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile,
                                          &got);
-    if (pass < cand.size() && tile != CUBLASLT_MATMUL_TILE_128x128)
-      continue;
+    if ((pass < cand.size()) != (tile == CUBLASLT_MATMUL_TILE_128x128))
+      continue; // 128 x 128 tiles in the first pass, the others in the second
     cublasLtMatmulAlgoConfigGetAttribute(&al, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got);
     cublasLtMatmulAlgoConfigGetAttribute(&al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
                                          sizeof splits, &got);

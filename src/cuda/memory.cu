@@ -42,7 +42,24 @@ struct Cache {
   // (device, size class, stream) -> blocks freed on that stream
   std::map<std::tuple<int, std::size_t, void*>, std::vector<void*>> free_blocks;
   std::map<void*, std::size_t> sizes;
+  // Blocks freed while their stream was being captured into a CUDA graph: every replay of the
+  // graph uses them again, so they are never handed out again (kept for the process's life).
+  std::vector<void*> kept_for_graphs;
 };
+
+// Whether work queued on `stream` now goes into a CUDA graph being captured. Never asked of the
+// legacy default stream, which cannot be captured (and asking it during another stream's capture
+// would end that capture). A failed query counts as capturing: the block is then kept.
+bool capturing(Stream stream) {
+  if (stream.handle == nullptr)
+    return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream.handle), &status) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
 
 Cache& cache() {
   static auto* c = new Cache; // never destroyed: device memory outlives static destructors
@@ -136,11 +153,17 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
 void cuda_free(void* p, int device, Stream stream) {
   if (p == nullptr)
     return;
+  const bool in_graph = capturing(stream);
   auto& k = cache();
   std::lock_guard lock(k.m);
   auto it = k.sizes.find(p);
   if (it == k.sizes.end())
     return;
+  if (in_graph) {
+    k.kept_for_graphs.push_back(p);
+    k.sizes.erase(it);
+    return;
+  }
   // No synchronization: the block is handed out again only to allocations on the same stream,
   // whose work is queued after whatever still uses it.
   k.free_blocks[{device, it->second, stream.handle}].push_back(p);

@@ -1,6 +1,7 @@
 // CUDA streams, events and graphs of samebits/stream.hpp, over the CUDA runtime.
 #include "samebits/stream.hpp"
 
+#include "core/backends.hpp"
 #include "core/memory.hpp"
 #include "cuda/check.cuh"
 #include "samebits/errors.hpp"
@@ -19,6 +20,14 @@ Device require_cuda(Device device, const char* what) {
   return device;
 }
 } // namespace
+
+int current_cuda_device() {
+  if (detail::cuda_device_count() == 0)
+    return -1;
+  int d = 0;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
 
 CudaStream::CudaStream(Device device) : device_(require_cuda(device, "CudaStream")) {
   const detail::CurrentDevice on_device(device_);

@@ -11,6 +11,10 @@ namespace {
 }
 } // namespace
 
+int current_cuda_device() {
+  return -1;
+}
+
 CudaStream::CudaStream(Device) {
   no_cuda("CudaStream");
 }

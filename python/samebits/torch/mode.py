@@ -72,6 +72,8 @@ def _supported(*tensors, index=None, half=False):
     (those go through torch, which dispatches them further)."""
     # Plain attributes only (t.device builds a torch.device per access): this runs on every call
     # of a covered op.
+    if getattr(_thread, "torch_kernel", False):
+        return False  # inside a fallback to torch's kernel (_samebits_or_torch): torch's all down
     dtype = tensors[0].dtype
     if dtype not in (_FLOAT_HALF if half else _FLOAT):
         return False
@@ -101,6 +103,7 @@ def reset_calls():
 
 
 _fell_back = set()  # ops that have warned that they ran torch's deterministic kernel
+_thread = threading.local()  # torch_kernel: this thread is inside such a fallback
 
 
 def _samebits_or_torch(name, samebits_call, torch_call):
@@ -113,13 +116,20 @@ def _samebits_or_torch(name, samebits_call, torch_call):
     except _sb.NondeterministicError as e:
         if _state["level"] != "run_to_run":
             raise
-        _calls[name] -= 1
+        if _calls.get(name):
+            _calls[name] -= 1  # counted as samebits' on entry; torch's kernel runs it
         if name not in _fell_back:
             _fell_back.add(name)
             warnings.warn(f"samebits.torch.deterministic: aten::{name} ran torch's deterministic "
                           f"kernel (run to run, not portable), as samebits has none for these "
                           f"arguments: {str(e).splitlines()[0][:200]}", stacklevel=3)
-        return torch_call()
+        # torch's deterministic kernel may call other covered ops (index_add through
+        # index_put_ on CUDA): those run torch's kernels too, not samebits' again.
+        _thread.torch_kernel = True
+        try:
+            return torch_call()
+        finally:
+            _thread.torch_kernel = False
 
 
 def _same_device(*tensors):
@@ -594,7 +604,8 @@ def enable(level="run_to_run", index_checks="deferred"):
     "deferred" (the default) is torch's own behaviour: the op does not wait for its check, and
     the error is raised by a later samebits call (samebits.check_index_errors() raises it at
     once); unlike torch's device-side assert, the output is untouched and the device stays
-    usable. "wait" raises before the op returns, at one host round trip per op.
+    usable. "wait" raises before the op returns, at one host round trip per op. Leaving
+    `with deterministic(...)` raises an error of the current device still pending.
     """
     name = _level_name(level)
     if index_checks not in ("wait", "deferred"):
@@ -643,6 +654,10 @@ def deterministic(level="run_to_run", index_checks="deferred"):
     enable(level, index_checks)
     try:
         yield
+        # Leaving the mode raises a deferred index error of the current device that no later
+        # call has raised yet (one wait for the device).
+        if index_checks == "deferred" and torch.cuda.is_initialized():
+            _sb.check_index_errors()
     except RuntimeError as e:
         if _NO_DETERMINISTIC in str(e):
             e.add_note("samebits has no replacement for this op (samebits.torch.covered_ops() "
