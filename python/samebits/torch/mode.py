@@ -182,20 +182,21 @@ def _scatter_add_into(out, dim, index, src):
 @_override("index_add", "index_add_", "index_add.out")
 def _index_add(original):
     def run(keyset, self, dim, index, source, *, alpha=1, out=None):
+        kw = {"alpha": alpha} if out is None else {"alpha": alpha, "out": out}
+
+        def torch_kernel():
+            return original.call_boxed(keyset, self, dim, index, source, **kw)
         dest = out if out is not None else self
         if not (_supported(self, source, dest, index=index, half=True)
                 and _same_device(self, source, dest) and not isinstance(alpha, complex)):
-            kw = {"alpha": alpha} if out is None else {"alpha": alpha, "out": out}
-            return original.call_boxed(keyset, self, dim, index, source, **kw)
+            return torch_kernel()
         _count(run.name)
         result = _into(run.name, self, out)
 
         def ours():
             _ops._index_add_into(result, dim, index, source, float(alpha), _state["level"])
             return result
-        kw = {"alpha": alpha} if out is None else {"alpha": alpha, "out": out}
-        return _samebits_or_torch(run.name, ours, lambda: original.call_boxed(
-            keyset, self, dim, index, source, **kw))
+        return _samebits_or_torch(run.name, ours, torch_kernel)
     return run
 
 
@@ -214,20 +215,21 @@ def _into(name, self, out):
 @_override("scatter_add", "scatter_add_", "scatter_add.out")
 def _scatter_add(original):
     def run(keyset, self, dim, index, src, *, out=None):
+        kw = {} if out is None else {"out": out}
+
+        def torch_kernel():
+            return original.call_boxed(keyset, self, dim, index, src, **kw)
         dest = out if out is not None else self
         if not (_supported(self, src, dest, index=index, half=True)
                 and _same_device(self, src, dest)):
-            kw = {} if out is None else {"out": out}
-            return original.call_boxed(keyset, self, dim, index, src, **kw)
+            return torch_kernel()
         _count(run.name)
         result = _into(run.name, self, out)
 
         def ours():
             _scatter_add_into(result, dim, index, src)
             return result
-        kw = {} if out is None else {"out": out}
-        return _samebits_or_torch(run.name, ours, lambda: original.call_boxed(
-            keyset, self, dim, index, src, **kw))
+        return _samebits_or_torch(run.name, ours, torch_kernel)
     return run
 
 
@@ -237,13 +239,15 @@ _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 @_override("scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out")
 def _scatter_reduce(original):
     def run(keyset, self, dim, index, src, reduce, *, include_self=True, out=None):
+        kw = {"include_self": include_self} if out is None else {"include_self": include_self,
+                                                                "out": out}
+
+        def torch_kernel():
+            return original.call_boxed(keyset, self, dim, index, src, reduce, **kw)
         dest = out if out is not None else self
         if not (reduce in _REDUCES and _supported(self, src, dest, index=index, half=True)
                 and _same_device(self, src, dest)):
-            kw = {"include_self": include_self}
-            if out is not None:
-                kw["out"] = out
-            return original.call_boxed(keyset, self, dim, index, src, reduce, **kw)
+            return torch_kernel()
         _count(run.name)
         result = _into(run.name.split(".")[0], self, out)
 
@@ -251,10 +255,7 @@ def _scatter_reduce(original):
             _ops._core.scatter_reduce(result, dim % max(result.dim(), 1), index, src, reduce,
                                       include_self, _state["level"], _ops._stream(result))
             return result
-        kw = {"include_self": include_self} if out is None else {"include_self": include_self,
-                                                                "out": out}
-        return _samebits_or_torch(run.name, ours, lambda: original.call_boxed(
-            keyset, self, dim, index, src, reduce, **kw))
+        return _samebits_or_torch(run.name, ours, torch_kernel)
     return run
 
 
