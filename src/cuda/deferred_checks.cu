@@ -1,5 +1,6 @@
 // Deferred index checks (cuda/deferred_checks.cuh): one host-mapped record per device, claimed by
 // the first report kernel that finds an error, and a ring of the messages of the checks queued.
+#include "core/memory.hpp"
 #include "cuda/check.cuh"
 #include "cuda/deferred_checks.cuh"
 #include "samebits/errors.hpp"
@@ -157,20 +158,8 @@ void raise_deferred_index_error() {
 }
 
 void cuda_raise_deferred_index_error(int device) {
-  int current = 0;
-  SAMEBITS_CUDA_CHECK(cudaGetDevice(&current));
-  if (current == device) {
-    raise_deferred_index_error();
-    return;
-  }
-  SAMEBITS_CUDA_CHECK(cudaSetDevice(device));
-  try {
-    raise_deferred_index_error();
-  } catch (...) {
-    cudaSetDevice(current);
-    throw;
-  }
-  SAMEBITS_CUDA_CHECK(cudaSetDevice(current));
+  const CurrentDevice on_device(Device::cuda(device));
+  raise_deferred_index_error();
 }
 
 } // namespace samebits::detail

@@ -115,12 +115,11 @@ PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_re
     cublasLtMatrixLayoutDestroy(lc);
   }
   cublasLtMatmulPreferenceDestroy(pref);
-  // The first candidate, in the heuristic's order for m_ref, that runs every m without split-K
-  // and within the workspace. Not the fastest by timing: a choice made by timing can differ
-  // between processes, and with it the bits.
-  // 128 x 128 tiles first, where offered: on an H200 they ran 0.97-1.07x cuBLAS's own choice for
-  // m >= 1024 and 0.6x for m <= 64, where the heuristic's first (256 x 128) ran 0.38x
-  // (bench/results/partial-run132-h200, this session's run 133).
+  // The first candidate that runs every m without split-K and within the workspace, in the
+  // heuristic's order, those with 128 x 128 tiles first: not the fastest by timing, a choice that
+  // can differ between processes, and with it the bits. On an H200 128 x 128 tiles ran 1.0-1.1x
+  // cuBLAS's own choice for m >= 1024 and 0.57-0.84x for m <= 64, where the heuristic's first
+  // (256 x 128) ran 0.37-0.49x (bench/results/partial-run133-h200/gpu_bench_gemm.json).
   std::string why; // what each rejected candidate failed on, for the error message
   bool found = false;
   for (std::size_t pass = 0; pass < 2 * cand.size() && !found; ++pass) {

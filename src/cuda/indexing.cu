@@ -196,14 +196,14 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
       SAMEBITS_CUDA_CHECK_LAUNCH("copy_any");
     }
   }
+  auto message = [op, hi](std::int64_t position) {
+    return std::string(op) + ": index at position " + std::to_string(position) +
+           " is outside [0, " + std::to_string(hi) + ")";
+  };
   if (bad != nullptr && defer_index_checks()) {
     defer_index_error(
         bad, 1, DeferredIndex{}, DeferredIndex{},
-        [op, hi](int, std::int64_t position, std::int64_t) {
-          return std::string(op) + ": index at position " + std::to_string(position) +
-                 " is outside [0, " + std::to_string(hi) + ")";
-        },
-        st);
+        [message](int, std::int64_t position, std::int64_t) { return message(position); }, st);
     return;
   }
   if (bad != nullptr) {
@@ -211,8 +211,7 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
     SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, bad, sizeof h, cudaMemcpyDeviceToHost, st));
     SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
     if (h != kNone)
-      throw IndexOutOfRange(std::string(op) + ": index at position " + std::to_string(h) +
-                            " is outside [0, " + std::to_string(hi) + ")");
+      throw IndexOutOfRange(message(static_cast<std::int64_t>(h)));
   }
 }
 

@@ -42,9 +42,6 @@ struct Cache {
   // (device, size class, stream) -> blocks freed on that stream
   std::map<std::tuple<int, std::size_t, void*>, std::vector<void*>> free_blocks;
   std::map<void*, std::size_t> sizes;
-  // Blocks freed while their stream was being captured into a CUDA graph: every replay of the
-  // graph uses them again, so they are never handed out again (kept for the process's life).
-  std::vector<void*> kept_for_graphs;
 };
 
 // Whether work queued on `stream` now goes into a CUDA graph being captured. Never asked of the
@@ -160,7 +157,8 @@ void cuda_free(void* p, int device, Stream stream) {
   if (it == k.sizes.end())
     return;
   if (in_graph) {
-    k.kept_for_graphs.push_back(p);
+    // A block freed while its stream is captured into a CUDA graph belongs to the graph: every
+    // replay uses it again, so it is never handed out again (nor freed: kept for the process).
     k.sizes.erase(it);
     return;
   }

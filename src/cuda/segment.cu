@@ -97,15 +97,26 @@ u64* launch_check(const SegmentArgs& a, const Workspace& ws, std::int64_t positi
   return bad;
 }
 
+// The message for record word `word` (0: offsets, 1: indices) at `position` holding `value`.
+std::string record_message(const char* op, int word, std::int64_t position, std::int64_t value,
+                           std::int64_t positions, std::int64_t sources) {
+  if (word == 0)
+    return std::string(op) + ": offsets[" + std::to_string(position) +
+           "] = " + std::to_string(value) + " is invalid: offsets must start at 0, never " +
+           "decrease and end at " + std::to_string(positions);
+  return std::string(op) + ": indices[" + std::to_string(position) +
+         "] = " + std::to_string(value) + " is outside [0, " + std::to_string(sources) + ")";
+}
+
 // Reads the record after the writing kernels ran (they did nothing if it is set) and throws.
 // In deferred mode (and `may_defer`: nothing is copied out afterwards) queues the report instead.
 void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, bool may_defer,
             cudaStream_t st) {
   if (bad == nullptr)
     return;
+  const char* op = op_name(a);
+  const std::int64_t sources = a.x.size(0);
   if (may_defer && defer_index_checks()) {
-    const char* op = op_name(a);
-    const std::int64_t sources = a.x.size(0);
     const DeferredIndex offsets{a.offsets.data, true, a.offsets.strides[0]};
     const DeferredIndex indices =
         a.identity
@@ -114,13 +125,7 @@ void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, bool m
     defer_index_error(
         bad, 2, offsets, indices,
         [op, positions, sources](int word, std::int64_t position, std::int64_t value) {
-          if (word == 0)
-            return std::string(op) + ": offsets[" + std::to_string(position) +
-                   "] = " + std::to_string(value) + " is invalid: offsets must start at 0, never " +
-                   "decrease and end at " + std::to_string(positions);
-          return std::string(op) + ": indices[" + std::to_string(position) +
-                 "] = " + std::to_string(value) + " is outside [0, " + std::to_string(sources) +
-                 ")";
+          return record_message(op, word, position, value, positions, sources);
         },
         st);
     return;
@@ -128,19 +133,12 @@ void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, bool m
   u64 h[2];
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(h, bad, sizeof h, cudaMemcpyDeviceToHost, st));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(st));
-  const char* op = op_name(a);
-  if (h[0] != kNone) {
-    const std::int64_t v = read_index_value(a.offsets, static_cast<std::int64_t>(h[0]));
-    throw IndexOutOfRange(std::string(op) + ": offsets[" + std::to_string(h[0]) + "] = " +
-                          std::to_string(v) + " is invalid: offsets must start at 0, never " +
-                          "decrease and end at " + std::to_string(positions));
-  }
-  if (h[1] != kNone) {
-    const std::int64_t v = read_index_value(a.indices, static_cast<std::int64_t>(h[1]));
-    throw IndexOutOfRange(std::string(op) + ": indices[" + std::to_string(h[1]) +
-                          "] = " + std::to_string(v) + " is outside [0, " +
-                          std::to_string(a.x.size(0)) + ")");
-  }
+  for (int word = 0; word < 2; ++word)
+    if (h[word] != kNone) {
+      const auto position = static_cast<std::int64_t>(h[word]);
+      const std::int64_t value = read_index_value(word == 0 ? a.offsets : a.indices, position);
+      throw IndexOutOfRange(record_message(op, word, position, value, positions, sources));
+    }
 }
 
 // The pull kernel that `c` names, for reduce OP and V-wide loads.
