@@ -4,7 +4,8 @@
 # inference benchmark, and PyTorch's reference figures, writing everything under $OUT.
 #
 #   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch,
-#                               python, pyg (after python), profile (default: all but profile)
+#                               python, pyg and pygprofile (after python), profile (default: all but
+#                               profile and pygprofile)
 #
 # The Debian development packages samebits builds against travel as .deb files in .device/debs
 # (git-ignored; see docs/device.md) and are unpacked into .device/root; PyTorch's reference script
@@ -158,8 +159,10 @@ if has python; then
   (PYTHONPATH=$py timeout 900 python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} \
      python/tests) >"$OUT/python_tests.txt" 2>&1
   tail -15 "$OUT/python_tests.txt" | tee -a "$log"
-  PYTHONPATH=$py timeout 600 python3 python/bench/bench_torch.py --out "$OUT/bench_torch.json" \
-    2>&1 | tee -a "$log"
+  # PY_BENCH=0 leaves bench_torch.py out.
+  [[ ${PY_BENCH:-1} == 0 ]] ||
+    PYTHONPATH=$py timeout 600 python3 python/bench/bench_torch.py --out "$OUT/bench_torch.json" \
+      2>&1 | tee -a "$log"
 fi
 if has pyg; then
   # PyG's own models on Cora under the drop-in mode against PyG's default, and SAGEConv inference
@@ -171,5 +174,12 @@ if has pyg; then
     --modes torch,torch_det,portable --synthetic --json "$OUT/pyg_reference.json" 2>&1 | tee -a "$log"
   PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda --runs "${PYG_RUNS:-1000}" \
     --modes run_to_run --json "$OUT/pyg_samebits.json" 2>&1 | tee -a "$log"
+fi
+if has pygprofile; then
+  # Where the mode's time goes in a PyG training (python/bench/pyg_mode_profile.py; PYG_MODEL).
+  say "PyG training under the mode: timings and profiler tables"
+  PYTHONPATH=$PWD/.device/python python3 python/bench/pyg_mode_profile.py \
+    --model "${PYG_MODEL:-sage}" --json "$OUT/pyg_profile.json" >"$OUT/pyg_profile.txt" 2>&1
+  head -8 "$OUT/pyg_profile.txt" | tee -a "$log"
 fi
 say done

@@ -48,6 +48,11 @@ TEST(KernelChoice, SegmentDefaultsFollowTheShape) {
   EXPECT_EQ(few.batch, 16);
   EXPECT_EQ(few.vec, 4);
   EXPECT_EQ(few.group, 16);
+  EXPECT_EQ(few.tiles, 1u);
+  // Wide rows: 32 lanes x 4 columns a tile (1024 columns: 8 tiles), one value per load for an odd
+  // width (1433 columns: 45 tiles of 32).
+  EXPECT_EQ(choose_segment_kernel(segment_shape(2708, 1024, 10556)).tiles, 8u);
+  EXPECT_EQ(choose_segment_kernel(segment_shape(2708, 1433, 10556)).tiles, 45u);
   // Many rows: the pull, 4 positions in flight below 64 positions per row, 8 from there.
   const SegmentChoice many = choose_segment_kernel(segment_shape(1 << 20, 64, 10 << 20));
   EXPECT_EQ(many.kernel, SegmentKernel::pull);
@@ -148,13 +153,42 @@ TEST(KernelChoice, ScatterPullRowsOfFeatures) {
   EXPECT_EQ(scalar.batch, 16);
   EXPECT_EQ(scalar.group, 32);
   EXPECT_EQ(choose_scatter_pull(pull_shape(0, 64, 0)).kernel, ScatterPullKernel::none);
+  EXPECT_EQ(many.tiles, 1u); // the group covers the row
 }
 
-TEST(KernelChoice, IndexSortCountingUpToItsLimit) {
-  EXPECT_TRUE(counting_sort_applies(100000, kCountSortMaxKeys));
-  EXPECT_FALSE(counting_sort_applies(100000, kCountSortMaxKeys + 1));
-  EXPECT_FALSE(counting_sort_applies(100000, 100, {.alternative = true}));
-  EXPECT_FALSE(counting_sort_applies(0, 100));
+TEST(KernelChoice, ScatterPullTilesWideRows) {
+  // SAGEConv's first aggregation on Cora: 1433 features (odd: one value per load) into 2708
+  // targets. A tile per 32 features, so no lane walks a long chain 45 times in a row.
+  const ScatterPullChoice cora = choose_scatter_pull(pull_shape(2708, 1433, 10556));
+  EXPECT_EQ(cora.kernel, ScatterPullKernel::group);
+  EXPECT_EQ(cora.group, 32);
+  EXPECT_EQ(cora.vec, 1);
+  EXPECT_EQ(cora.tiles, 45u);
+  EXPECT_NE(cora.name().find("45 feature tiles"), std::string::npos) << cora.name();
+  // 16-byte loads: 32 lanes x 4 values a tile.
+  EXPECT_EQ(choose_scatter_pull(pull_shape(1 << 20, 1024, 8 << 20)).tiles, 8u);
+  // The lane pull: a tile per block of lanes.
+  const ScatterPullChoice few = choose_scatter_pull(pull_shape(100, 1000, 200000));
+  EXPECT_EQ(few.kernel, ScatterPullKernel::lane);
+  EXPECT_EQ(few.group, 256);
+  EXPECT_EQ(few.tiles, 4u);
+  // At most gridDim.y's limit: the kernels loop over the rest.
+  EXPECT_EQ(choose_scatter_pull(pull_shape(1 << 20, std::int64_t{1} << 24, 1 << 20)).tiles, 65535u);
+}
+
+TEST(KernelChoice, IndexSortFollowsTheShape) {
+  EXPECT_EQ(choose_index_sort(100000, kCountSortMaxKeys), IndexSort::counting);
+  EXPECT_EQ(choose_index_sort(100000, kCountSortMaxKeys + 1), IndexSort::radix);
+  EXPECT_EQ(choose_index_sort(100000, 100, {.alternative = true}), IndexSort::radix);
+  // Short indices: the one-block sort, up to its limits (Cora's 10556 edges into 2708 targets).
+  EXPECT_EQ(choose_index_sort(10556, 2708), IndexSort::block);
+  EXPECT_EQ(choose_index_sort(0, 100), IndexSort::block);
+  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions, kBlockSortMaxKeys), IndexSort::block);
+  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions + 1, 100), IndexSort::counting);
+  EXPECT_EQ(choose_index_sort(1000, kBlockSortMaxKeys + 1), IndexSort::radix);
+  EXPECT_EQ(choose_index_sort(1000, 100, {.alternative = true}), IndexSort::radix);
+  EXPECT_EQ(choose_index_sort(1000, 0), IndexSort::radix); // every index out of range
+  EXPECT_NE(index_sort_name(IndexSort::block).find("11264 positions"), std::string::npos);
 }
 
 ScanShape scan_shape(std::int64_t outer, std::int64_t len, std::int64_t inner, int elem_bytes = 4,

@@ -17,11 +17,11 @@ import bench_trace  # noqa: E402
 from samebits.torch.finder import find_nondeterminism  # noqa: E402
 
 
-def conv1_line():
+def conv_line(conv):
     for n, text in enumerate((BENCH / "bench_trace.py").read_text().splitlines(), 1):
-        if "self.conv1(x, edge_index)" in text:
+        if f"self.{conv}(" in text:
             return f"{BENCH / 'bench_trace.py'}:{n}"
-    raise AssertionError("bench_trace.py has no conv1 call")
+    raise AssertionError(f"bench_trace.py has no {conv} call")
 
 
 def training(device, steps):
@@ -48,9 +48,10 @@ def test_default_mode_pyg_training_on_cuda_parts_at_the_aggregation():
     assert any(k in first.op for k in ("scatter", "index_add", "index_put")), str(report)
     # Inside the library (torch_geometric, or torch_scatter / pyg_lib where installed).
     assert "site-packages" in first.source or "torch_geometric" in first.source, str(report)
-    # The user's line: the model's first layer, or its backward (conv1's or conv2's).
+    # The user's line: a layer's forward, or its backward (conv1's or conv2's). The first
+    # layer's sums can agree by chance (the atomics added in the same order), so either layer.
     assert first.caller.startswith(str(BENCH / "bench_trace.py")), str(report)
     if not first.grad_fn:
-        assert first.caller == conv1_line()
+        assert first.caller in (conv_line("conv1"), conv_line("conv2")), str(report)
     assert not first.deterministic_algorithms
     assert first in report.origins

@@ -222,6 +222,24 @@ def test_mode_restores_torch_on_exit():
         torch.use_deterministic_algorithms(was)
 
 
+def test_mode_leaves_torch_fill_of_uninitialized_memory_off_unless_asked():
+    det = torch.utils.deterministic
+    was = det.fill_uninitialized_memory
+    try:
+        for before in (True, False):
+            det.fill_uninitialized_memory = before
+            with st.deterministic("run_to_run"):
+                assert det.fill_uninitialized_memory is False
+                # torch.empty is not filled: its bits are whatever the allocator held.
+                with st.deterministic("run_to_run", fill_uninitialized_memory=True):
+                    assert det.fill_uninitialized_memory is True
+                    assert torch.empty(64).isnan().all()          # torch filled it with NaN
+                assert det.fill_uninitialized_memory is False
+            assert det.fill_uninitialized_memory is before
+    finally:
+        det.fill_uninitialized_memory = was
+
+
 def test_unsupported_dtypes_fall_back_to_torch():
     sbmode.reset_calls()
     with st.deterministic("run_to_run"):
@@ -583,12 +601,14 @@ def test_cuda_grid_sample_and_nll_loss2d_are_portable():
     def run(device):
         out = []
         for mode in ("bilinear", "nearest", "bicubic"):
-            xx = x.to(device).requires_grad_()
-            gg = grid.to(device).requires_grad_()
+            # detach(): on the CPU .to() returns the tensor itself, which would then stay a
+            # leaf that requires grad, and the CUDA copies would be no leaves.
+            xx = x.detach().to(device).requires_grad_()
+            gg = grid.detach().to(device).requires_grad_()
             torch.nn.functional.grid_sample(xx, gg, mode=mode, padding_mode="border",
                                             align_corners=False).backward(go.to(device))
             out += [xx.grad, gg.grad]
-        y = nll_x.to(device).requires_grad_()
+        y = nll_x.detach().to(device).requires_grad_()
         w = None if nll_kw["weight"] is None else nll_kw["weight"].to(device)
         loss = torch.nn.functional.nll_loss(y, nll_t.to(device), weight=w)
         loss.backward()

@@ -1,8 +1,8 @@
 // CUDA index plan: index validation and key building, a stable sort of (index, position) pairs
-// with CSR offsets, and make_index_plan on the GPU. Up to kCountMaxKeys targets the sort is a
-// counting sort of our own (tile histograms, one scan, stable placement); beyond, CUB's radix
-// sort and offsets from the sorted keys. A stable sort has one result, so either way the plan
-// holds the same integers as the CPU's counting sort.
+// with CSR offsets, and make_index_plan on the GPU. A short index is sorted by one block in one
+// launch; up to kCountMaxKeys targets the sort is a counting sort of our own (tile histograms, one
+// scan, stable placement); beyond, CUB's radix sort and offsets from the sorted keys. A stable sort
+// has one result, so either way the plan holds the same integers as the CPU's counting sort.
 #include "core/memory.hpp"
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <cstdlib>
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <limits>
@@ -243,6 +244,78 @@ int key_bits(std::int64_t num_keys) {
                          static_cast<std::uint64_t>(std::max<std::int64_t>(num_keys - 1, 1)))));
 }
 
+// --- one-block sort for short indices -------------------------------------------------------
+//
+// Up to kBlockSortMaxPositions positions, a single block of kBlockThreads threads does the whole
+// sort in one launch: thread t loads keys t * kBlockItems .. + kBlockItems - 1 (position order is
+// the blocked arrangement, so CUB's block radix sort, stable in that arrangement, is stable in
+// position order); positions past n get key m, which sorts after every real key. The sorted keys
+// go to shared memory, and offsets[k] is a binary search for the first key >= k. The kernel
+// writes *bad itself (the first bad position, or all ones): no memset before it.
+constexpr int kBlockThreads = 1024;
+constexpr int kBlockItems = static_cast<int>(kBlockSortMaxPositions / kBlockThreads);
+static_assert(std::int64_t{kBlockThreads} * kBlockItems == kBlockSortMaxPositions);
+
+template <class I>
+__global__ void __launch_bounds__(kBlockThreads)
+    block_sort_kernel(const I* idx, std::int64_t stride, int n, int m, int bits,
+                      const int* values32, std::int64_t vstride, int* vals_out, int* offsets,
+                      unsigned long long* bad) {
+  using Sort = cub::BlockRadixSort<int, kBlockThreads, kBlockItems, int>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    int sorted[kBlockThreads * kBlockItems];
+  } smem;
+  __shared__ unsigned long long first_bad;
+  if (threadIdx.x == 0)
+    first_bad = ~0ull;
+  __syncthreads();
+  int keys[kBlockItems], vals[kBlockItems];
+#pragma unroll
+  for (int u = 0; u < kBlockItems; ++u) {
+    const int i = static_cast<int>(threadIdx.x) * kBlockItems + u;
+    if (i < n) {
+      keys[u] = key_at(idx, stride, i, m, &first_bad);
+      vals[u] = values32 != nullptr ? values32[i * vstride] : i;
+    } else {
+      keys[u] = m;
+      vals[u] = i;
+    }
+  }
+  Sort(smem.sort).Sort(keys, vals, 0, bits);
+  __syncthreads(); // the sort's storage becomes the sorted keys
+#pragma unroll
+  for (int u = 0; u < kBlockItems; ++u) {
+    const int s = static_cast<int>(threadIdx.x) * kBlockItems + u;
+    smem.sorted[s] = keys[u];
+    if (s < n)
+      vals_out[s] = vals[u];
+  }
+  __syncthreads();
+  for (int k = static_cast<int>(threadIdx.x); k <= m; k += kBlockThreads) {
+    int lo = 0, hi = n; // keys at n and beyond are m: offsets[m] = n
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (smem.sorted[mid] < k)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    offsets[k] = lo;
+  }
+  if (bad != nullptr && threadIdx.x == 0)
+    *bad = first_bad;
+}
+
+template <class I>
+void block_sort(const I* idx, std::int64_t stride, const int* values32, std::int64_t vstride,
+                const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
+  block_sort_kernel<I><<<1, kBlockThreads, 0, stream>>>(
+      idx, stride, static_cast<int>(b.n), static_cast<int>(b.num_keys), key_bits(b.num_keys + 1),
+      values32, vstride, b.vals_out, b.offsets, bad);
+  SAMEBITS_CUDA_CHECK_LAUNCH("block_sort_kernel");
+}
+
 // Stable radix sort of n (key, value) pairs on the key's low `bits` bits; temp == nullptr asks
 // for the temporary size in `bytes`.
 cudaError_t radix_sort_pairs(void* temp, std::size_t& bytes, const int* keys_in, int* keys_out,
@@ -278,7 +351,6 @@ void plan_variant(const PlanArgs& a, const Workspace& ws) {
   const WaitOnUnwind wait_on_error(stream);
   auto* bad = scratch.take<unsigned long long>(1);
   const SortBuffers b = sort_buffers(scratch, layout);
-  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
   sort_index_vector(a.index, nullptr, 0, b, bad, stream);
   if (const std::int64_t i = first_bad_position(bad, stream); i >= 0)
     throw IndexOutOfRange(index_error_message(
@@ -314,11 +386,16 @@ SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_countin
   SortLayout l;
   l.n = n;
   l.num_keys = num_keys;
-  l.counting = allow_counting && counting_sort_applies(n, num_keys);
+  const IndexSort sort = allow_counting ? choose_index_sort(n, num_keys) : IndexSort::radix;
+  l.block = sort == IndexSort::block;
+  l.counting = sort == IndexSort::counting;
   const auto ints = [](std::int64_t count) {
     return align256(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(int));
   };
-  if (l.counting) {
+  if (l.block) {
+    l.temp_bytes = 1;
+    l.scratch_bytes = ints(n) + ints(num_keys + 1) + align256(1);
+  } else if (l.counting) {
     const std::int64_t cells = count_cells(n, num_keys);
     l.temp_bytes = std::max<std::size_t>(scan_temp_bytes(cells), 1);
     l.scratch_bytes = ints(n) + ints(num_keys + 1) + 2 * ints(cells) + align256(l.temp_bytes);
@@ -334,7 +411,10 @@ SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
   b.n = l.n;
   b.num_keys = l.num_keys;
   b.counting = l.counting;
-  if (l.counting) {
+  b.block = l.block;
+  if (l.block) {
+    // vals_out and offsets only
+  } else if (l.counting) {
     const std::int64_t cells = count_cells(l.n, l.num_keys);
     b.counts = scratch.take<int>(std::max<std::int64_t>(cells, 1));
     b.starts = scratch.take<int>(std::max<std::int64_t>(cells, 1));
@@ -369,8 +449,8 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
 }
 
 void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
-  if (b.counting)
-    throw Error("scatter: internal error: a counting-sort layout given to the radix sort");
+  if (b.counting || b.block)
+    throw Error("scatter: internal error: a counting or block sort layout given to the radix sort");
   if (b.n > 0) {
     std::size_t temp = b.temp_bytes;
     SAMEBITS_CUDA_CHECK(radix_sort_pairs(b.temp, temp, b.keys_in, b.keys_out, b.vals_in, b.vals_out,
@@ -383,6 +463,18 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
 
 void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride,
                        const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
+  const auto* v32 = static_cast<const int*>(values32);
+  if (b.block) { // writes *bad itself
+    if (index.dtype == DType::i32)
+      block_sort(static_cast<const std::int32_t*>(index.data), index.strides[0], v32, vstride, b,
+                 bad, stream);
+    else
+      block_sort(static_cast<const std::int64_t*>(index.data), index.strides[0], v32, vstride, b,
+                 bad, stream);
+    return;
+  }
+  if (bad != nullptr)
+    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
   if (!b.counting) {
     build_vector_keys(index, b.num_keys, values32, vstride, b, bad, stream);
     sort_pairs_and_offsets(b, stream);
@@ -407,8 +499,8 @@ std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stre
 void register_cuda_index_plan(Registry& r) {
   r.add(Variant<PlanArgs>{
       {"make_index_plan", "cuda.stable_sort", DeviceType::cuda, Determinism::portable,
-       "stable sort of (index, position) pairs + CSR offsets (a counting sort up to 1536 "
-       "targets, CUB's radix sort beyond): one possible result"},
+       "stable sort of (index, position) pairs + CSR offsets (one block up to 11264 positions, a "
+       "counting sort up to 1536 targets, CUB's radix sort beyond): one possible result"},
       plan_why_not,
       nullptr,
       plan_variant});

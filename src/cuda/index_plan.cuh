@@ -57,6 +57,7 @@ private:
 struct SortLayout {
   std::int64_t n = 0, num_keys = 0;
   bool counting = false;
+  bool block = false;         // the one-block sort (needs vals_out and offsets only)
   std::size_t temp_bytes = 0; // CUB's temporary storage (radix sort, or the counting sort's scan)
   std::size_t scratch_bytes = 0; // what sort_buffers carves
 };
@@ -76,6 +77,7 @@ struct SortBuffers {
   std::size_t temp_bytes = 0;
   std::int64_t n = 0, num_keys = 0;
   bool counting = false;
+  bool block = false;
 };
 SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& layout);
 
@@ -92,8 +94,9 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 
 // The same for a 1-D index (int32/int64, any stride) in one call, with keys in [0, b.num_keys):
 // vals_out holds values32[i * vstride] (or i) in stable key order and offsets the CSR offsets;
-// keys_* are not kept. The layout says which sort: the counting sort, or build_vector_keys and
-// the radix sort. A value outside the range lowers *bad to its position and sorts as key 0.
+// keys_* are not kept. The layout says which sort: the one-block sort, the counting sort, or
+// build_vector_keys and the radix sort. *bad (when set) ends as the first position whose value is
+// outside the range, or all ones; such a value sorts as key 0. The callers need not set *bad.
 void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride,
                        const SortBuffers& b, unsigned long long* bad, cudaStream_t stream);
 

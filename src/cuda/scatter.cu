@@ -12,8 +12,9 @@
 //                                   the same integers in any order; no sort (when it applies:
 //                                   include/samebits/ops/scatter.hpp; cuda/scatter_fixed_point.cu)
 //   cuda.sort_pull  portable        fresh indices every call: (index, position) pairs put in
-//                                   stable order with CSR offsets (cuda/index_plan.cu: a counting
-//                                   sort for few targets, CUB's radix sort otherwise), then each
+//                                   stable order with CSR offsets (cuda/index_plan.cu: one
+//                                   block's sort for short indices, a counting sort for few
+//                                   targets, CUB's radix sort otherwise), then each
 //                                   target pulls its sources in ascending order; an index passed
 //                                   again whose contents compare equal reuses the plan kept for it
 //                                   (cuda/plan_cache.cu)
@@ -127,9 +128,9 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     const WaitOnUnwind wait_on_error(stream);
     auto* bad = scratch.take<unsigned long long>(1);
     const SortBuffers sb = sort_buffers(scratch, layout);
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
-    // No wait after the sort: bad keys were sorted as 0, and the pull reads the check's result
-    // itself and writes nothing when it found one. One round trip to the host per call.
+    // No wait after the sort (which sets *bad): bad keys were sorted as 0, and the pull reads the
+    // check's result itself and writes nothing when it found one. One round trip to the host per
+    // call.
     sort_index_vector(vec, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
     Pull<T> p = rows_pull<T>(a, rw);
     p.order = sb.vals_out;
@@ -225,11 +226,10 @@ void register_cuda_scatter(Registry& r) {
   register_cuda_index_plan(r);
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
   const char* atomic_how = "atomicAdd / atomicCAS into targets in hardware schedule order";
-  const char* sort_how = "stable sort of (index, position) every call (counting sort up to 1536 "
-                         "targets, CUB radix sort "
-                         "beyond), then ordered pull per target; an index passed again at the same "
-                         "address reuses its plan "
-                         "when its contents compare equal";
+  const char* sort_how = "stable sort of (index, position) every call (one block up to 11264 "
+                         "positions, a counting sort up to 1536 targets, CUB radix sort beyond), "
+                         "then ordered pull per target; an index passed again at the same address "
+                         "reuses its plan when its contents compare equal";
   auto atomic = run_atomic_scatter;
   auto sorted = by_dtype<run_sort_pull<float>, run_sort_pull<double>>;
   for (const char* op : {"index_add", "scatter_add", "scatter_reduce"}) {

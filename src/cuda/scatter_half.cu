@@ -234,8 +234,7 @@ template <class H> void half_sort_pull(const ScatterArgs& a, cudaStream_t stream
     const WaitOnUnwind wait_on_error(stream);
     auto* bad = scratch.take<unsigned long long>(1);
     const SortBuffers sb = sort_buffers(scratch, layout);
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
-    sort_index_vector(vec, nullptr, 0, sb, bad, stream);
+    sort_index_vector(vec, nullptr, 0, sb, bad, stream); // sets *bad
     HalfPull<H> p = half_pull_of<H>(x, rw);
     p.order = sb.vals_out;
     p.offsets = sb.offsets;

@@ -183,7 +183,10 @@ template <class T, int R, int V, int B> __global__ void pull_group_kernel(Pull<T
     return;
   const std::int64_t t = g.t, b = g.b, e = g.e;
   const int lane = g.lane;
-  for (std::int64_t f = std::int64_t{lane} * V; f < p.F; f += std::int64_t{group} * V) {
+  // Feature tile blockIdx.y of gridDim.y (ScatterPullChoice::tiles): each tile's lanes fold
+  // their target's sources once for each of their features.
+  for (std::int64_t f = (std::int64_t{blockIdx.y} * group + lane) * V; f < p.F;
+       f += std::int64_t{gridDim.y} * group * V) {
     T* o = p.out + t * p.out_row + f;
     auto row_at = [&](std::int64_t base) {
       return *reinterpret_cast<const Pack<T, V>*>(p.src + base + f);
@@ -238,7 +241,8 @@ __global__ void __launch_bounds__(256, 2) pull_lane_kernel(Pull<T> p, int group)
     return;
   const std::int64_t t = g.t, b = g.b, e = g.e;
   const int lane = g.lane;
-  for (std::int64_t f = lane; f < p.F; f += group) {
+  for (std::int64_t f = std::int64_t{blockIdx.y} * group + lane; f < p.F;
+       f += std::int64_t{gridDim.y} * group) { // feature tiles, as in pull_group_kernel
     T* o = p.out + t * p.out_row + f;
     const T* src = p.src + f;
     int ra[B], rb[B]; // two batches' source row numbers (the caller checks they fit in int)
@@ -308,6 +312,7 @@ template <class T> ScatterPullShape pull_shape(const Pull<T>& p) {
 template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stream) {
   const ScatterPullChoice c = choose_scatter_pull(pull_shape(p));
   constexpr int VM = static_cast<int>(16 / sizeof(T));
+  const dim3 tiled(c.grid, c.tiles);
   switch (c.kernel) {
   case ScatterPullKernel::none:
     return;
@@ -318,17 +323,17 @@ template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stre
     pull_span_kernel<T, R><<<c.grid, c.block, 0, stream>>>(p, c.rows);
     break;
   case ScatterPullKernel::lane:
-    pull_lane_kernel<T, R, sizeof(T) == 4 ? 16 : 8><<<c.grid, c.block, 0, stream>>>(p, c.group);
+    pull_lane_kernel<T, R, sizeof(T) == 4 ? 16 : 8><<<tiled, c.block, 0, stream>>>(p, c.group);
     break;
   case ScatterPullKernel::group:
     if (c.vec == 1)
-      pull_group_kernel<T, R, 1, 16><<<c.grid, c.block, 0, stream>>>(p, c.group);
+      pull_group_kernel<T, R, 1, 16><<<tiled, c.block, 0, stream>>>(p, c.group);
     else if (c.batch == 4)
-      pull_group_kernel<T, R, VM, 4><<<c.grid, c.block, 0, stream>>>(p, c.group);
+      pull_group_kernel<T, R, VM, 4><<<tiled, c.block, 0, stream>>>(p, c.group);
     else if (c.batch == 8)
-      pull_group_kernel<T, R, VM, 8><<<c.grid, c.block, 0, stream>>>(p, c.group);
+      pull_group_kernel<T, R, VM, 8><<<tiled, c.block, 0, stream>>>(p, c.group);
     else
-      pull_group_kernel<T, R, VM, 16><<<c.grid, c.block, 0, stream>>>(p, c.group);
+      pull_group_kernel<T, R, VM, 16><<<tiled, c.block, 0, stream>>>(p, c.group);
     break;
   }
   SAMEBITS_CUDA_CHECK_LAUNCH("pull kernel");

@@ -145,13 +145,13 @@ void report(const SegmentArgs& a, const u64* bad, std::int64_t positions, bool m
 template <class T, class I, int OP, int V>
 void launch_pull_op(const PullParams<T, I>& p, const SegmentChoice& c, cudaStream_t st) {
   if (c.kernel == SegmentKernel::pull_ahead)
-    pull_ahead_kernel<T, I, OP, V, kAheadBatch><<<c.grid, c.block, 0, st>>>(p);
+    pull_ahead_kernel<T, I, OP, V, kAheadBatch><<<dim3(c.grid, c.tiles), c.block, 0, st>>>(p);
   else if (c.batch == 4)
-    pull_kernel<T, I, OP, V, 4><<<c.grid, c.block, 0, st>>>(p);
+    pull_kernel<T, I, OP, V, 4><<<dim3(c.grid, c.tiles), c.block, 0, st>>>(p);
   else if (c.batch == 8)
-    pull_kernel<T, I, OP, V, 8><<<c.grid, c.block, 0, st>>>(p);
+    pull_kernel<T, I, OP, V, 8><<<dim3(c.grid, c.tiles), c.block, 0, st>>>(p);
   else
-    pull_kernel<T, I, OP, V, 16><<<c.grid, c.block, 0, st>>>(p);
+    pull_kernel<T, I, OP, V, 16><<<dim3(c.grid, c.tiles), c.block, 0, st>>>(p);
 }
 
 template <class T, class I, int OP>

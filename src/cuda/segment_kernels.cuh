@@ -116,7 +116,10 @@ __device__ __forceinline__ void pull_rows(const PullParams<T, I>& p, Fold fold) 
   for (std::int64_t s = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / p.group; s < p.segs;
        s += groups) {
     const std::int64_t b = p.off[s], e = p.off[s + 1];
-    for (std::int64_t f = std::int64_t{lane} * V; f < p.cols; f += std::int64_t{p.group} * V) {
+    // Column tile blockIdx.y of gridDim.y (SegmentChoice::tiles): a group folds each row once
+    // per tile of group * V columns, the tiles side by side.
+    for (std::int64_t f = (std::int64_t{blockIdx.y} * p.group + lane) * V; f < p.cols;
+         f += std::int64_t{gridDim.y} * p.group * V) {
       T acc[V];
 #pragma unroll
       for (int c = 0; c < V; ++c)

@@ -71,12 +71,10 @@ std::vector<Line> scatter_lines(const Query& c) {
                                    "features, at most 2^21 targets)",
                                    fits ? "takes" : "does not take"));
   }
-  const bool counting = counting_sort_applies(c.n, c.rows());
   lines.emplace_back(
       "cuda.sort_pull",
       fmt::format("{}, then {} (an index seen before at the same address reuses its plan)",
-                  counting ? fmt::format("counting sort (at most {} targets)", kCountSortMaxKeys)
-                           : std::string("CUB radix sort"),
+                  index_sort_name(choose_index_sort(c.n, c.rows())),
                   pull_line(c, c.elem == 4 && c.features == 1)));
   return lines;
 }

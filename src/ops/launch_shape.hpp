@@ -9,6 +9,7 @@
 namespace samebits::detail {
 
 constexpr std::int64_t kMaxGridX = 2147483647; // gridDim.x limit
+constexpr std::int64_t kMaxGridYZ = 65535;     // gridDim.y and gridDim.z limit
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;

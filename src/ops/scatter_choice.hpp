@@ -46,22 +46,34 @@ enum class ScatterPullKernel {
 
 struct ScatterPullChoice {
   ScatterPullKernel kernel = ScatterPullKernel::none;
-  int block = 256;          // threads per block
-  unsigned grid = 1;        // blocks
-  int group = 1;            // lanes per target (lane, group)
-  int rows = 1;             // targets per warp (span)
-  int vec = 1;              // values per load (group)
-  int batch = 0;            // source rows whose loads are issued before their steps (lane, group)
+  int block = 256;   // threads per block
+  unsigned grid = 1; // blocks
+  int group = 1;     // lanes per target (lane, group)
+  int rows = 1;      // targets per warp (span)
+  int vec = 1;       // values per load (group)
+  int batch = 0;     // source rows whose loads are issued before their steps (lane, group)
+  // Feature tiles (lane, group): gridDim.y, each tile `group * vec` features of every target, so
+  // that no lane walks a long chain of sources once per feature chunk.
+  unsigned tiles = 1;
   std::string name() const; // e.g. "pull_group_kernel<V=4, B=8> group 16, block 256, grid 4096"
 };
 
 ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s,
                                       const ScatterTuning& t = tuning<ScatterTuning>());
 
-// The GPU's stable sort of (index, position) pairs: a counting sort for few targets, CUB's radix
-// sort otherwise.
+// The GPU's stable sort of (index, position) pairs: one block's radix sort for short indices
+// (one launch), a counting sort for few targets, CUB's radix sort otherwise. A stable sort has one
+// result, so the choice never changes a bit.
+enum class IndexSort {
+  block,    // block_sort_kernel: check, sort and offsets in one block (short indices)
+  counting, // tile counts, a scan and stable placement (few targets)
+  radix,    // key building, CUB's device radix sort and the offsets kernel
+};
+constexpr std::int64_t kBlockSortMaxPositions = 1024 * 11; // one block of 1024 threads x 11 keys
+constexpr std::int64_t kBlockSortMaxKeys = std::int64_t{1} << 17; // its offsets: binary searches
 constexpr std::int64_t kCountSortMaxKeys = 1536; // targets the counting sort takes at most
-bool counting_sort_applies(std::int64_t n, std::int64_t num_keys,
-                           const ScatterTuning& t = tuning<ScatterTuning>());
+IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys,
+                            const ScatterTuning& t = tuning<ScatterTuning>());
+std::string index_sort_name(IndexSort s); // for --explain
 
 } // namespace samebits::detail

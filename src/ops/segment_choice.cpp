@@ -61,12 +61,19 @@ SegmentChoice choose_segment_kernel(const SegmentShape& s, const SegmentTuning& 
     c.kernel = SegmentKernel::pull;
     c.batch = pull_batch(s.positions, s.segs, t.batch);
   }
+  // A tile per group-wide chunk of columns, side by side, rather than each group walking its
+  // row's positions once per chunk in turn (the long rows set the time; see the scatter pull's
+  // tiles in scatter_choice.cpp). The bits do not depend on the tiles.
+  c.tiles = static_cast<unsigned>(
+      std::min<std::int64_t>(ceil_div(s.cols, std::int64_t{c.group} * c.vec), kMaxGridYZ));
   c.grid = grid_for(s.segs * c.group, c.block, kMaxGrid);
   return c;
 }
 
 std::string SegmentChoice::name() const {
-  const std::string launch = fmt::format("block {}, grid {}", block, grid);
+  const std::string launch =
+      tiles > 1 ? fmt::format("block {}, grid {} x {} column tiles", block, grid, tiles)
+                : fmt::format("block {}, grid {}", block, grid);
   switch (kernel) {
   case SegmentKernel::none:
     return "no launch (no rows or no columns)";

@@ -44,11 +44,12 @@ enum class SegmentKernel {
 
 struct SegmentChoice {
   SegmentKernel kernel = SegmentKernel::none;
-  int block = 256;   // threads per block
-  unsigned grid = 1; // blocks (of the main kernel)
-  int group = 1;     // lanes per row
-  int vec = 1;       // values per load
-  int batch = 0;     // positions loaded before their steps (pull, pull_ahead)
+  int block = 256;    // threads per block
+  unsigned grid = 1;  // blocks (of the main kernel)
+  int group = 1;      // lanes per row
+  int vec = 1;        // values per load
+  int batch = 0;      // positions loaded before their steps (pull, pull_ahead)
+  unsigned tiles = 1; // column tiles of group * vec columns (pull, pull_ahead): gridDim.y
   std::string name() const;
 };
 

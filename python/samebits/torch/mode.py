@@ -29,8 +29,8 @@ float64, as torch does, and returns float64. Ops whose samebits kernel takes flo
 A call whose tensors disagree in dtype (bfloat16 values into a float16 target, say) goes to
 torch's kernel too, which raises its own error, as without the mode.
 
-The mode also sets torch.use_deterministic_algorithms(True) and restores the previous setting
-when it ends, so an op samebits does not replace either runs torch's deterministic kernel or
+The mode also sets torch.use_deterministic_algorithms(True) (with torch's fill of uninitialized
+memory off unless asked: see enable()) and restores the previous settings when it ends, so an op samebits does not replace either runs torch's deterministic kernel or
 throws; inside `with deterministic():` such an error carries a note saying that samebits has no
 replacement for it.
 
@@ -160,13 +160,14 @@ def _row_index(dim, index, src):
     """The index vector when `index` is a vector expanded (stride 0) along every dim but `dim`,
     as PyG's scatter passes it: then scatter_add along dim is an index_add of whole slices, which
     samebits runs as a row scatter. None otherwise."""
-    if index.dim() != src.dim() or index.dim() < 2 or tuple(index.shape) != tuple(src.shape):
+    if index.dim() < 2 or index.shape != src.shape:
         return None
-    if any(index.stride(d) != 0 for d in range(index.dim()) if d != dim):
-        return None
-    sel = [0] * index.dim()
-    sel[dim] = slice(None)
-    return index[tuple(sel)]
+    strides = index.stride()
+    for d, step in enumerate(strides):
+        if step != 0 and d != dim:
+            return None
+    # index[0, ..., :, ..., 0] in one call (this runs on every PyG aggregation).
+    return index.as_strided((index.shape[dim],), (strides[dim],))
 
 
 def _scatter_add_into(out, dim, index, src):
@@ -598,7 +599,7 @@ def _uninstall():
     _state["level"] = None
 
 
-def enable(level="run_to_run", index_checks="deferred"):
+def enable(level="run_to_run", index_checks="deferred", fill_uninitialized_memory=False):
     """Turns the drop-in mode on at `level` (process-wide) until the matching disable().
 
     index_checks: how a bad index on CUDA is reported (samebits.set_cuda_index_checks).
@@ -607,6 +608,13 @@ def enable(level="run_to_run", index_checks="deferred"):
     once); unlike torch's device-side assert, the output is untouched and the device stays
     usable. "wait" raises before the op returns, at one host round trip per op. Leaving
     `with deterministic(...)` raises an error of the current device still pending.
+
+    fill_uninitialized_memory: torch.utils.deterministic.fill_uninitialized_memory while the mode
+    is on. torch turns it on with its deterministic mode, so that every torch.empty is filled
+    with NaN (a kernel launch per allocation: 2 ms of a 44 ms PyG training on Cora, H200). Only
+    code that reads memory it never wrote needs it, and such a read is a bug the fill hides
+    rather than fixes; the mode leaves it off unless asked. The previous setting comes back on
+    exit.
     """
     name = _level_name(level)
     if index_checks not in ("wait", "deferred"):
@@ -614,9 +622,11 @@ def enable(level="run_to_run", index_checks="deferred"):
     with _lock:
         _stack.append((name, torch.are_deterministic_algorithms_enabled(),
                        torch.is_deterministic_algorithms_warn_only_enabled(),
-                       _sb.cuda_index_checks()))
+                       _sb.cuda_index_checks(),
+                       torch.utils.deterministic.fill_uninitialized_memory))
         _sb.set_cuda_index_checks(index_checks)
         torch.use_deterministic_algorithms(True)
+        torch.utils.deterministic.fill_uninitialized_memory = bool(fill_uninitialized_memory)
         _install(name)
 
 
@@ -626,8 +636,9 @@ def disable():
     with _lock:
         if not _stack:
             raise RuntimeError("samebits.torch.disable(): the drop-in mode is not enabled")
-        _, was_on, warn_only, checks = _stack.pop()
+        _, was_on, warn_only, checks, fill = _stack.pop()
         torch.use_deterministic_algorithms(was_on, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
         _sb.set_cuda_index_checks(checks)
         if _stack:
             _state["level"] = _stack[-1][0]
@@ -649,10 +660,10 @@ _NO_DETERMINISTIC = "does not have a deterministic implementation"
 
 
 @contextlib.contextmanager
-def deterministic(level="run_to_run", index_checks="deferred"):
+def deterministic(level="run_to_run", index_checks="deferred", fill_uninitialized_memory=False):
     """`with samebits.torch.deterministic(level):` runs the block in the drop-in mode (see
-    enable() for index_checks)."""
-    enable(level, index_checks)
+    enable() for index_checks and fill_uninitialized_memory)."""
+    enable(level, index_checks, fill_uninitialized_memory)
     try:
         yield
         # Leaving the mode raises a deferred index error of the current device that no later
