@@ -241,8 +241,7 @@ __global__ void __launch_bounds__(256, 2) pull_lane_kernel(Pull<T> p, int group)
     return;
   const std::int64_t t = g.t, b = g.b, e = g.e;
   const int lane = g.lane;
-  for (std::int64_t f = std::int64_t{blockIdx.y} * group + lane; f < p.F;
-       f += std::int64_t{gridDim.y} * group) { // feature tiles, as in pull_group_kernel
+  for (std::int64_t f = lane; f < p.F; f += group) {
     T* o = p.out + t * p.out_row + f;
     const T* src = p.src + f;
     int ra[B], rb[B]; // two batches' source row numbers (the caller checks they fit in int)
@@ -323,7 +322,7 @@ template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stre
     pull_span_kernel<T, R><<<c.grid, c.block, 0, stream>>>(p, c.rows);
     break;
   case ScatterPullKernel::lane:
-    pull_lane_kernel<T, R, sizeof(T) == 4 ? 16 : 8><<<tiled, c.block, 0, stream>>>(p, c.group);
+    pull_lane_kernel<T, R, sizeof(T) == 4 ? 16 : 8><<<c.grid, c.block, 0, stream>>>(p, c.group);
     break;
   case ScatterPullKernel::group:
     if (c.vec == 1)

@@ -52,8 +52,8 @@ struct ScatterPullChoice {
   int rows = 1;      // targets per warp (span)
   int vec = 1;       // values per load (group)
   int batch = 0;     // source rows whose loads are issued before their steps (lane, group)
-  // Feature tiles (lane, group): gridDim.y, each tile `group * vec` features of every target, so
-  // that no lane walks a long chain of sources once per feature chunk.
+  // Feature tiles (group): gridDim.y, each tile `group * vec` features of every target, so that
+  // no lane walks a long chain of sources once per feature chunk.
   unsigned tiles = 1;
   std::string name() const; // e.g. "pull_group_kernel<V=4, B=8> group 16, block 256, grid 4096"
 };
