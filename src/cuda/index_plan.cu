@@ -32,6 +32,14 @@ unsigned blocks_for(std::int64_t n) {
   return grid_for(n, kBlock, kMaxBlocks);
 }
 
+// Calls f with the index's data as const std::int32_t* or const std::int64_t*.
+template <class F> void on_index_type(const TensorView& index, F&& f) {
+  if (index.dtype == DType::i32)
+    f(static_cast<const std::int32_t*>(index.data));
+  else
+    f(static_cast<const std::int64_t*>(index.data));
+}
+
 // The key of position i: index[i * stride] when it is in [0, m); otherwise 0, and i lowers *bad
 // (when bad is set).
 template <class I>
@@ -437,14 +445,10 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
   if (n == 0)
     return;
   const auto* v = static_cast<const int*>(values32);
-  if (index.dtype == DType::i32)
-    vector_keys_kernel<<<blocks_for(n), kBlock, 0, stream>>>(
-        static_cast<const std::int32_t*>(index.data), index.strides[0], n, m, v, vstride, b.keys_in,
-        b.vals_in, bad);
-  else
-    vector_keys_kernel<<<blocks_for(n), kBlock, 0, stream>>>(
-        static_cast<const std::int64_t*>(index.data), index.strides[0], n, m, v, vstride, b.keys_in,
-        b.vals_in, bad);
+  on_index_type(index, [&](const auto* idx) {
+    vector_keys_kernel<<<blocks_for(n), kBlock, 0, stream>>>(idx, index.strides[0], n, m, v,
+                                                             vstride, b.keys_in, b.vals_in, bad);
+  });
   SAMEBITS_CUDA_CHECK_LAUNCH("vector_keys_kernel");
 }
 
@@ -465,12 +469,9 @@ void sort_index_vector(const TensorView& index, const void* values32, std::int64
                        const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
   const auto* v32 = static_cast<const int*>(values32);
   if (b.block) { // writes *bad itself
-    if (index.dtype == DType::i32)
-      block_sort(static_cast<const std::int32_t*>(index.data), index.strides[0], v32, vstride, b,
-                 bad, stream);
-    else
-      block_sort(static_cast<const std::int64_t*>(index.data), index.strides[0], v32, vstride, b,
-                 bad, stream);
+    on_index_type(index, [&](const auto* idx) {
+      block_sort(idx, index.strides[0], v32, vstride, b, bad, stream);
+    });
     return;
   }
   if (bad != nullptr)
@@ -480,13 +481,9 @@ void sort_index_vector(const TensorView& index, const void* values32, std::int64
     sort_pairs_and_offsets(b, stream);
     return;
   }
-  const auto* v = static_cast<const int*>(values32);
-  if (index.dtype == DType::i32)
-    counting_sort(static_cast<const std::int32_t*>(index.data), index.strides[0], v, vstride, b,
-                  bad, stream);
-  else
-    counting_sort(static_cast<const std::int64_t*>(index.data), index.strides[0], v, vstride, b,
-                  bad, stream);
+  on_index_type(index, [&](const auto* idx) {
+    counting_sort(idx, index.strides[0], v32, vstride, b, bad, stream);
+  });
 }
 
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream) {
