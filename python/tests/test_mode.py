@@ -91,6 +91,13 @@ def case_index_put_accumulate(g, dtype, device):
             lambda: x.double().index_put_((i,), v.double(), accumulate=True))
 
 
+def case_index_put_negative_int32(g, dtype, device):
+    x, v = rand(g, 9, 3, dtype=dtype, device=device), rand(g, 25, 3, dtype=dtype, device=device)
+    i = (ints(g, 9, 25, device=device) - 4).to(torch.int32)                  # -4 .. 4
+    return ("_index_put_impl_", lambda: x.clone().index_put_((i,), v, accumulate=True),
+            lambda: x.double().index_put_((i,), v.double(), accumulate=True))
+
+
 def case_index_put_two_indices(g, dtype, device):
     x, v = rand(g, 4, 5, 3, dtype=dtype, device=device), rand(g, 20, 3, dtype=dtype,
                                                                  device=device)
@@ -159,7 +166,8 @@ def case_segment_reduce(g, dtype, device):
 
 
 CASES = [case_index_add, case_index_add_inplace_dim1, case_scatter_add_pyg,
-         case_scatter_add_general, case_index_put_accumulate, case_index_put_two_indices,
+         case_scatter_add_general, case_index_put_accumulate, case_index_put_negative_int32,
+         case_index_put_two_indices,
          case_embedding_backward, case_gather_backward, case_index_select_backward,
          case_bincount_weights, case_histc, case_cumsum, case_segment_reduce] + [
     make_scatter_reduce(r, s) for r, s in itertools.product(

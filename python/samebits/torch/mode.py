@@ -273,10 +273,12 @@ def _flat_index(self, indices, values):
     except RuntimeError:
         return None
     lead = self.shape[:len(indices)]
-    flat = torch.zeros(idx[0].shape, dtype=torch.int64, device=self.device)
+    flat = None
     for i, size in zip(idx, lead):
-        # Negative indices count from the end, as in torch; the range is checked by the op.
-        flat = flat * size + torch.where(i < 0, i + size, i).to(torch.int64)
+        # Negative indices count from the end, as in torch; the range is checked by the op. One
+        # index (the backward of x[mask] or x[idx]) is used as it is: no zeros, no products.
+        i = torch.where(i < 0, i + size, i)
+        flat = i if flat is None else flat.to(torch.int64) * size + i.to(torch.int64)
     rest = self.shape[len(indices):]
     target = self.view((-1,) + tuple(rest))
     vals = values.expand(tuple(idx[0].shape) + tuple(rest)).reshape((-1,) + tuple(rest))
