@@ -19,6 +19,13 @@ BENCHMARK(BM_sum)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// The cost of one call on 8 values: what every op pays around its kernel (the variant's choice,
+// its explanation, the workspace), the part a PyTorch training of many small calls feels.
+static void BM_sum_call(benchmark::State& s) {
+  BM_sum(s);
+}
+BENCHMARK(BM_sum_call)->ArgsProduct({{8}, {0, 2}})->Unit(benchmark::kMicrosecond);
+
 static void BM_dot(benchmark::State& s) {
   const auto level = level_arg(s, 1);
   Tensor a = normal({s.range(0)}), b = normal({s.range(0)}, DType::f32, 8);

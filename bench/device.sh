@@ -176,10 +176,14 @@ if has pyg; then
     --modes run_to_run --json "$OUT/pyg_samebits.json" 2>&1 | tee -a "$log"
 fi
 if has pygprofile; then
-  # Where the mode's time goes in a PyG training (python/bench/pyg_mode_profile.py; PYG_MODEL).
+  # Where the mode's time goes in a PyG training (python/bench/pyg_mode_profile.py), for each
+  # model in PYG_MODELS (default: sage gcn gat): $OUT/pyg_profile_MODEL.txt and .json.
   say "PyG training under the mode: timings and profiler tables"
-  PYTHONPATH=$PWD/.device/python python3 python/bench/pyg_mode_profile.py \
-    --model "${PYG_MODEL:-sage}" --json "$OUT/pyg_profile.json" >"$OUT/pyg_profile.txt" 2>&1
-  head -8 "$OUT/pyg_profile.txt" | tee -a "$log"
+  for model in ${PYG_MODELS:-sage gcn gat}; do
+    PYTHONPATH=$PWD/.device/python python3 python/bench/pyg_mode_profile.py --model "$model" \
+      --json "$OUT/pyg_profile_$model.json" >"$OUT/pyg_profile_$model.txt" 2>&1
+    echo "-- $model" | tee -a "$log"
+    head -8 "$OUT/pyg_profile_$model.txt" | grep -v Warning | tee -a "$log"
+  done
 fi
 say done
