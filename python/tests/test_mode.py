@@ -11,6 +11,7 @@ import os
 import pytest
 import torch
 
+import samebits
 import samebits.torch as st
 from samebits.torch import mode as sbmode
 
@@ -228,6 +229,32 @@ def test_mode_restores_torch_on_exit():
             st.disable()
     finally:
         torch.use_deterministic_algorithms(was)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_index_put_with_cpu_indices_into_cuda_runs_torch_kernel(gen):
+    x = torch.randn(9, 3, generator=gen).cuda()
+    v = torch.randn(25, 3, generator=gen).cuda()
+    i = torch.randint(0, 9, (25,), generator=gen)                    # stays on the CPU
+    with st.deterministic("run_to_run"):
+        sbmode.reset_calls()
+        got = x.clone().index_put_((i,), v, accumulate=True)
+        assert sbmode.calls().get("_index_put_impl_", 0) == 0
+    want = x.double().index_put_((i.cuda(),), v.double(), accumulate=True)
+    torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_scatter_add_with_an_index_of_size_one_dims_is_a_row_scatter():
+    src = torch.randn(40, 1)
+    index = torch.randint(0, 6, (40, 1))                            # strides (1, 1), not (1, 0)
+    with st.deterministic("portable"):
+        sbmode.reset_calls()
+        got = torch.zeros(6, 1).scatter_add_(0, index, src)
+        ran = samebits.explain()
+    assert sbmode.calls() == {"scatter_add_": 1}
+    assert ran.startswith("index_add on cpu"), ran                 # the row scatter, not the general
+    assert torch.equal(got, st.index_add(torch.zeros(6, 1), 0, index[:, 0], src,
+                                         level="portable"))
 
 
 def test_mode_leaves_torch_fill_of_uninitialized_memory_off_unless_asked():

@@ -162,9 +162,9 @@ def _row_index(dim, index, src):
     samebits runs as a row scatter. None otherwise."""
     if index.dim() < 2 or index.shape != src.shape:
         return None
-    strides = index.stride()
+    strides, shape = index.stride(), index.shape
     for d, step in enumerate(strides):
-        if step != 0 and d != dim:
+        if step != 0 and d != dim and shape[d] != 1:
             return None
     # index[0, ..., :, ..., 0] in one call (this runs on every PyG aggregation).
     return index.as_strided((index.shape[dim],), (strides[dim],))
@@ -267,6 +267,11 @@ def _flat_index(self, indices, values):
     if len(indices) == 0 or len(indices) > self.dim() or not self.is_contiguous():
         return None
     if any(i is None or type(i) is not torch.Tensor or i.dtype not in _INDEX for i in indices):
+        return None
+    # torch moves CPU indices of a CUDA tensor (x_cuda[cpu_idx] and its backward): its kernel
+    # serves those.
+    device = self.get_device()
+    if any(i.get_device() != device for i in indices):
         return None
     try:
         idx = torch.broadcast_tensors(*indices)
