@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     else {
       std::cerr << "usage: samebits_bench_gpu [--out DIR] [--quick] [--only FAMILIES]\n"
                    "  --only  comma-separated families to run (reduce, scan, histogram, gemm,\n"
-                   "          segment, indexing, scatter); default: all\n";
+                   "          segment, indexing, scatter, half, overhead); default: all\n";
       return 2;
     }
   }
@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   run("indexing", bench_indexing);
   run("scatter", bench_scatter);
   run("half", bench_half);
+  run("overhead", bench_overhead);
 
   // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.
   std::map<std::string, double> atomic_ms;
