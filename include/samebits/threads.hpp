@@ -14,7 +14,9 @@ namespace samebits {
 // set_num_threads came first.
 int num_threads();
 // Sets the thread count, in [1, 1024] (InvalidArgument otherwise); called first, it overrides
-// SAMEBITS_NUM_THREADS. Takes effect for the next op; not to be called while ops run.
+// SAMEBITS_NUM_THREADS. Takes effect for the next op: called while an op runs on another thread,
+// it waits for that op's parallel part to finish. Not to be called from inside a task of
+// parallel_for (it would wait for itself).
 void set_num_threads(int n);
 
 // Runs f(task) for every task in [0, ntasks) on the pool; the calling thread takes part. Which

@@ -59,9 +59,13 @@ public:
   explicit Pool(int n) { resize(n); }
   ~Pool() { stop(); }
 
-  int size() const { return size_; }
+  int size() const { return size_.load(std::memory_order_relaxed); }
 
+  // Waits for the job running now, if any (another thread's op): set_num_threads while an op
+  // runs elsewhere must neither strand that op's caller, waiting for a worker that quit, nor change
+  // the thread count under it.
   void resize(int n) {
+    std::lock_guard serial(run_mutex_);
     stop();
     size_ = n;
     quit_ = false;
@@ -69,21 +73,23 @@ public:
       workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
   }
 
-  // Runs body(thread) with the caller as thread 0. every_thread: on each of the pool's threads,
-  // waiting for all. Otherwise on the caller and on the workers that join before the caller has
-  // finished its own part (body must then let any subset of threads do the work, as
-  // parallel_for's shared task counter does): a small job is not held up by waking workers.
-  void run(const std::function<void(int)>& body, bool every_thread) {
+  // Runs body(thread, threads) with the caller as thread 0, `threads` the pool's size for the
+  // whole job. every_thread: on each of the pool's threads, waiting for all. Otherwise on the
+  // caller and on the workers that join before the caller has finished its own part (body must
+  // then let any subset of threads do the work, as parallel_for's shared task counter does): a
+  // small job is not held up by waking workers.
+  void run(const std::function<void(int, int)>& body, bool every_thread) {
     std::lock_guard serial(run_mutex_);
-    if (size_ == 1) {
-      body(0);
+    const int threads = size_;
+    if (threads == 1) {
+      body(0, 1);
       return;
     }
     {
       std::lock_guard lock(m_);
       body_ = &body;
       fp_state_ = FpState::current();
-      pending_ = size_ - 1;
+      pending_ = threads - 1;
       active_ = 0;
       open_ = true;
       error_ = nullptr;
@@ -92,7 +98,7 @@ public:
     cv_.notify_all();
     std::exception_ptr mine;
     try {
-      body(0);
+      body(0, threads);
     } catch (...) {
       mine = std::current_exception();
     }
@@ -114,8 +120,9 @@ public:
 private:
   void loop(int index, std::uint64_t seen) {
     for (;;) {
-      const std::function<void(int)>* body;
+      const std::function<void(int, int)>* body;
       FpState fp;
+      int threads = 0;
       {
         std::unique_lock lock(m_);
         cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
@@ -126,12 +133,13 @@ private:
           continue; // the caller finished this job on its own
         body = body_;
         fp = fp_state_;
+        threads = size_;
         ++active_;
       }
       fp.apply();
       std::exception_ptr err;
       try {
-        (*body)(index);
+        (*body)(index, threads);
       } catch (...) {
         err = std::current_exception();
       }
@@ -155,11 +163,11 @@ private:
     workers_.clear();
   }
 
-  int size_ = 1;
+  std::atomic<int> size_{1}; // written under run_mutex_, read anywhere
   std::vector<std::thread> workers_;
   std::mutex m_, run_mutex_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int)>* body_ = nullptr;
+  const std::function<void(int, int)>* body_ = nullptr;
   FpState fp_state_;
   int pending_ = 0;   // workers that have not run the job yet
   int active_ = 0;    // workers inside the job's body now
@@ -190,7 +198,7 @@ void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t)>& 
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> failed{false};
   p.run(
-      [&](int) {
+      [&](int, int) {
         for (;;) {
           if (failed.load(std::memory_order_relaxed))
             return;
@@ -209,9 +217,7 @@ void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t)>& 
 }
 
 void parallel_threads(const std::function<void(int, int)>& f) {
-  Pool& p = pool();
-  const int n = p.size();
-  p.run([&](int i) { f(i, n); }, /*every_thread=*/true);
+  pool().run(f, /*every_thread=*/true); // the thread count as the job started
 }
 
 } // namespace samebits::detail
