@@ -27,7 +27,7 @@ import samebits
 import samebits.torch as st
 from samebits import _core
 from samebits.torch import mode as sbmode
-from conftest import DEVICES, needs_cuda
+from conftest import DEVICES, grid_sample_grads, needs_cuda
 from test_torch_ops import _aggregate_ref, _csr
 
 HALF = [torch.bfloat16, torch.float16]
@@ -744,10 +744,7 @@ def test_mode_grid_sample_backward_on_half(mode, pad, dtype, device):
     go = _values(g, dtype, 2, 3, 4, 6).to(device)
 
     def grads(x, grid, go):
-        x, grid = x.detach().requires_grad_(), grid.detach().requires_grad_()
-        torch.nn.functional.grid_sample(x, grid, mode=mode, padding_mode=pad,
-                                        align_corners=False).backward(go)
-        return x.grad, grid.grad
+        return grid_sample_grads(x, grid, go, mode=mode, padding_mode=pad, align_corners=False)
     sbmode.reset_calls()
     with st.deterministic("portable"):
         a, b = grads(x, grid, go), grads(x, grid, go)

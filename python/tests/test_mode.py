@@ -14,6 +14,7 @@ import torch
 import samebits
 import samebits.torch as st
 from samebits.torch import mode as sbmode
+from conftest import grid_sample_grads
 
 SEED = int(os.environ.get("SAMEBITS_TEST_SEED", "20261201"))
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -569,10 +570,7 @@ def test_grid_sampler_2d_backward(mode, pad, align, dtype, level, device):
     go = rand(g, 2, 3, 4, 6, dtype=dtype, device=device)
 
     def grads(x, grid, go):
-        x, grid = x.detach().requires_grad_(), grid.detach().requires_grad_()
-        torch.nn.functional.grid_sample(x, grid, mode=mode, padding_mode=pad,
-                                        align_corners=align).backward(go)
-        return x.grad, grid.grad
+        return grid_sample_grads(x, grid, go, mode=mode, padding_mode=pad, align_corners=align)
     sbmode.reset_calls()
     with st.deterministic(level):
         a, b = grads(x, grid, go), grads(x, grid, go)
@@ -636,13 +634,8 @@ def test_cuda_grid_sample_and_nll_loss2d_are_portable():
     def run(device):
         out = []
         for mode in ("bilinear", "nearest", "bicubic"):
-            # detach(): on the CPU .to() returns the tensor itself, which would then stay a
-            # leaf that requires grad, and the CUDA copies would be no leaves.
-            xx = x.detach().to(device).requires_grad_()
-            gg = grid.detach().to(device).requires_grad_()
-            torch.nn.functional.grid_sample(xx, gg, mode=mode, padding_mode="border",
-                                            align_corners=False).backward(go.to(device))
-            out += [xx.grad, gg.grad]
+            out += grid_sample_grads(x.to(device), grid.to(device), go.to(device), mode=mode,
+                                     padding_mode="border", align_corners=False)
         y = nll_x.detach().to(device).requires_grad_()
         w = None if nll_kw["weight"] is None else nll_kw["weight"].to(device)
         loss = torch.nn.functional.nll_loss(y, nll_t.to(device), weight=w)
