@@ -30,9 +30,10 @@ A call whose tensors disagree in dtype (bfloat16 values into a float16 target, s
 torch's kernel too, which raises its own error, as without the mode.
 
 The mode also sets torch.use_deterministic_algorithms(True) (with torch's fill of uninitialized
-memory off unless asked: see enable()) and restores the previous settings when it ends, so an op samebits does not replace either runs torch's deterministic kernel or
-throws; inside `with deterministic():` such an error carries a note saying that samebits has no
-replacement for it.
+memory off unless asked: see enable()) and restores the previous settings when it ends, so an op
+samebits does not replace either runs torch's deterministic kernel or throws; inside
+`with deterministic():` such an error carries a note saying that samebits has no replacement for
+it.
 
 The overrides are process-wide (the dispatcher has no per-thread kernels): enable() and the
 context manager affect every thread, and nest: the innermost level applies until it ends.
@@ -60,7 +61,8 @@ HALF_OPS = ("index_add", "index_add_", "index_add.out", "scatter_add", "scatter_
             "bincount", "nll_loss2d_forward", "grid_sampler_2d_backward")
 
 _lock = threading.Lock()
-_stack = []          # (level, previous deterministic flag, previous warn_only flag)
+_stack = []          # (level, and the previous: deterministic flag, warn_only flag, CUDA index
+                     # checks, fill of uninitialized memory)
 _library = None      # the torch.library.Library holding the overrides while the mode is on
 _state = {"level": None}
 _calls = {}          # aten overload name -> calls that samebits ran (see calls())
@@ -167,7 +169,7 @@ def _row_index(dim, index, src):
         if step != 0 and d != dim and shape[d] != 1:
             return None
     # index[0, ..., :, ..., 0] in one call (this runs on every PyG aggregation).
-    return index.as_strided((index.shape[dim],), (strides[dim],))
+    return index.as_strided((shape[dim],), (strides[dim],))
 
 
 def _scatter_add_into(out, dim, index, src):
