@@ -184,7 +184,15 @@ TEST(KernelChoice, IndexSortFollowsTheShape) {
   EXPECT_EQ(choose_index_sort(10556, 2708), IndexSort::block);
   EXPECT_EQ(choose_index_sort(0, 100), IndexSort::block);
   EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions, kBlockSortMaxKeys), IndexSort::block);
-  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions + 1, 100), IndexSort::counting);
+  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions + 1, 100), IndexSort::block16);
+  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions + 1, 100, {}, /*carried=*/true),
+            IndexSort::counting);
+  // GATConv on Cora (13264 edges with self-loops into 2708 targets): 16-bit keys.
+  EXPECT_EQ(choose_index_sort(13264, 2708), IndexSort::block16);
+  EXPECT_EQ(choose_index_sort(13264, 2708, {}, true), IndexSort::radix);
+  EXPECT_EQ(choose_index_sort(kBlockSort16MaxPositions, kBlockSort16MaxKeys), IndexSort::block16);
+  EXPECT_EQ(choose_index_sort(kBlockSort16MaxPositions + 1, 100), IndexSort::counting);
+  EXPECT_EQ(choose_index_sort(12000, kBlockSort16MaxKeys + 1), IndexSort::radix);
   EXPECT_EQ(choose_index_sort(1000, kBlockSortMaxKeys + 1), IndexSort::radix);
   EXPECT_EQ(choose_index_sort(1000, 100, {.alternative = true}), IndexSort::radix);
   EXPECT_EQ(choose_index_sort(1000, 0), IndexSort::radix); // every index out of range

@@ -254,57 +254,58 @@ int key_bits(std::int64_t num_keys) {
 
 // --- one-block sort for short indices -------------------------------------------------------
 //
-// Up to kBlockSortMaxPositions positions, a single block of kBlockThreads threads does the whole
-// sort in one launch: thread t loads keys t * kBlockItems .. + kBlockItems - 1 (position order is
-// the blocked arrangement, so CUB's block radix sort, stable in that arrangement, is stable in
-// position order); positions past n get key m, which sorts after every real key. The sorted keys
-// go to shared memory, and offsets[k] is a binary search for the first key >= k. The kernel
-// writes *bad itself (the first bad position, or all ones): no memset before it.
+// A single block of kBlockThreads threads does the whole sort in one launch: thread t loads keys
+// t * Items .. + Items - 1 (position order is the blocked arrangement, so CUB's block radix sort,
+// stable in that arrangement, is stable in position order); positions past n get key m, which
+// sorts after every real key. The sorted keys go to shared memory, and offsets[k] is a binary
+// search for the first key >= k. The kernel writes *bad itself (the first bad position, or all
+// ones): no memset before it. Two shapes: 32-bit keys and values, 11 a thread (values may be
+// carried 32-bit payloads), and 16-bit keys and positions, 16 a thread (the exchanges take half the
+// shared memory: up to 16384 positions and 65535 targets, no carried values).
 constexpr int kBlockThreads = 1024;
-constexpr int kBlockItems = static_cast<int>(kBlockSortMaxPositions / kBlockThreads);
-static_assert(std::int64_t{kBlockThreads} * kBlockItems == kBlockSortMaxPositions);
 
-template <class I>
+template <class Key, class Val, int Items, class I>
 __global__ void __launch_bounds__(kBlockThreads)
     block_sort_kernel(const I* idx, std::int64_t stride, int n, int m, int bits,
                       const int* values32, std::int64_t vstride, int* vals_out, int* offsets,
                       unsigned long long* bad) {
-  using Sort = cub::BlockRadixSort<int, kBlockThreads, kBlockItems, int>;
+  using Sort = cub::BlockRadixSort<Key, kBlockThreads, Items, Val>;
   __shared__ union {
     typename Sort::TempStorage sort;
-    int sorted[kBlockThreads * kBlockItems];
+    Key sorted[kBlockThreads * Items];
   } smem;
   __shared__ unsigned long long first_bad;
   if (threadIdx.x == 0)
     first_bad = ~0ull;
   __syncthreads();
-  int keys[kBlockItems], vals[kBlockItems];
+  Key keys[Items];
+  Val vals[Items];
 #pragma unroll
-  for (int u = 0; u < kBlockItems; ++u) {
-    const int i = static_cast<int>(threadIdx.x) * kBlockItems + u;
+  for (int u = 0; u < Items; ++u) {
+    const int i = static_cast<int>(threadIdx.x) * Items + u;
     if (i < n) {
-      keys[u] = key_at(idx, stride, i, m, &first_bad);
-      vals[u] = values32 != nullptr ? values32[i * vstride] : i;
+      keys[u] = static_cast<Key>(key_at(idx, stride, i, m, &first_bad));
+      vals[u] = static_cast<Val>(values32 != nullptr ? values32[i * vstride] : i);
     } else {
-      keys[u] = m;
-      vals[u] = i;
+      keys[u] = static_cast<Key>(m);
+      vals[u] = static_cast<Val>(i);
     }
   }
   Sort(smem.sort).Sort(keys, vals, 0, bits);
   __syncthreads(); // the sort's storage becomes the sorted keys
 #pragma unroll
-  for (int u = 0; u < kBlockItems; ++u) {
-    const int s = static_cast<int>(threadIdx.x) * kBlockItems + u;
+  for (int u = 0; u < Items; ++u) {
+    const int s = static_cast<int>(threadIdx.x) * Items + u;
     smem.sorted[s] = keys[u];
     if (s < n)
-      vals_out[s] = vals[u];
+      vals_out[s] = static_cast<int>(vals[u]);
   }
   __syncthreads();
   for (int k = static_cast<int>(threadIdx.x); k <= m; k += kBlockThreads) {
     int lo = 0, hi = n; // keys at n and beyond are m: offsets[m] = n
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
-      if (smem.sorted[mid] < k)
+      if (static_cast<int>(smem.sorted[mid]) < k)
         lo = mid + 1;
       else
         hi = mid;
@@ -315,12 +316,24 @@ __global__ void __launch_bounds__(kBlockThreads)
     *bad = first_bad;
 }
 
+constexpr int kBlockItems32 = static_cast<int>(kBlockSortMaxPositions / kBlockThreads);
+constexpr int kBlockItems16 = static_cast<int>(kBlockSort16MaxPositions / kBlockThreads);
+static_assert(std::int64_t{kBlockThreads} * kBlockItems32 == kBlockSortMaxPositions);
+static_assert(std::int64_t{kBlockThreads} * kBlockItems16 == kBlockSort16MaxPositions);
+static_assert(kBlockSort16MaxPositions <= 65536 && kBlockSort16MaxKeys <= 65535);
+
 template <class I>
 void block_sort(const I* idx, std::int64_t stride, const int* values32, std::int64_t vstride,
                 const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
-  block_sort_kernel<I><<<1, kBlockThreads, 0, stream>>>(
-      idx, stride, static_cast<int>(b.n), static_cast<int>(b.num_keys), key_bits(b.num_keys + 1),
-      values32, vstride, b.vals_out, b.offsets, bad);
+  const int n = static_cast<int>(b.n), m = static_cast<int>(b.num_keys);
+  const int bits = key_bits(b.num_keys + 1);
+  if (b.block16)
+    block_sort_kernel<unsigned short, unsigned short, kBlockItems16>
+        <<<1, kBlockThreads, 0, stream>>>(idx, stride, n, m, bits, nullptr, 0, b.vals_out,
+                                          b.offsets, bad);
+  else
+    block_sort_kernel<int, int, kBlockItems32><<<1, kBlockThreads, 0, stream>>>(
+        idx, stride, n, m, bits, values32, vstride, b.vals_out, b.offsets, bad);
   SAMEBITS_CUDA_CHECK_LAUNCH("block_sort_kernel");
 }
 
@@ -390,12 +403,15 @@ void* DeviceScratch::take_bytes(std::size_t bytes) {
   return p;
 }
 
-SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_counting) {
+SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_counting, bool carried) {
   SortLayout l;
   l.n = n;
   l.num_keys = num_keys;
-  const IndexSort sort = allow_counting ? choose_index_sort(n, num_keys) : IndexSort::radix;
-  l.block = sort == IndexSort::block;
+  const IndexSort sort = allow_counting
+                             ? choose_index_sort(n, num_keys, tuning<ScatterTuning>(), carried)
+                             : IndexSort::radix;
+  l.block = sort == IndexSort::block || sort == IndexSort::block16;
+  l.block16 = sort == IndexSort::block16;
   l.counting = sort == IndexSort::counting;
   const auto ints = [](std::int64_t count) {
     return align256(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(int));
@@ -420,6 +436,7 @@ SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
   b.num_keys = l.num_keys;
   b.counting = l.counting;
   b.block = l.block;
+  b.block16 = l.block16;
   if (l.block) {
     // vals_out and offsets only
   } else if (l.counting) {
@@ -468,6 +485,8 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream) {
 void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride,
                        const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
   const auto* v32 = static_cast<const int*>(values32);
+  if (b.block16 && values32 != nullptr)
+    throw Error("scatter: internal error: values to carry given to the 16-bit block sort");
   if (b.block) { // writes *bad itself
     on_index_type(index, [&](const auto* idx) {
       block_sort(idx, index.strides[0], v32, vstride, b, bad, stream);

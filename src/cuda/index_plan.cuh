@@ -57,11 +57,14 @@ private:
 struct SortLayout {
   std::int64_t n = 0, num_keys = 0;
   bool counting = false;
-  bool block = false;         // the one-block sort (needs vals_out and offsets only)
+  bool block = false;         // a one-block sort (needs vals_out and offsets only)
+  bool block16 = false;       // its 16-bit form (carries no values)
   std::size_t temp_bytes = 0; // CUB's temporary storage (radix sort, or the counting sort's scan)
   std::size_t scratch_bytes = 0; // what sort_buffers carves
 };
-SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_counting = true);
+// carried: the caller passes 32-bit values for the sort to carry (sort_index_vector's values32).
+SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_counting = true,
+                       bool carried = false);
 
 // The buffers of one sort, carved from scratch sized with the layout's scratch_bytes (plus the
 // caller's own). Pointers a path does not use stay null.
@@ -78,6 +81,7 @@ struct SortBuffers {
   std::int64_t n = 0, num_keys = 0;
   bool counting = false;
   bool block = false;
+  bool block16 = false;
 };
 SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& layout);
 

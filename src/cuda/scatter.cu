@@ -123,7 +123,7 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
       return;
     }
     const bool direct = std::is_same_v<T, float> && rw.F == 1;
-    const SortLayout layout = sort_layout(rw.L, rw.M);
+    const SortLayout layout = sort_layout(rw.L, rw.M, true, direct);
     DeviceScratch scratch(layout.scratch_bytes + 256, a.out.device, Stream{stream});
     const WaitOnUnwind wait_on_error(stream);
     auto* bad = scratch.take<unsigned long long>(1);

@@ -74,7 +74,8 @@ std::vector<Line> scatter_lines(const Query& c) {
   lines.emplace_back(
       "cuda.sort_pull",
       fmt::format("{}, then {} (an index seen before at the same address reuses its plan)",
-                  index_sort_name(choose_index_sort(c.n, c.rows())),
+                  index_sort_name(choose_index_sort(c.n, c.rows(), tuning<ScatterTuning>(),
+                                                    c.elem == 4 && c.features == 1)),
                   pull_line(c, c.elem == 4 && c.features == 1)));
   return lines;
 }

@@ -104,7 +104,8 @@ std::string ScatterPullChoice::name() const {
   return "?";
 }
 
-IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys, const ScatterTuning& t) {
+IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys, const ScatterTuning& t,
+                            bool carried) {
   if (t.alternative || num_keys <= 0 || n >= std::numeric_limits<int>::max())
     return IndexSort::radix;
   // Short indices: one launch instead of four to seven (H200, SAGEConv on Cora, 10556 edges into
@@ -112,6 +113,9 @@ IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys, const Scatter
   // is bound by the host's launches).
   if (n <= kBlockSortMaxPositions && num_keys <= kBlockSortMaxKeys)
     return IndexSort::block;
+  // A little longer (GATConv on Cora with self-loops: 13264 edges into 2708 targets).
+  if (!carried && n <= kBlockSort16MaxPositions && num_keys <= kBlockSort16MaxKeys)
+    return IndexSort::block16;
   if (n > 0 && num_keys <= kCountSortMaxKeys)
     return IndexSort::counting;
   return IndexSort::radix;
@@ -122,6 +126,9 @@ std::string index_sort_name(IndexSort s) {
   case IndexSort::block:
     return fmt::format("one-block radix sort (at most {} positions and {} targets)",
                        kBlockSortMaxPositions, kBlockSortMaxKeys);
+  case IndexSort::block16:
+    return fmt::format("one-block radix sort of 16-bit keys (at most {} positions and {} targets)",
+                       kBlockSort16MaxPositions, kBlockSort16MaxKeys);
   case IndexSort::counting:
     return fmt::format("counting sort (at most {} targets)", kCountSortMaxKeys);
   case IndexSort::radix:

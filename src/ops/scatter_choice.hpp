@@ -66,14 +66,18 @@ ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s,
 // result, so the choice never changes a bit.
 enum class IndexSort {
   block,    // block_sort_kernel: check, sort and offsets in one block (short indices)
+  block16,  // the same with 16-bit keys and positions (a little longer; no carried values)
   counting, // tile counts, a scan and stable placement (few targets)
   radix,    // key building, CUB's device radix sort and the offsets kernel
 };
 constexpr std::int64_t kBlockSortMaxPositions = 1024 * 11; // one block of 1024 threads x 11 keys
 constexpr std::int64_t kBlockSortMaxKeys = std::int64_t{1} << 17; // its offsets: binary searches
+constexpr std::int64_t kBlockSort16MaxPositions = 1024 * 16;      // 16-bit: 1024 threads x 16 keys
+constexpr std::int64_t kBlockSort16MaxKeys = 65535;               // with the sentinel, 16 bits
 constexpr std::int64_t kCountSortMaxKeys = 1536; // targets the counting sort takes at most
+// carried: the sort carries 32-bit values (float32 rows of one value) instead of positions.
 IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys,
-                            const ScatterTuning& t = tuning<ScatterTuning>());
+                            const ScatterTuning& t = tuning<ScatterTuning>(), bool carried = false);
 std::string index_sort_name(IndexSort s); // for --explain
 
 } // namespace samebits::detail

@@ -67,14 +67,13 @@ double index_add_ref_error(const Tensor& gpu_out, const Tensor& out0, const Tens
 struct AddShape {
   std::int64_t e, n, f;
 };
-const AddShape kAddShapes[] = {{0, 4, 3},          {1, 1, 1},          {1000, 10, 1},
-                               {100000, 30000, 1}, {200000, 100, 1},   {5000, 300, 7},
-                               {4000, 50, 31},     {4000, 50, 32},     {4000, 50, 33},
-                               {30000, 1000, 64},  {20000, 2708, 128}, {3000, 1, 100},
-                               {6000, 200, 2},     {8000, 400, 16},    {6000, 20, 200},
-                               {5000, 30, 130},    {3000, 10, 300},    {12000, 2708, 333},
-                               {50001, 1000, 1}}; // odd: int32 index, several sort tiles,
-                                                  // 50 sources per target
+const AddShape kAddShapes[] = {
+    {0, 4, 3},          {1, 1, 1},       {1000, 10, 1},      {100000, 30000, 1}, {200000, 100, 1},
+    {5000, 300, 7},     {4000, 50, 31},  {4000, 50, 32},     {4000, 50, 33},     {30000, 1000, 64},
+    {20000, 2708, 128}, {3000, 1, 100},  {6000, 200, 2},     {8000, 400, 16},    {6000, 20, 200},
+    {5000, 30, 130},    {3000, 10, 300}, {12000, 2708, 333}, {13264, 2708, 64},  {13265, 2708, 1},
+    {50001, 1000, 1}}; // odd: int32 index, several sort tiles,
+                       // 50 sources per target
 
 TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
   SAMEBITS_REQUIRE_CUDA();
@@ -125,10 +124,11 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
     }
 }
 
-// The three GPU sorts (one block's for up to 11264 positions and 2^17 targets, the counting sort
-// for up to 1536 targets, the radix sort beyond them and under the alternative configuration)
-// give the CPU's plan: sizes around the one-block limit and the counting sort's 4096-position
-// tiles, target counts around both limits, int32 and int64 indices, and a strided index.
+// The GPU sorts (one block's for up to 11264 positions and 2^17 targets, or with 16-bit keys up to
+// 16384 positions and 65535 targets; the counting sort for up to 1536 targets; the radix sort
+// beyond them and under the alternative configuration) give the CPU's plan: sizes around the
+// one-block limits and the counting sort's 4096-position tiles, target counts around every limit,
+// int32 and int64 indices, and a strided index.
 // "" when two int64 tensors hold the same values, else where they first differ (EXPECT_EQ on the
 // vectors would print every value of a plan with millions of targets).
 std::string first_difference(const Tensor& got, const Tensor& want) {
@@ -146,15 +146,17 @@ std::string first_difference(const Tensor& got, const Tensor& want) {
 TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
   int case_number = 0;
-  // Keys of 1 to 26 bits: the one-block sort for short indices, the counting sort up to 1536
+  // Keys of 1 to 26 bits: the one-block sorts for short indices (16-bit keys from 11265 to 16384
+  // positions, up to 65535 targets), the counting sort up to 1536
   // targets, the radix sort in two (5000), three (100000, 2^20) and four (2^25 + 3 targets) digit
   // passes.
   for (bool alt : {false, true})
     for (std::int64_t m :
          {std::int64_t{1}, std::int64_t{777}, std::int64_t{1536}, std::int64_t{1537},
-          std::int64_t{5000}, std::int64_t{100000}, std::int64_t{1} << 17,
-          (std::int64_t{1} << 17) + 1, std::int64_t{1} << 20, (std::int64_t{1} << 25) + 3})
-      for (std::int64_t n : {0, 1, 1000, 4095, 4096, 4097, 11264, 11265, 300000}) {
+          std::int64_t{5000}, std::int64_t{65535}, std::int64_t{65536}, std::int64_t{100000},
+          std::int64_t{1} << 17, (std::int64_t{1} << 17) + 1, std::int64_t{1} << 20,
+          (std::int64_t{1} << 25) + 3})
+      for (std::int64_t n : {0, 1, 1000, 4095, 4096, 4097, 11264, 11265, 16384, 16385, 300000}) {
         if (m > (1 << 20) && n < 4097)
           continue;
         if (!testing::case_in_shard(case_number++))
