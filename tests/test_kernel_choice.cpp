@@ -176,6 +176,14 @@ TEST(KernelChoice, ScatterPullTilesWideRows) {
   EXPECT_EQ(choose_scatter_pull(pull_shape(1 << 20, std::int64_t{1} << 24, 1 << 20)).tiles, 65535u);
 }
 
+TEST(KernelChoice, FixedPointInOneBlockForSmallCalls) {
+  EXPECT_TRUE(fixed_point_one_block(10556, 2708)); // a Cora count scatter
+  EXPECT_TRUE(fixed_point_one_block(kFixedOneBlockMaxContributions, kFixedOneBlockMaxTargets));
+  EXPECT_FALSE(fixed_point_one_block(kFixedOneBlockMaxContributions + 1, 16));
+  EXPECT_FALSE(fixed_point_one_block(100, kFixedOneBlockMaxTargets + 1));
+  EXPECT_FALSE(fixed_point_one_block(100, 16, {.alternative = true}));
+}
+
 TEST(KernelChoice, IndexSortFollowsTheShape) {
   EXPECT_EQ(choose_index_sort(100000, kCountSortMaxKeys), IndexSort::counting);
   EXPECT_EQ(choose_index_sort(100000, kCountSortMaxKeys + 1), IndexSort::radix);

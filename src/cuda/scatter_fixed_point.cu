@@ -156,6 +156,70 @@ __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
   }
 }
 
+// Small calls (ops/scatter_choice.hpp: fixed_point_one_block): the three passes above in one
+// block, the sums and masks in shared memory, one launch and no memset. The same check, shift,
+// integers and finishing formula, so the same bits as the three kernels.
+__global__ void __launch_bounds__(kFixedOneBlockThreads)
+    fixed_one_block_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
+                           bool scaled, float* out, CheckResult* res) {
+  __shared__ CheckResult r;
+  __shared__ unsigned long long acc[kFixedOneBlockMaxTargets];
+  __shared__ unsigned mask[kFixedOneBlockMaxTargets / 4]; // a byte per target (special_bit < 8)
+  const std::int64_t n = s.g.numel, targets = s.g.out_numel;
+  if (threadIdx.x == 0)
+    r = CheckResult{ULLONG_MAX, 0, 0, 0};
+  for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x)
+    acc[t] = 0;
+  for (std::int64_t w = threadIdx.x; w < (targets + 3) / 4; w += blockDim.x)
+    mask[w] = 0;
+  __syncthreads();
+  unsigned long long bad = ULLONG_MAX;
+  double mx = 0;
+  unsigned sp = 0;
+  for (std::int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+    const FixedSite site = fixed_site(s, e);
+    const std::int64_t m = load_index(idx, is64, site.index);
+    if ((m < 0 || m >= s.g.M) && static_cast<unsigned long long>(site.pos) < bad)
+      bad = static_cast<unsigned long long>(site.pos);
+    const double c = contribution(src[site.src], alpha, scaled);
+    if (isfinite(c))
+      mx = fmax(mx, fabs(c));
+    else
+      sp = 1;
+  }
+  publish_check(bad, mx, sp, &r);
+  __syncthreads();
+  int shift = 0;
+  if (checked_shift(&r, n, shift)) { // the same answer in every thread
+    for (std::int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+      const FixedSite site = fixed_site(s, e);
+      const std::int64_t t = site.target + load_index(idx, is64, site.index) * s.target_mult;
+      const double c = contribution(src[site.src], alpha, scaled);
+      if (!isfinite(c)) {
+        atomicOr(mask + t / 4, special_bit(c) << (8 * (t % 4)));
+        continue;
+      }
+      const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
+      if (q != 0)
+        atomicAdd(acc + t, q);
+    }
+    __syncthreads();
+    for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x) {
+      const auto q = static_cast<long long>(acc[t]);
+      const unsigned mk = r.special != 0 ? (mask[t / 4] >> (8 * (t % 4))) & 0xffu : 0u;
+      if (q == 0 && mk == 0)
+        continue;
+      float& o = out[offset_of(t, s.g.out_size, s.g.out_st, s.g.nd)];
+      if (mk != 0)
+        o = o + special_value<float>(mk);
+      else
+        o = static_cast<float>(static_cast<double>(o) + scale_pow2(static_cast<double>(q), -shift));
+    }
+  }
+  if (threadIdx.x == 0)
+    *res = r; // for the host's wait or the deferred report
+}
+
 // Where the fixed point is faster than the sort and pull (H200): rows of at most 4 features, and
 // at most 2^21 output elements, so that the int64 sums stay in L2 (bench/BASELINE.md, the
 // index_add E=10M N=1M F=1 row; past 2^21: docs/decisions.md, fixed-point sums). Constants, not
@@ -182,33 +246,13 @@ std::string fixed_why_not(const ScatterArgs& a) {
   return "";
 }
 
-void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
-  raise_deferred_index_error();
-  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
-  FixedSites s;
-  s.g = geo4(a);
-  if (s.g.numel == 0)
-    return;
-  for (int j = s.g.nd - 2; j >= 0; --j)
-    s.out_mult[j] = s.out_mult[j + 1] * s.g.out_size[j + 1];
-  s.target_mult = s.out_mult[s.g.d];
-  const Rows rw = rows_of(a);
-  if (rw.ok) {
-    s.rows = true;
-    s.F = rw.F;
-    s.src_row = rw.src_row;
-    s.istride = a.index.stride(0);
-  }
+// The three kernels for a call too large for one block: check, integer sums, finish.
+void run_fixed_kernels(const ScatterArgs& a, const FixedSites& s, const float* src, bool is64,
+                       float alpha, bool scaled, CheckResult* res, DeviceScratch& scratch,
+                       cudaStream_t stream) {
   const std::int64_t targets = s.g.out_numel;
-  DeviceScratch scratch(3 * 256 + static_cast<std::size_t>(targets) * 12, a.out.device,
-                        Stream{stream});
-  auto* res = scratch.take<CheckResult>(1);
   auto* acc = scratch.take<unsigned long long>(targets);
   auto* mask = scratch.take<unsigned>(targets);
-  const auto* src = static_cast<const float*>(a.src.data);
-  const bool is64 = a.index.dtype == DType::i64;
-  const auto alpha = static_cast<float>(a.alpha);
-  const bool scaled = a.alpha != 1.0;
   const int block = scatter_block();
   const unsigned sms = static_cast<unsigned>(sm_count());
 
@@ -236,6 +280,41 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   fixed_finish_kernel<<<std::min<unsigned>(grid_for(targets, block), 1u << 20), block, 0, stream>>>(
       s.g, s.g.numel, static_cast<float*>(a.out.data), acc, mask, res);
   SAMEBITS_CUDA_CHECK_LAUNCH("fixed_finish_kernel");
+}
+
+void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
+  raise_deferred_index_error();
+  cudaStream_t stream = SAMEBITS_STREAM(ws.stream);
+  FixedSites s;
+  s.g = geo4(a);
+  if (s.g.numel == 0)
+    return;
+  for (int j = s.g.nd - 2; j >= 0; --j)
+    s.out_mult[j] = s.out_mult[j + 1] * s.g.out_size[j + 1];
+  s.target_mult = s.out_mult[s.g.d];
+  const Rows rw = rows_of(a);
+  if (rw.ok) {
+    s.rows = true;
+    s.F = rw.F;
+    s.src_row = rw.src_row;
+    s.istride = a.index.stride(0);
+  }
+  const std::int64_t targets = s.g.out_numel;
+  const bool one_block = fixed_point_one_block(s.g.numel, targets);
+  DeviceScratch scratch(3 * 256 + (one_block ? 0 : static_cast<std::size_t>(targets) * 12),
+                        a.out.device, Stream{stream});
+  auto* res = scratch.take<CheckResult>(1);
+  const auto* src = static_cast<const float*>(a.src.data);
+  const bool is64 = a.index.dtype == DType::i64;
+  const auto alpha = static_cast<float>(a.alpha);
+  const bool scaled = a.alpha != 1.0;
+  if (one_block) { // writes *res itself: no memset
+    fixed_one_block_kernel<<<1, kFixedOneBlockThreads, 0, stream>>>(
+        s, src, a.index.data, is64, alpha, scaled, static_cast<float*>(a.out.data), res);
+    SAMEBITS_CUDA_CHECK_LAUNCH("fixed_one_block_kernel");
+  } else {
+    run_fixed_kernels(a, s, src, is64, alpha, scaled, res, scratch, stream);
+  }
   if (defer_index_checks()) {
     const DeferredIndex at =
         rw.ok ? DeferredIndex{a.index.data, is64, a.index.stride(0)} : DeferredIndex{};

@@ -65,11 +65,14 @@ std::vector<Line> scatter_lines(const Query& c) {
   }
   if (op != "scatter_reduce") {
     const bool fits = c.elem == 4 && c.features <= 4 && c.rows() <= (std::int64_t{1} << 21);
-    lines.emplace_back("cuda.fixed_point",
-                       fmt::format("fixed_check_kernel, fixed_add_kernel, fixed_finish_kernel "
-                                   "(exact int64 sums); {} this shape (float32, at most 4 "
-                                   "features, at most 2^21 targets)",
-                                   fits ? "takes" : "does not take"));
+    lines.emplace_back(
+        "cuda.fixed_point",
+        fmt::format("{} (exact int64 sums); {} this shape (float32, at most 4 features, at most "
+                    "2^21 targets)",
+                    fixed_point_one_block(c.n * c.features, c.rows() * c.features)
+                        ? "fixed_one_block_kernel (check, sums and finish in one launch)"
+                        : "fixed_check_kernel, fixed_add_kernel, fixed_finish_kernel",
+                    fits ? "takes" : "does not take"));
   }
   lines.emplace_back(
       "cuda.sort_pull",

@@ -104,6 +104,14 @@ std::string ScatterPullChoice::name() const {
   return "?";
 }
 
+bool fixed_point_one_block(std::int64_t contributions, std::int64_t targets,
+                           const ScatterTuning& t) {
+  // The host's launches set a small call's time (a Cora count scatter, 10556 values into 2708
+  // nodes: two memsets and three kernels where one launch does).
+  return !t.alternative && contributions <= kFixedOneBlockMaxContributions &&
+         targets <= kFixedOneBlockMaxTargets;
+}
+
 IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys, const ScatterTuning& t,
                             bool carried) {
   if (t.alternative || num_keys <= 0 || n >= std::numeric_limits<int>::max())

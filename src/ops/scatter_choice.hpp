@@ -61,6 +61,15 @@ struct ScatterPullChoice {
 ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s,
                                       const ScatterTuning& t = tuning<ScatterTuning>());
 
+// The fixed-point scatter (cuda.fixed_point) of a small call in one block (check, integer sums and
+// finish in one launch, the sums in shared memory); three kernels otherwise. The same bits either
+// way (the same shift and exact integers); the alternative configuration always takes the three.
+constexpr int kFixedOneBlockThreads = 1024;
+constexpr std::int64_t kFixedOneBlockMaxTargets = 4096; // int64 sums and byte masks: 36 KiB
+constexpr std::int64_t kFixedOneBlockMaxContributions = std::int64_t{1} << 14;
+bool fixed_point_one_block(std::int64_t contributions, std::int64_t targets,
+                           const ScatterTuning& t = tuning<ScatterTuning>());
+
 // The GPU's stable sort of (index, position) pairs: one block's radix sort for short indices
 // (one launch), a counting sort for few targets, CUB's radix sort otherwise. A stable sort has one
 // result, so the choice never changes a bit.

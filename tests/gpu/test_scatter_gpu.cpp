@@ -363,7 +363,10 @@ TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
   };
   for (const S sh :
        {S{1, 1, 1}, S{1000, 10, 1}, S{300000, 1000, 1}, S{200000, 100000, 1}, S{50000, 7, 2},
-        S{40000, 3000, 3}, S{60000, 500, 4}, S{100, 20000, 4}, S{5000, std::int64_t{1} << 21, 1}}) {
+        S{40000, 3000, 3}, S{60000, 500, 4}, S{100, 20000, 4}, S{5000, std::int64_t{1} << 21, 1},
+        // one block (the default launch) around its limits: Cora's counts, 2^14 values into
+        // 4096 targets, and one value or one target past them
+        S{10556, 2708, 1}, S{4096, 1024, 4}, S{16385, 100, 1}, S{100, 4097, 1}}) {
     const auto seed = fresh_seed();
     SCOPED_TRACE(::testing::Message()
                  << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " seed " << seed);
