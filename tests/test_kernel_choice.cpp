@@ -278,5 +278,35 @@ TEST(KernelChoice, IndexingKernels) {
   EXPECT_EQ(choose_indexing_kernel(s).kernel, IndexingKernel::none);
 }
 
+// A call whose index is still to be checked takes the one-block check and copy up to both limits,
+// gather or index_select, any layout; past either limit, or with a checked index, the copies.
+TEST(KernelChoice, IndexingOneBlockUpToItsLimits) {
+  for (const bool gather : {false, true})
+    for (const bool contiguous : {false, true})
+      for (const std::int64_t indices :
+           {std::int64_t{1}, kOneBlockCopyMaxIndices, kOneBlockCopyMaxIndices + 1})
+        for (const std::int64_t elements :
+             {std::int64_t{1}, kOneBlockCopyMaxElements, kOneBlockCopyMaxElements + 1})
+          for (const bool check : {false, true}) {
+            IndexingShape s;
+            s.gather = gather;
+            s.contiguous = contiguous;
+            s.rows = indices;
+            s.row_bytes = 4;
+            s.elements = elements;
+            s.indices = indices;
+            s.check = check;
+            const bool small =
+                indices <= kOneBlockCopyMaxIndices && elements <= kOneBlockCopyMaxElements;
+            const IndexingChoice c = choose_indexing_kernel(s);
+            EXPECT_EQ(c.kernel == IndexingKernel::one_block, check && small)
+                << gather << contiguous << indices << " " << elements << check;
+            if (c.kernel == IndexingKernel::one_block) {
+              EXPECT_EQ(c.grid, 1u);
+              EXPECT_EQ(c.bx, kOneBlockCopyThreads);
+            }
+          }
+}
+
 } // namespace
 } // namespace samebits::detail

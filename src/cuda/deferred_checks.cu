@@ -18,13 +18,8 @@ constexpr unsigned long long kNone = ~0ull;
 constexpr int kMaxDevices = 64;
 constexpr std::size_t kRing = 4096; // messages kept for checks still queued
 
-// What a report kernel writes into host-mapped memory; seq last, once the rest is visible.
-struct Record {
-  unsigned long long seq; // 0: no error
-  long long position;
-  long long value;
-  int word;
-};
+// What a report writes into host-mapped memory; seq last, once the rest is visible.
+using Record = DeferredRecord;
 
 struct Pending {
   std::uint64_t seq = 0;
@@ -70,29 +65,13 @@ void init(DeviceState& s) {
   });
 }
 
-__device__ long long index_value(const DeferredIndex& d, unsigned long long position) {
-  if (d.index == nullptr)
-    return -1;
-  const auto at = static_cast<long long>(position) * d.stride;
-  return d.is64 ? static_cast<const long long*>(d.index)[at]
-                : static_cast<long long>(static_cast<const int*>(d.index)[at]);
-}
-
 __global__ void report_kernel(const unsigned long long* record, int words, DeferredIndex first,
-                              DeferredIndex second, Record* out, unsigned int* claim,
-                              unsigned long long seq) {
+                              DeferredIndex second, DeferredSink sink) {
   for (int w = 0; w < words; ++w) {
     const unsigned long long p = record[w];
     if (p == kNone)
       continue;
-    if (atomicCAS(claim, 0u, 1u) != 0u)
-      return; // an earlier error holds the record until the host has thrown it
-    volatile Record* o = out;
-    o->position = static_cast<long long>(p);
-    o->value = index_value(w == 0 ? first : second, p);
-    o->word = w;
-    __threadfence_system();
-    o->seq = seq;
+    report_to_sink(sink, w, p, deferred_index_value(w == 0 ? first : second, p));
     return;
   }
 }
@@ -103,8 +82,7 @@ bool defer_index_checks() {
   return cuda_index_checks() == CudaIndexChecks::deferred;
 }
 
-void defer_index_error(const unsigned long long* record, int words, DeferredIndex first,
-                       DeferredIndex second, DeferredMessage message, cudaStream_t stream) {
+DeferredSink deferred_sink(DeferredMessage message) {
   int device = 0;
   SAMEBITS_CUDA_CHECK(cudaGetDevice(&device));
   DeviceState& s = state_of(device);
@@ -116,7 +94,13 @@ void defer_index_error(const unsigned long long* record, int words, DeferredInde
     p.seq = seq;
     p.message = std::move(message);
   }
-  report_kernel<<<1, 1, 0, stream>>>(record, words, first, second, s.dev, s.claim, seq);
+  return DeferredSink{s.dev, s.claim, seq};
+}
+
+void defer_index_error(const unsigned long long* record, int words, DeferredIndex first,
+                       DeferredIndex second, DeferredMessage message, cudaStream_t stream) {
+  const DeferredSink sink = deferred_sink(std::move(message));
+  report_kernel<<<1, 1, 0, stream>>>(record, words, first, second, sink);
   SAMEBITS_CUDA_CHECK_LAUNCH("deferred index check report_kernel");
 }
 

@@ -32,6 +32,48 @@ bool defer_index_checks();
 void defer_index_error(const unsigned long long* record, int words, DeferredIndex first,
                        DeferredIndex second, DeferredMessage message, cudaStream_t stream);
 
+// Where a kernel that runs its own check writes a deferred error itself, with no report kernel
+// after it (one launch a call fewer): the device's host-mapped record, its claim and the sequence
+// number under which the check's message waits. `record == nullptr`: nothing to report (wait mode).
+struct DeferredRecord {
+  unsigned long long seq; // 0: no error
+  long long position;
+  long long value;
+  int word;
+};
+struct DeferredSink {
+  DeferredRecord* record = nullptr;
+  unsigned int* claim = nullptr;
+  unsigned long long seq = 0;
+};
+
+// Registers `message` for a kernel that reports through the returned sink (deferred mode only).
+DeferredSink deferred_sink(DeferredMessage message);
+
+// The index value at `position` of `d` (-1 when `d` names no index).
+__device__ inline long long deferred_index_value(const DeferredIndex& d,
+                                                 unsigned long long position) {
+  if (d.index == nullptr)
+    return -1;
+  const auto at = static_cast<long long>(position) * d.stride;
+  return d.is64 ? static_cast<const long long*>(d.index)[at]
+                : static_cast<long long>(static_cast<const int*>(d.index)[at]);
+}
+
+// Writes the error at `position` of record word `word` into the sink's record, unless an earlier
+// error holds it. One thread calls it, once, after its check has finished.
+__device__ inline void report_to_sink(const DeferredSink& s, int word, unsigned long long position,
+                                      long long value) {
+  if (atomicCAS(s.claim, 0u, 1u) != 0u)
+    return; // an earlier error holds the record until the host has thrown it
+  volatile DeferredRecord* o = s.record;
+  o->position = static_cast<long long>(position);
+  o->value = value;
+  o->word = word;
+  __threadfence_system();
+  o->seq = s.seq;
+}
+
 // Throws the current device's deferred index error if it has reached the host.
 void raise_deferred_index_error();
 

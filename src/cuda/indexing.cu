@@ -6,7 +6,7 @@
 //
 // Unchecked index values are checked first by a kernel that records the first bad position; the
 // copy kernel reads the record and exits if it is set, so a bad index writes nothing. The host
-// then reads the record and throws IndexOutOfRange.
+// then reads the record and throws IndexOutOfRange. A small call checks and copies in one block.
 #include "core/registry.hpp"
 #include "cuda/check.cuh"
 #include "cuda/deferred_checks.cuh"
@@ -80,6 +80,26 @@ __global__ void check_kernel(const I* __restrict__ idx, Geo g, bool gather, std:
   }
 }
 
+// Output element t, any layout.
+template <class W, class I>
+__device__ __forceinline__ void copy_element(std::int64_t t, const W* __restrict__ x,
+                                             W* __restrict__ out, const I* __restrict__ idx,
+                                             const Geo& g, bool gather) {
+  std::int64_t c[4];
+  unravel(t, g, c);
+  std::int64_t ix = 0, io = 0, ii = 0;
+#pragma unroll
+  for (int d = 0; d < 4; ++d) {
+    io += c[d] * g.os[d];
+    ii += c[d] * g.is[d];
+    if (d != g.dim)
+      ix += c[d] * g.xs[d];
+  }
+  if (!gather)
+    ii = c[g.dim] * g.is[g.dim];
+  out[io] = x[ix + static_cast<std::int64_t>(idx[ii]) * g.xs[g.dim]];
+}
+
 // Any layout: one thread per output element.
 template <class W, class I>
 __global__ void copy_any(const W* __restrict__ x, W* __restrict__ out, const I* __restrict__ idx,
@@ -87,21 +107,38 @@ __global__ void copy_any(const W* __restrict__ x, W* __restrict__ out, const I* 
   if (bad != nullptr && *bad != kNone)
     return;
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
-  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride) {
-    std::int64_t c[4];
-    unravel(t, g, c);
-    std::int64_t ix = 0, io = 0, ii = 0;
-#pragma unroll
-    for (int d = 0; d < 4; ++d) {
-      io += c[d] * g.os[d];
-      ii += c[d] * g.is[d];
-      if (d != g.dim)
-        ix += c[d] * g.xs[d];
-    }
-    if (!gather)
-      ii = c[g.dim] * g.is[g.dim];
-    out[io] = x[ix + static_cast<std::int64_t>(idx[ii]) * g.xs[g.dim]];
+  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < n; t += stride)
+    copy_element(t, x, out, idx, g, gather);
+}
+
+// A small checked call (ops/indexing_choice.hpp: one_block): the check of every index, then
+// copy_any's loop, in one block. Writes the first bad position to *bad (wait mode) or reports it
+// to `sink` (deferred mode): no memset before it, no report kernel after it.
+template <class W, class I>
+__global__ void __launch_bounds__(kOneBlockCopyThreads)
+    check_copy_one_block(const W* __restrict__ x, W* __restrict__ out, const I* __restrict__ idx,
+                         Geo g, bool gather, std::int64_t n_idx, std::int64_t n_out,
+                         std::int64_t hi, u64* bad, DeferredSink sink) {
+  __shared__ u64 first;
+  if (threadIdx.x == 0)
+    first = kNone;
+  __syncthreads();
+  for (std::int64_t t = threadIdx.x; t < n_idx; t += blockDim.x) {
+    const auto v = static_cast<std::int64_t>(idx[index_offset(t, g, gather)]);
+    if (v < 0 || v >= hi)
+      atomicMin(&first, static_cast<u64>(t));
   }
+  __syncthreads();
+  const u64 found = first;
+  if (found == kNone)
+    for (std::int64_t t = threadIdx.x; t < n_out; t += blockDim.x)
+      copy_element(t, x, out, idx, g, gather);
+  if (threadIdx.x != 0)
+    return;
+  if (sink.record == nullptr)
+    *bad = found;
+  else if (found != kNone)
+    report_to_sink(sink, 0, found, -1);
 }
 
 // index_select on contiguous x and out seen as [outer, D, inner] -> [outer, n, inner]: rows of
@@ -140,36 +177,74 @@ void launch_rows(const IndexArgs& a, const I* idx, const IndexingChoice& c, std:
   SAMEBITS_CUDA_CHECK_LAUNCH("copy_rows");
 }
 
+template <class W, class I>
+void launch_one_block(const IndexArgs& a, const I* idx, const Geo& g, bool gather, std::int64_t hi,
+                      u64* bad, DeferredSink sink, cudaStream_t st) {
+  check_copy_one_block<W, I><<<1, kOneBlockCopyThreads, 0, st>>>(
+      static_cast<const W*>(a.x.data), static_cast<W*>(a.out.data), idx, g, gather, a.index.numel(),
+      a.out.numel(), hi, bad, sink);
+  SAMEBITS_CUDA_CHECK_LAUNCH("check_copy_one_block");
+}
+
+template <class W, class I>
+void launch_any(const IndexArgs& a, const I* idx, const Geo& g, bool gather, unsigned grid,
+                const u64* bad, cudaStream_t st) {
+  copy_any<W, I><<<grid, kBlock, 0, st>>>(static_cast<const W*>(a.x.data),
+                                          static_cast<W*>(a.out.data), idx, g, gather,
+                                          a.out.numel(), bad);
+  SAMEBITS_CUDA_CHECK_LAUNCH("copy_any");
+}
+
 template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool gather) {
   cudaStream_t st = SAMEBITS_STREAM(ws.stream);
   const Geo g = geo_of(pad4(a, gather));
   const I* idx = static_cast<const I*>(a.index.data);
   const std::int64_t hi = a.x.size(a.dim), n_idx = a.index.numel(), n_out = a.out.numel();
-  u64* bad = nullptr;
   const char* op = gather ? "gather" : "index_select";
-  if (!a.checked && n_idx > 0) {
-    bad = static_cast<u64*>(ws.data);
-    SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(u64), st));
-    check_kernel<I>
-        <<<grid_for(n_idx, kBlock, kMaxGrid), kBlock, 0, st>>>(idx, g, gather, n_idx, hi, bad);
-    SAMEBITS_CUDA_CHECK_LAUNCH("index check_kernel");
-  }
-  if (n_out > 0) {
-    const std::size_t es = size_of(a.x.dtype);
-    std::int64_t inner = 1, outer = 1;
-    for (int d = a.dim + 1; d < a.x.ndim; ++d)
-      inner *= a.x.size(d);
-    for (int d = 0; d < a.dim; ++d)
-      outer *= a.x.size(d);
-    IndexingShape shape;
-    shape.gather = gather;
-    shape.contiguous = a.x.is_contiguous() && a.out.is_contiguous();
-    shape.aligned = aligned16(a.x.data) && aligned16(a.out.data);
-    shape.elem_bytes = static_cast<int>(es);
-    shape.rows = outer * n_idx;
-    shape.row_bytes = inner * static_cast<std::int64_t>(es);
-    shape.elements = n_out;
-    const IndexingChoice c = choose_indexing_kernel(shape);
+  const std::size_t es = size_of(a.x.dtype);
+  std::int64_t inner = 1, outer = 1;
+  for (int d = a.dim + 1; d < a.x.ndim; ++d)
+    inner *= a.x.size(d);
+  for (int d = 0; d < a.dim; ++d)
+    outer *= a.x.size(d);
+  IndexingShape shape;
+  shape.gather = gather;
+  shape.contiguous = a.x.is_contiguous() && a.out.is_contiguous();
+  shape.aligned = aligned16(a.x.data) && aligned16(a.out.data);
+  shape.elem_bytes = static_cast<int>(es);
+  shape.rows = outer * n_idx;
+  shape.row_bytes = inner * static_cast<std::int64_t>(es);
+  shape.elements = n_out;
+  shape.indices = n_idx;
+  shape.check = !a.checked && n_idx > 0;
+  const IndexingChoice c = choose_indexing_kernel(shape);
+  auto message = [op, hi](std::int64_t position) {
+    return std::string(op) + ": index at position " + std::to_string(position) +
+           " is outside [0, " + std::to_string(hi) + ")";
+  };
+  const bool defer = defer_index_checks();
+  u64* bad = shape.check ? static_cast<u64*>(ws.data) : nullptr;
+  if (c.kernel == IndexingKernel::one_block) {
+    const DeferredSink sink =
+        defer ? deferred_sink([message](int, std::int64_t position, std::int64_t) {
+          return message(position);
+        })
+              : DeferredSink{};
+    if (es == 8)
+      launch_one_block<u64, I>(a, idx, g, gather, hi, bad, sink, st);
+    else if (es == 2) // bfloat16, float16
+      launch_one_block<unsigned short, I>(a, idx, g, gather, hi, bad, sink, st);
+    else
+      launch_one_block<unsigned int, I>(a, idx, g, gather, hi, bad, sink, st);
+    if (defer)
+      return;
+  } else {
+    if (bad != nullptr) {
+      SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(u64), st));
+      check_kernel<I>
+          <<<grid_for(n_idx, kBlock, kMaxGrid), kBlock, 0, st>>>(idx, g, gather, n_idx, hi, bad);
+      SAMEBITS_CUDA_CHECK_LAUNCH("index check_kernel");
+    }
     if (c.kernel == IndexingKernel::copy_rows) {
       if (c.word_bytes == 16)
         launch_rows<uint4, I>(a, idx, c, shape.rows, bad, st);
@@ -180,31 +255,19 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
       else
         launch_rows<unsigned int, I>(a, idx, c, shape.rows, bad, st);
     } else if (c.kernel == IndexingKernel::copy_any) {
-      const unsigned grid = c.grid;
       if (es == 8)
-        copy_any<u64, I><<<grid, kBlock, 0, st>>>(static_cast<const u64*>(a.x.data),
-                                                  static_cast<u64*>(a.out.data), idx, g, gather,
-                                                  n_out, bad);
+        launch_any<u64, I>(a, idx, g, gather, c.grid, bad, st);
       else if (es == 2) // bfloat16, float16
-        copy_any<unsigned short, I><<<grid, kBlock, 0, st>>>(
-            static_cast<const unsigned short*>(a.x.data), static_cast<unsigned short*>(a.out.data),
-            idx, g, gather, n_out, bad);
+        launch_any<unsigned short, I>(a, idx, g, gather, c.grid, bad, st);
       else
-        copy_any<unsigned int, I><<<grid, kBlock, 0, st>>>(
-            static_cast<const unsigned int*>(a.x.data), static_cast<unsigned int*>(a.out.data), idx,
-            g, gather, n_out, bad);
-      SAMEBITS_CUDA_CHECK_LAUNCH("copy_any");
+        launch_any<unsigned int, I>(a, idx, g, gather, c.grid, bad, st);
     }
-  }
-  auto message = [op, hi](std::int64_t position) {
-    return std::string(op) + ": index at position " + std::to_string(position) +
-           " is outside [0, " + std::to_string(hi) + ")";
-  };
-  if (bad != nullptr && defer_index_checks()) {
-    defer_index_error(
-        bad, 1, DeferredIndex{}, DeferredIndex{},
-        [message](int, std::int64_t position, std::int64_t) { return message(position); }, st);
-    return;
+    if (bad != nullptr && defer) {
+      defer_index_error(
+          bad, 1, DeferredIndex{}, DeferredIndex{},
+          [message](int, std::int64_t position, std::int64_t) { return message(position); }, st);
+      return;
+    }
   }
   if (bad != nullptr) {
     u64 h = kNone;

@@ -90,11 +90,17 @@ __global__ void general_pull_kernel(Geo4 g, const T* src, T* out, const int* ord
 
 } // namespace
 
+bool may_defer_rows_check(const TensorView& vec, std::int64_t num_keys) {
+  return defer_index_checks() && !plan_reuse_applies(vec, num_keys);
+}
+
 void finish_rows_check(const ScatterArgs& a, const TensorView& vec, std::int64_t num_keys,
-                       const Geo4& g, const unsigned long long* bad, cudaStream_t stream) {
-  if (defer_index_checks() && !plan_reuse_applies(vec, num_keys)) {
-    defer_index_error(bad, 1, DeferredIndex{vec.data, vec.dtype == DType::i64, vec.strides[0]},
-                      DeferredIndex{}, deferred_scatter_message(a.op, g.M, true), stream);
+                       const Geo4& g, const unsigned long long* bad, cudaStream_t stream,
+                       bool reported) {
+  if (may_defer_rows_check(vec, num_keys)) {
+    if (!reported)
+      defer_index_error(bad, 1, DeferredIndex{vec.data, vec.dtype == DType::i64, vec.strides[0]},
+                        DeferredIndex{}, deferred_scatter_message(a.op, g.M, true), stream);
     return;
   }
   if (const std::int64_t i = first_bad_position(bad, stream); i >= 0) // waits for the stream
@@ -138,8 +144,14 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     p.bad = bad;
     if (direct)
       p.direct = reinterpret_cast<const T*>(sb.vals_out);
+    // Deferred: the pull reports a bad index itself, no report kernel after it.
+    const bool reported = may_defer_rows_check(vec, rw.M) && pull_launches(p);
+    if (reported) {
+      p.sink = deferred_sink(deferred_scatter_message(a.op, g.M, true));
+      p.at = DeferredIndex{vec.data, is64, vec.strides[0]};
+    }
     launch_pull(p, a.reduce, stream);
-    finish_rows_check(a, vec, rw.M, g, bad, stream);
+    finish_rows_check(a, vec, rw.M, g, bad, stream, reported);
     return; // the report and a remembered copy do not use scratch beyond `bad`, read in order
   }
   const std::int64_t keys = g.out_numel; // (column, target) pairs

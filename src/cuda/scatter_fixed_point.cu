@@ -158,10 +158,12 @@ __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
 
 // Small calls (ops/scatter_choice.hpp: fixed_point_one_block): the three passes above in one
 // block, the sums and masks in shared memory, one launch and no memset. The same check, shift,
-// integers and finishing formula, so the same bits as the three kernels.
+// integers and finishing formula, so the same bits as the three kernels. In deferred mode it
+// reports a bad index itself (`sink`): no report kernel after it.
 __global__ void __launch_bounds__(kFixedOneBlockThreads)
     fixed_one_block_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
-                           bool scaled, float* out, CheckResult* res) {
+                           bool scaled, float* out, CheckResult* res, DeferredSink sink,
+                           DeferredIndex at) {
   __shared__ CheckResult r;
   __shared__ unsigned long long acc[kFixedOneBlockMaxTargets];
   __shared__ unsigned mask[kFixedOneBlockMaxTargets / 4]; // a byte per target (special_bit < 8)
@@ -216,8 +218,12 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
         o = static_cast<float>(static_cast<double>(o) + scale_pow2(static_cast<double>(q), -shift));
     }
   }
-  if (threadIdx.x == 0)
-    *res = r; // for the host's wait or the deferred report
+  if (threadIdx.x != 0)
+    return;
+  if (sink.record == nullptr)
+    *res = r; // for the host's wait
+  else if (r.first_bad != ULLONG_MAX)
+    report_to_sink(sink, 0, r.first_bad, deferred_index_value(at, r.first_bad));
 }
 
 // Where the fixed point is faster than the sort and pull (H200): rows of at most 4 features, and
@@ -301,26 +307,34 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   }
   const std::int64_t targets = s.g.out_numel;
   const bool one_block = fixed_point_one_block(s.g.numel, targets);
-  DeviceScratch scratch(3 * 256 + (one_block ? 0 : static_cast<std::size_t>(targets) * 12),
-                        a.out.device, Stream{stream});
-  auto* res = scratch.take<CheckResult>(1);
+  const bool defer = defer_index_checks();
+  // The one block reports a deferred error itself and needs no scratch then: no allocation.
+  const bool no_scratch = one_block && defer;
+  DeviceScratch scratch(
+      no_scratch ? 0 : 3 * 256 + (one_block ? 0 : static_cast<std::size_t>(targets) * 12),
+      a.out.device, Stream{stream});
+  auto* res = no_scratch ? nullptr : scratch.take<CheckResult>(1);
   const auto* src = static_cast<const float*>(a.src.data);
   const bool is64 = a.index.dtype == DType::i64;
   const auto alpha = static_cast<float>(a.alpha);
   const bool scaled = a.alpha != 1.0;
-  if (one_block) { // writes *res itself: no memset
+  const DeferredIndex at =
+      rw.ok ? DeferredIndex{a.index.data, is64, a.index.stride(0)} : DeferredIndex{};
+  if (one_block) { // writes *res (or reports) itself: no memset, no report kernel
+    const DeferredSink sink =
+        defer ? deferred_sink(deferred_scatter_message(a.op, s.g.M, rw.ok)) : DeferredSink{};
     fixed_one_block_kernel<<<1, kFixedOneBlockThreads, 0, stream>>>(
-        s, src, a.index.data, is64, alpha, scaled, static_cast<float*>(a.out.data), res);
+        s, src, a.index.data, is64, alpha, scaled, static_cast<float*>(a.out.data), res, sink, at);
     SAMEBITS_CUDA_CHECK_LAUNCH("fixed_one_block_kernel");
+    if (defer)
+      return;
   } else {
     run_fixed_kernels(a, s, src, is64, alpha, scaled, res, scratch, stream);
-  }
-  if (defer_index_checks()) {
-    const DeferredIndex at =
-        rw.ok ? DeferredIndex{a.index.data, is64, a.index.stride(0)} : DeferredIndex{};
-    defer_index_error(&res->first_bad, 1, at, DeferredIndex{},
-                      deferred_scatter_message(a.op, s.g.M, rw.ok), stream);
-    return;
+    if (defer) {
+      defer_index_error(&res->first_bad, 1, at, DeferredIndex{},
+                        deferred_scatter_message(a.op, s.g.M, rw.ok), stream);
+      return;
+    }
   }
   CheckResult h{};
   SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&h, res, sizeof h, cudaMemcpyDeviceToHost, stream));

@@ -5,6 +5,7 @@
 // launch from the kernel that ops/scatter_choice.hpp chooses. Included by cuda/scatter.cu only.
 #pragma once
 #include "cuda/check.cuh"
+#include "cuda/deferred_checks.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/scatter_shared.cuh"
 #include "ops/scatter_choice.hpp"
@@ -24,6 +25,10 @@ template <class T> struct Pull {
   const T* direct = nullptr; // one value per row, already in sorted order (no gather)
   // The index check's result on the same stream (all ones: no bad index); set, it gates the pull.
   const unsigned long long* bad = nullptr;
+  // Deferred mode: where the pull reports a bad index itself (no report kernel after it), and the
+  // index whose value at the bad position goes into the message.
+  DeferredSink sink;
+  DeferredIndex at;
   std::int64_t M = 0, F = 1, src_row = 0, out_row = 0;
   std::int64_t sources = 0; // rows of src (for the launch shape only)
   T alpha = T(1);
@@ -31,10 +36,22 @@ template <class T> struct Pull {
 };
 
 // True when the pull must write nothing: the index check ran on the same stream and found a bad
-// index (the caller then throws; the sort it ran on clamped keys is discarded).
+// index (the caller then throws; the sort it ran on clamped keys is discarded). With a sink, the
+// first thread of the first block reports it (every pull kernel calls this in every thread first).
 template <class T> __device__ __forceinline__ bool gated(const Pull<T>& p) {
-  return p.bad != nullptr && *p.bad != ~0ull;
+  if (p.bad == nullptr)
+    return false;
+  const unsigned long long first = *p.bad;
+  if (first == ~0ull)
+    return false;
+  if (p.sink.record != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 &&
+      threadIdx.y == 0)
+    report_to_sink(p.sink, 0, first, deferred_index_value(p.at, first));
+  return true;
 }
+
+// Whether launch_pull launches a kernel for `p` (a pull that reports through its sink must run).
+template <class T> bool pull_launches(const Pull<T>& p);
 
 // A target's result from its accumulator: mean divides by the values combined (the start value
 // counts when it takes part); a NaN sum, mean or prod is written as the canonical NaN.
@@ -336,6 +353,10 @@ template <class T, int R> void launch_pull_r(const Pull<T>& p, cudaStream_t stre
     break;
   }
   SAMEBITS_CUDA_CHECK_LAUNCH("pull kernel");
+}
+
+template <class T> bool pull_launches(const Pull<T>& p) {
+  return p.M > 0 && p.F > 0 && choose_scatter_pull(pull_shape(p)).kernel != ScatterPullKernel::none;
 }
 
 template <class T> void launch_pull(const Pull<T>& p, Reduce r, cudaStream_t stream) {

@@ -17,6 +17,14 @@ IndexingChoice choose_indexing_kernel(const IndexingShape& s) {
   IndexingChoice c;
   if (s.elements == 0)
     return c;
+  if (s.check && s.indices <= kOneBlockCopyMaxIndices && s.elements <= kOneBlockCopyMaxElements) {
+    c.kernel = IndexingKernel::one_block;
+    c.word_bytes = s.elem_bytes;
+    c.bx = kOneBlockCopyThreads;
+    c.by = 1;
+    c.grid = 1;
+    return c;
+  }
   if (s.gather || !s.contiguous) {
     c.kernel = IndexingKernel::copy_any;
     c.word_bytes = s.elem_bytes;
@@ -51,6 +59,9 @@ std::string IndexingChoice::name() const {
   case IndexingKernel::copy_any:
     return fmt::format("copy_any (a thread per element, {}-byte words), block {}, grid {}",
                        word_bytes, bx, grid);
+  case IndexingKernel::one_block:
+    return fmt::format("one_block (check, then a thread per element, {}-byte words), block {}",
+                       word_bytes, bx);
   }
   return "?";
 }

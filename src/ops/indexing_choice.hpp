@@ -15,12 +15,21 @@ struct IndexingShape {
   std::int64_t rows = 0;      // index_select: (outer, index) rows copied
   std::int64_t row_bytes = 0; // index_select: bytes per row (the dims after dim)
   std::int64_t elements = 0;  // elements of out
+  std::int64_t indices = 0;   // elements of the index
+  bool check = false;         // the index values are still to be checked (not `checked`)
 };
+
+// Small checked calls: one block checks every index, then copies, in one launch (no memset, and in
+// deferred mode no report kernel).
+constexpr int kOneBlockCopyThreads = 1024;
+constexpr std::int64_t kOneBlockCopyMaxIndices = 16384;
+constexpr std::int64_t kOneBlockCopyMaxElements = 16384;
 
 enum class IndexingKernel {
   none,      // nothing to copy
   copy_rows, // a block of (bx, by) threads per by rows, `word_bytes`-byte words
   copy_any,  // a thread per output element, any strides
+  one_block, // check and copy_any's loop in one block (kOneBlockCopy*)
 };
 
 struct IndexingChoice {

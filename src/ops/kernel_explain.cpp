@@ -163,6 +163,8 @@ std::vector<Line> indexing_lines(const Query& c) {
   s.rows = c.rows();
   s.row_bytes = c.features * c.elem;
   s.elements = c.rows() * c.features;
+  s.indices = s.gather ? s.elements : c.rows();
+  s.check = true; // an index of unknown values
   return {{"cuda.copy", choose_indexing_kernel(s).name()}};
 }
 

@@ -46,6 +46,7 @@ struct Case {
                      const Options& o)>
       run;
   Shape out_shape;
+  std::int64_t positions = 0; // index positions (L)
 };
 
 constexpr std::int64_t kL = 3000, kM = 700, kN = 900;
@@ -63,76 +64,94 @@ Tensor index_with(std::int64_t n, std::int64_t hi, DType dt, std::uint64_t seed,
   return idx.to(Device::cuda());
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> c;
+// The cases with L index positions (rows of src, x or out).
+void add_cases(std::vector<Case>& c, std::int64_t L) {
   for (std::int64_t f : {std::int64_t{1}, std::int64_t{8}}) {
     const std::string fs = " F=" + std::to_string(f);
     c.push_back({"index_add" + fs,
-                 [f](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
-                   Tensor idx = index_with(kL, kM, dt, s, bad, kM + 3);
-                   Tensor src = testing::random_normal({kL, f}, DType::f32, s + 1, Device::cuda());
+                 [f, L](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
+                   Tensor idx = index_with(L, kM, dt, s, bad, kM + 3);
+                   Tensor src = testing::random_normal({L, f}, DType::f32, s + 1, Device::cuda());
                    index_add(out, idx, src, 0.5, o);
                  },
-                 {kM, f}});
+                 {kM, f},
+                 L});
     c.push_back({"scatter_add" + fs,
-                 [f](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
-                   Tensor idx = index_with(kL, kM, dt, s, bad, -1);
-                   Tensor src = testing::random_normal({kL, f}, DType::f32, s + 1, Device::cuda());
-                   scatter_add(out, 0, testing::expanded_index(idx, {kL, f}), src, o);
+                 [f, L](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
+                   Tensor idx = index_with(L, kM, dt, s, bad, -1);
+                   Tensor src = testing::random_normal({L, f}, DType::f32, s + 1, Device::cuda());
+                   scatter_add(out, 0, testing::expanded_index(idx, {L, f}), src, o);
                  },
-                 {kM, f}});
-    c.push_back({"scatter_reduce amax" + fs,
-                 [f](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
-                   Tensor idx = index_with(kL, kM, dt, s, bad, kM);
-                   Tensor src = testing::random_normal({kL, f}, DType::f64, s + 1, Device::cuda());
-                   scatter_reduce(out, 0, testing::expanded_index(idx, {kL, f}), src, Reduce::amax,
-                                  true, o);
-                 },
-                 {kM, f}});
+                 {kM, f},
+                 L});
+    c.push_back(
+        {"scatter_reduce amax" + fs,
+         [f, L](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
+           Tensor idx = index_with(L, kM, dt, s, bad, kM);
+           Tensor src = testing::random_normal({L, f}, DType::f64, s + 1, Device::cuda());
+           scatter_reduce(out, 0, testing::expanded_index(idx, {L, f}), src, Reduce::amax, true, o);
+         },
+         {kM, f},
+         L});
   }
   c.push_back({"index_select",
-               [](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
+               [L](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
                  Tensor x = testing::random_normal({kN, 16}, DType::f32, s + 1, Device::cuda());
-                 index_select(x, 0, index_with(kL, kN, dt, s, bad, kN + 100), out, o);
+                 index_select(x, 0, index_with(L, kN, dt, s, bad, kN + 100), out, o);
                },
-               {kL, 16}});
+               {L, 16},
+               L});
   c.push_back({"gather",
-               [](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
+               [L](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
                  Tensor x = testing::random_normal({kN, 4}, DType::f64, s + 1, Device::cuda());
-                 Tensor idx = index_with(kL * 4, kN, dt, s, bad, -7);
-                 gather(x, 0, idx.view().reshape({kL, 4}), out, o);
+                 Tensor idx = index_with(L * 4, kN, dt, s, bad, -7);
+                 gather(x, 0, idx.view().reshape({L, 4}), out, o);
                },
-               {kL, 4}});
+               {L, 4},
+               L});
   c.push_back({"segment_reduce",
-               [](const Tensor& out, bool bad, DType, std::uint64_t s, const Options& o) {
-                 // kM segments over kL rows: sorted cut points, one made to decrease when bad.
+               [L](const Tensor& out, bool bad, DType, std::uint64_t s, const Options& o) {
+                 // kM segments over L rows: sorted cut points, one made to decrease when bad.
                  std::vector<std::int64_t> cuts(static_cast<std::size_t>(kM + 1));
                  std::mt19937_64 gen(s);
                  for (auto& v : cuts)
-                   v = static_cast<std::int64_t>(gen() % static_cast<std::uint64_t>(kL + 1));
+                   v = static_cast<std::int64_t>(gen() % static_cast<std::uint64_t>(L + 1));
                  std::sort(cuts.begin(), cuts.end());
                  cuts.front() = 0;
-                 cuts.back() = kL;
+                 cuts.back() = L;
                  if (bad)
-                   cuts[static_cast<std::size_t>(kM / 2)] = kL + 1;
+                   cuts[static_cast<std::size_t>(kM / 2)] = L + 1;
                  Tensor off = Tensor::empty({kM + 1}, DType::i64, Device::cpu());
                  std::copy(cuts.begin(), cuts.end(), off.data<std::int64_t>());
-                 Tensor x = testing::random_normal({kL, 8}, DType::f32, s + 1, Device::cuda());
+                 Tensor x = testing::random_normal({L, 8}, DType::f32, s + 1, Device::cuda());
                  segment_reduce(x, off.to(Device::cuda()), out, Reduce::sum, o);
                },
-               {kM, 8}});
+               {kM, 8},
+               L});
   c.push_back({"aggregate",
-               [](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
-                 // kM nodes with kL / kM edges each, sources in [0, kN).
+               [L](const Tensor& out, bool bad, DType dt, std::uint64_t s, const Options& o) {
+                 // kM nodes with L / kM edges each (at least one), sources in [0, kN).
+                 const std::int64_t per = std::max<std::int64_t>(L / kM, 1);
                  Tensor off = Tensor::empty({kM + 1}, DType::i64, Device::cpu());
                  for (std::int64_t i = 0; i <= kM; ++i)
-                   off.data<std::int64_t>()[i] = i * (kL / kM);
-                 Tensor idx = index_with((kL / kM) * kM, kN, dt, s, bad, kN);
+                   off.data<std::int64_t>()[i] = i * per;
+                 Tensor idx = index_with(per * kM, kN, dt, s, bad, kN);
                  Tensor x = testing::random_normal({kN, 8}, DType::f32, s + 1, Device::cuda());
                  Tensor offd = off.to(Device::cuda());
                  aggregate(CsrGraph{offd.view(), idx.view()}, x, out, Reduce::mean, o);
                },
-               {kM, 8}});
+               {kM, 8},
+               L});
+}
+
+// Every case at three sizes: 600 and 3000 positions take the one-block kernels where an op has
+// them (fixed-point sums, short-index sort, check and copy), 20000 the multi-kernel paths.
+constexpr std::int64_t kSizes[] = {600, kL, 20000};
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  for (const std::int64_t L : kSizes)
+    add_cases(c, L);
   return c;
 }
 
@@ -163,8 +182,9 @@ TEST(IndexChecksGpu, DeferredBadIndexWritesNothingAndIsThrownOnceByCheckIndexErr
         if (c.name.rfind("segment_reduce", 0) == 0 && dt == DType::i32)
           continue; // offsets are int64 only
         const auto seed = testing::fresh_seed();
-        SCOPED_TRACE(c.name + " at " + std::string(to_string(level)) + ", " +
-                     std::string(to_string(dt)) + ", seed " + std::to_string(seed));
+        SCOPED_TRACE(c.name + " L=" + std::to_string(c.positions) + " at " +
+                     std::string(to_string(level)) + ", " + std::string(to_string(dt)) + ", seed " +
+                     std::to_string(seed));
         Tensor out = testing::random_normal(c.out_shape, out_dtype(c), seed + 9, gpu);
         const Tensor before = Tensor::copy_of(out.view(), Device::cpu());
         const std::string at_call = what_of([&] { c.run(out, true, dt, seed, {.level = level}); });
@@ -178,7 +198,7 @@ TEST(IndexChecksGpu, DeferredBadIndexWritesNothingAndIsThrownOnceByCheckIndexErr
         EXPECT_EQ(what_of([&] { check_index_errors(gpu); }), "") << "the error was thrown twice";
         ++n;
       }
-  EXPECT_EQ(n, 38); // 10 cases x 2 levels x 2 index types, segment_reduce's offsets int64 only
+  EXPECT_EQ(n, 3 * 38); // 3 sizes x 10 cases x 2 levels x 2 index types, segment offsets int64
 }
 
 TEST(IndexChecksGpu, ValidInputsGiveTheBitsOfWaitModeAndNoError) {
@@ -190,8 +210,8 @@ TEST(IndexChecksGpu, ValidInputsGiveTheBitsOfWaitModeAndNoError) {
         if (c.name.rfind("segment_reduce", 0) == 0 && dt == DType::i32)
           continue;
         const auto seed = testing::fresh_seed();
-        SCOPED_TRACE(c.name + " at " + std::string(to_string(level)) + ", seed " +
-                     std::to_string(seed));
+        SCOPED_TRACE(c.name + " L=" + std::to_string(c.positions) + " at " +
+                     std::string(to_string(level)) + ", seed " + std::to_string(seed));
         Tensor waited = testing::random_normal(c.out_shape, out_dtype(c), seed + 9, gpu);
         Tensor deferred = Tensor::copy_of(waited.view(), gpu);
         {

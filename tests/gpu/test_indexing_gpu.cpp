@@ -1,5 +1,6 @@
 // index_select and gather on CUDA: the same bits as the CPU for every dim of 1-4-D tensors, every
-// dtype and index type, strided and empty tensors; out-of-range indices reported, nothing written.
+// dtype and index type, index lengths on both sides of the one-block check and copy, strided and
+// empty tensors; out-of-range indices reported, nothing written.
 #include "testing.hpp"
 
 namespace samebits {
@@ -18,20 +19,22 @@ TEST(IndexingGpu, IndexSelectEqualsCpu) {
   for (const auto& shape : kShapes)
     for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64})
       for (DType it : {DType::i32, DType::i64})
-        for (int dim = 0; dim < static_cast<int>(shape.size()); ++dim) {
-          Tensor x = random_values(shape, dt, seed + static_cast<std::uint64_t>(dim));
-          Tensor idx =
-              testing::random_index(50, shape[static_cast<std::size_t>(dim)], it, seed + 5);
-          Shape os = shape;
-          os[static_cast<std::size_t>(dim)] = 50;
-          Tensor cpu = Tensor::empty(os, dt);
-          index_select(x, dim, idx, cpu);
-          for (auto level : {Determinism::not_guaranteed, Determinism::portable}) {
-            Tensor gpu = Tensor::full(os, 3.0, dt, kGpu);
-            index_select(x.to(kGpu), dim, idx.to(kGpu), gpu, {.level = level});
-            EXPECT_TRUE(bitwise_equal(gpu, cpu)) << x.view().describe() << " dim " << dim;
+        for (int dim = 0; dim < static_cast<int>(shape.size()); ++dim)
+          for (std::int64_t len : {50, 400}) { // the one-block check and copy, and past it
+            Tensor x = random_values(shape, dt, seed + static_cast<std::uint64_t>(dim));
+            Tensor idx =
+                testing::random_index(len, shape[static_cast<std::size_t>(dim)], it, seed + 5);
+            Shape os = shape;
+            os[static_cast<std::size_t>(dim)] = len;
+            Tensor cpu = Tensor::empty(os, dt);
+            index_select(x, dim, idx, cpu);
+            for (auto level : {Determinism::not_guaranteed, Determinism::portable}) {
+              Tensor gpu = Tensor::full(os, 3.0, dt, kGpu);
+              index_select(x.to(kGpu), dim, idx.to(kGpu), gpu, {.level = level});
+              EXPECT_TRUE(bitwise_equal(gpu, cpu))
+                  << x.view().describe() << " dim " << dim << " index of " << len;
+            }
           }
-        }
 }
 
 TEST(IndexingGpu, GatherEqualsCpu) {
