@@ -44,8 +44,8 @@ void synchronize(Device device, Stream stream = {});
 //    dropped until that one is thrown. Like PyTorch's own asynchronous CUDA index errors, but
 //    the output is left untouched and the device stays usable. These still wait: index plans
 //    and scatters whose index is large enough for automatic plan reuse (the plan must be known
-//    valid), the not_guaranteed (atomic) scatters, scatters whose index is not one value per row
-//    (the general path), and ops on strided tensors that go through contiguous copies.
+//    valid), the bfloat16/float16 atomic scatters, sorted scatters whose index is not one value
+//    per row (the general path), and ops on strided tensors that go through contiguous copies.
 // Process-wide; the CPU backend always throws before it returns.
 enum class CudaIndexChecks : std::uint8_t { wait, deferred };
 void set_cuda_index_checks(CudaIndexChecks checks);

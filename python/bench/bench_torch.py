@@ -5,7 +5,9 @@
 
 Times are medians over repeats (CUDA events on the GPU, perf_counter on the CPU). "raw" is the
 samebits._core binding called directly on the same tensors: the C++ op plus the binding, without
-the custom-op dispatch; the difference to "samebits" is what torch.library adds.
+the custom-op dispatch; the difference to "samebits" is what torch.library adds. On CUDA the
+device work of one call of each tiny op (torch's and samebits' with deferred checks) is listed
+too: kernels and memsets a call and their device time, from torch.profiler.
 """
 import argparse
 import json
@@ -39,6 +41,26 @@ def per_call_us(fn, device, calls):
         _sync(device)
         loops.append((time.perf_counter() - t0) / calls * 1e6)
     return statistics.median(loops)
+
+
+def device_work(fn, device, calls=20):
+    """Kernels and memsets one call launches on the GPU (names and counts per call) and their
+    device time per call in microseconds, from torch.profiler over `calls` calls."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    _sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        _sync(device)
+    names, device_us = {}, 0.0
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        names[e.name] = names.get(e.name, 0) + 1
+        device_us += e.time_range.elapsed_us()
+    return {"launches": sum(names.values()) / calls, "device_us": device_us / calls,
+            "names": {n: c / calls for n, c in sorted(names.items())}}
 
 
 def op_ms(fn, device, repeats):
@@ -152,6 +174,18 @@ def main():
         raw_text = f"{t_raw:8.2f}" if t_raw is not None else f"{'-':>8s}"
         print(f"{op:14s} {t_ref:8.2f} {t_ours:9.2f} {t_def:9.2f} {raw_text} {t_ours - t_ref:8.2f} "
               f"{t_def - t_ref:9.2f}")
+    if device.type == "cuda":
+        print("\ndevice work per call on tiny inputs: launches (kernels and memsets) and device "
+              "time in us; samebits with deferred checks")
+        result["device_work"] = {}
+        for op, (ref, ours, _) in tiny_cases(device).items():
+            theirs = device_work(ref, device)
+            with samebits.index_checks("deferred"):
+                mine = device_work(ours, device)
+            result["device_work"][op] = {"torch": theirs, "samebits_deferred": mine}
+            print(f"{op:14s} torch {theirs['launches']:4.1f} launches {theirs['device_us']:6.2f} us"
+                  f" | samebits {mine['launches']:4.1f} launches {mine['device_us']:6.2f} us: "
+                  + ", ".join(f"{n} x{c:g}" for n, c in mine["names"].items()))
     print(f"\nanchor shapes ({device}), ms: torch default, torch deterministic, samebits "
           "run_to_run (one call between events), the same back to back with deferred checks")
     for shape, op, (ref, ours) in anchor_cases(device, args.quick):

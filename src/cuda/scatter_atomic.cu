@@ -54,18 +54,33 @@ __global__ void check_kernel(Geo4 g, const void* idx, bool is64, unsigned long l
   }
 }
 
-// Checks every index value (of `check`'s positions) before anything is written.
-void check_indices(const ScatterArgs& a, const Geo4& check, cudaStream_t stream,
+// Checks every index value (of `check`'s positions) before anything is written: the kernels after
+// it read *bad and write nothing when it is set. Waits and throws, or in deferred mode queues the
+// report (`vec`: one index value per row, whose value the message can name).
+void check_indices(const ScatterArgs& a, const Geo4& check, bool vec, cudaStream_t stream,
                    unsigned long long* bad) {
-  if (check.numel == 0)
-    return;
   SAMEBITS_CUDA_CHECK(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
   const int block = scatter_block();
   const unsigned grid = std::min<unsigned>(grid_for(check.numel, block), 132u * 32u);
-  check_kernel<<<grid, block, 0, stream>>>(check, a.index.data, a.index.dtype == DType::i64, bad);
-  SAMEBITS_CUDA_CHECK_LAUNCH("check_kernel");
+  const bool is64 = a.index.dtype == DType::i64;
+  if (check.numel > 0) {
+    check_kernel<<<grid, block, 0, stream>>>(check, a.index.data, is64, bad);
+    SAMEBITS_CUDA_CHECK_LAUNCH("check_kernel");
+  }
+  if (defer_index_checks()) {
+    const DeferredIndex at =
+        vec ? DeferredIndex{a.index.data, is64, a.index.stride(0)} : DeferredIndex{};
+    defer_index_error(bad, 1, at, DeferredIndex{}, deferred_scatter_message(a.op, check.M, vec),
+                      stream);
+    return;
+  }
   if (const std::int64_t e = first_bad_position(bad, stream); e >= 0)
     throw_bad_index(a, e, check);
+}
+
+// True when the check found a bad index: the kernel writes nothing.
+__device__ __forceinline__ bool gated(const unsigned long long* bad) {
+  return *bad != ~0ull;
 }
 
 // --- atomic (not_guaranteed) ------------------------------------------------------------------
@@ -76,7 +91,9 @@ template <class T>
 __global__ void atomic_rows_kernel(const T* src, const void* idx, bool is64, std::int64_t istride,
                                    T* out, std::int64_t L, std::int64_t F, std::int64_t src_row,
                                    std::int64_t out_row, int r, int mode, T alpha, bool scaled,
-                                   unsigned long long* count) {
+                                   unsigned long long* count, const unsigned long long* bad) {
+  if (gated(bad))
+    return;
   const std::int64_t total = L * F;
   for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; g < total;
        g += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -104,7 +121,9 @@ __global__ void atomic_rows_kernel(const T* src, const void* idx, bool is64, std
 template <class T>
 __global__ void atomic_general_kernel(Geo4 g, const T* src, const void* idx, bool is64, T* out,
                                       int r, int mode, T alpha, bool scaled,
-                                      unsigned long long* count) {
+                                      unsigned long long* count, const unsigned long long* bad) {
+  if (gated(bad))
+    return;
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        e < g.numel; e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     std::int64_t c[4];
@@ -133,7 +152,9 @@ __global__ void atomic_general_kernel(Geo4 g, const T* src, const void* idx, boo
 // per_row: count is per target row (rows path, F features share it), else per element.
 template <class T>
 __global__ void mean_kernel(Geo4 g, T* out, const unsigned long long* count, bool per_row,
-                            std::int64_t F, bool self) {
+                            std::int64_t F, bool self, const unsigned long long* bad) {
+  if (gated(bad))
+    return;
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        e < g.out_numel; e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const unsigned long long n = count[per_row ? e / F : e];
@@ -158,7 +179,7 @@ template <class T> void run_atomic(const ScatterArgs& a, cudaStream_t stream) {
                         Stream{stream});
   auto* bad = scratch.take<unsigned long long>(1);
   unsigned long long* count = mean ? scratch.take<unsigned long long>(count_n) : nullptr;
-  check_indices(a, vec ? vector_geo(a, g) : g, stream, bad);
+  check_indices(a, vec ? vector_geo(a, g) : g, vec, stream, bad);
   if (count != nullptr)
     SAMEBITS_CUDA_CHECK(cudaMemsetAsync(count, 0, static_cast<std::size_t>(count_n) * 8, stream));
   const T* src = static_cast<const T*>(a.src.data);
@@ -172,17 +193,18 @@ template <class T> void run_atomic(const ScatterArgs& a, cudaStream_t stream) {
       const unsigned grid = std::min<unsigned>(grid_for(rw.L * rw.F, block), 1u << 20);
       atomic_rows_kernel<T><<<grid, block, 0, stream>>>(src, a.index.data, is64, a.index.stride(0),
                                                         out, rw.L, rw.F, rw.src_row, rw.out_row, r,
-                                                        mode, alpha, scaled, count);
+                                                        mode, alpha, scaled, count, bad);
     } else {
       const unsigned grid = std::min<unsigned>(grid_for(g.numel, block), 1u << 20);
       atomic_general_kernel<T><<<grid, block, 0, stream>>>(g, src, a.index.data, is64, out, r, mode,
-                                                           alpha, scaled, count);
+                                                           alpha, scaled, count, bad);
     }
     SAMEBITS_CUDA_CHECK_LAUNCH("atomic scatter");
   }
   if (mean) {
     const unsigned grid = std::min<unsigned>(grid_for(g.out_numel, block), 1u << 20);
-    mean_kernel<T><<<grid, block, 0, stream>>>(g, out, count, vec, vec ? rw.F : 1, a.include_self);
+    mean_kernel<T>
+        <<<grid, block, 0, stream>>>(g, out, count, vec, vec ? rw.F : 1, a.include_self, bad);
     SAMEBITS_CUDA_CHECK_LAUNCH("mean_kernel");
   }
 }
