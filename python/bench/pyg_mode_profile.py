@@ -3,12 +3,15 @@ default, torch's deterministic mode and samebits' mode, each with and without to
 uninitialized memory (torch.utils.deterministic.fill_uninitialized_memory: torch's mode turns it
 on, samebits' leaves it off), and samebits' with waiting index checks, then torch.profiler's tables
 (self CPU and self CUDA time per op and kernel) for one training in the default and in the mode.
+Trainings are timed one by one, the configurations interleaved in rounds; the median is the
+figure (the mean and the medians of each half show the spread).
 
     python python/bench/pyg_mode_profile.py --model sage --runs 30 --json out/pyg_profile.json
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -52,17 +55,35 @@ CONFIGS = (Config("torch default", "torch"),
            Config("samebits run_to_run, waiting checks", "samebits", index_checks="wait"))
 
 
-def time_config(cfg, model, data, nf, nc, runs, epochs):
-    hashes = set()
-    with cfg:
-        pyg_cora.train_once(model, data, nf, nc, epochs)  # warm-up
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(runs):
-            hashes.add(pyg_cora.train_once(model, data, nf, nc, epochs)[0])
-        torch.cuda.synchronize()
-        ms = (time.perf_counter() - t0) * 1e3 / runs
-    return dict(config=cfg.name, ms=ms, distinct=len(hashes), runs=runs)
+def time_configs(configs, model, data, nf, nc, runs, epochs, rounds):
+    """Each configuration's trainings, timed one by one (a synchronize after each) and interleaved:
+    `rounds` rounds, each training every configuration runs // rounds times in turn, so that a
+    slow stretch of the machine falls on all of them. Returns per configuration the median and
+    mean ms per training, the medians of the rounds' halves (a spread), and distinct weight sets."""
+    per = max(runs // rounds, 1)
+    times = {cfg.name: [] for cfg in configs}
+    hashes = {cfg.name: set() for cfg in configs}
+    for cfg in configs:  # warm-up: every path compiled and allocated once
+        with cfg:
+            pyg_cora.train_once(model, data, nf, nc, epochs)
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for cfg in configs:
+            with cfg:
+                for _ in range(per):
+                    t0 = time.perf_counter()
+                    hashes[cfg.name].add(pyg_cora.train_once(model, data, nf, nc, epochs)[0])
+                    torch.cuda.synchronize()
+                    times[cfg.name].append((time.perf_counter() - t0) * 1e3)
+    out = []
+    for cfg in configs:
+        t = times[cfg.name]
+        half = len(t) // 2
+        out.append(dict(config=cfg.name, ms=statistics.median(t), mean_ms=statistics.fmean(t),
+                        first_half_ms=statistics.median(t[:half] or t),
+                        second_half_ms=statistics.median(t[half:]),
+                        distinct=len(hashes[cfg.name]), runs=len(t)))
+    return out
 
 
 def profile_config(cfg, model, data, nf, nc, epochs, rows):
@@ -87,6 +108,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="sage", choices=("sage", "gcn", "gat"))
     ap.add_argument("--runs", type=int, default=30, help="timed trainings per configuration (30)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved rounds the trainings are split into (5)")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--rows", type=int, default=30, help="rows of each profiler table (30)")
     ap.add_argument("--data", default=os.path.join(HERE, "..", "..", "data", "cora"))
@@ -95,11 +118,13 @@ def main(argv=None):
     if not torch.cuda.is_available():
         ap.error("needs a CUDA device")
     data, nf, nc = pyg_cora.load_cora_tsv("cuda", args.data)
-    timings = []
-    for cfg in CONFIGS:
-        r = time_config(cfg, args.model, data, nf, nc, args.runs, args.epochs)
-        timings.append(r)
-        print(f"{r['config']:<40} {r['ms']:8.2f} ms/training  {r['distinct']} distinct of "
+    timings = time_configs(CONFIGS, args.model, data, nf, nc, args.runs, args.epochs, args.rounds)
+    base = timings[0]["ms"]
+    print(f"{'configuration':<40} {'median':>8} {'x torch':>8} {'mean':>8} {'1st half':>9} "
+          f"{'2nd half':>9}  ms per training, {args.rounds} interleaved rounds")
+    for r in timings:
+        print(f"{r['config']:<40} {r['ms']:8.2f} {r['ms'] / base:8.3f} {r['mean_ms']:8.2f} "
+              f"{r['first_half_ms']:9.2f} {r['second_half_ms']:9.2f}  {r['distinct']} distinct of "
               f"{r['runs']}", flush=True)
     profiles = {}
     for cfg in (CONFIGS[0], CONFIGS[3]):

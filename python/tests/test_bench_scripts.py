@@ -32,3 +32,41 @@ def test_pyg_mode_profile_says_it_needs_cuda():
                        text=True, timeout=300)
     assert r.returncode == 2
     assert "needs a CUDA device" in r.stderr
+
+
+def test_pyg_mode_profile_interleaves_configurations_and_takes_medians(monkeypatch):
+    pytest.importorskip("torch_geometric")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import pyg_mode_profile as prof
+    finally:
+        sys.path.remove(str(BENCH))
+    order, clock, current = [], [0.0], {}
+
+    class Fake:
+        """A configuration whose trainings take `ms` on a fake clock."""
+
+        def __init__(self, name, ms):
+            self.name, self.ms = name, ms
+
+        def __enter__(self):
+            order.append(self.name)
+            current.update(name=self.name, ms=self.ms)
+
+        def __exit__(self, *exc):
+            pass
+
+    def train_once(model, data, nf, nc, epochs):
+        clock[0] += current["ms"] / 1e3
+        return (current["name"],)
+
+    monkeypatch.setattr(prof.pyg_cora, "train_once", train_once)
+    monkeypatch.setattr(prof.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(prof.torch.cuda, "synchronize", lambda: None)
+    a, b = Fake("a", 10.0), Fake("b", 30.0)
+    out = prof.time_configs([a, b], "sage", None, 0, 0, runs=6, epochs=1, rounds=3)
+    assert order == ["a", "b"] + ["a", "b"] * 3  # warm-up, then the rounds in turn
+    assert [r["config"] for r in out] == ["a", "b"]
+    assert [r["runs"] for r in out] == [6, 6]
+    assert out[0]["ms"] == pytest.approx(10.0) and out[1]["ms"] == pytest.approx(30.0)
+    assert out[0]["distinct"] == 1
