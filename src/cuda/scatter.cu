@@ -239,7 +239,8 @@ void register_cuda_scatter(Registry& r) {
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
   const char* atomic_how = "atomicAdd / atomicCAS into targets in hardware schedule order";
   const char* sort_how = "stable sort of (index, position) every call (one block up to 11264 "
-                         "positions, a counting sort up to 1536 targets, CUB radix sort beyond), "
+                         "positions, or 16384 into at most 65535 targets; a counting sort up to "
+                         "1536 targets, CUB radix sort beyond), "
                          "then ordered pull per target; an index passed again at the same address "
                          "reuses its plan when its contents compare equal";
   auto atomic = run_atomic_scatter;
