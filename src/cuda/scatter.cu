@@ -214,8 +214,16 @@ void by_dtype(const ScatterArgs& a, const Workspace& ws) {
     F64(a, stream);
 }
 
+// The sorts' keys and positions are 32-bit. A rows scatter (one index value per row of src) sorts
+// its index: L positions into M target rows, however many features each row has. Any other
+// scatter sorts every source element by its (column, target) key.
 std::string sort_why_not(const ScatterArgs& a) {
   const auto big = static_cast<std::int64_t>(std::numeric_limits<int>::max());
+  if (const Rows rw = rows_of(a); rw.ok) {
+    if (rw.L >= big || rw.M >= big)
+      return "more than 2^31 - 1 index positions or target rows (32-bit sort keys)";
+    return "";
+  }
   if (a.src.numel() >= big || a.out.numel() >= big)
     return "more than 2^31 - 1 sources or output elements (32-bit sort keys)";
   return "";

@@ -276,8 +276,9 @@ TEST(LargeGpu, BincountOverMoreThanTwoToThe31Entries) {
 // --------------------------------------------------------------------------------------
 //
 // index_add, scatter_add and scatter_reduce with 2^31 + 8 sources (rows of one feature, all sent
-// to target 2 of 4). The sort and pull (the portable variant) takes fewer than 2^31 - 1 source
-// elements (32-bit sort keys), so:
+// to target 2 of 4). The sort and pull (the portable variant) takes fewer than 2^31 - 1 index
+// positions (32-bit sort keys; rows of many features: RowScatterOfMoreThanTwoToThe31Elements...),
+// so:
 //   portable                 no variant that meets the level takes them: NondeterministicError,
 //                            nothing written
 //   run_to_run, float32      index_add and scatter_add take the exact fixed-point sum
@@ -538,6 +539,37 @@ TEST_F(LargeGpuTensor, CumsumCarriesPastTwoToThe31) {
           << "columns, rows [" << a << ", " << b << ")";
     }
   }
+}
+
+// A rows scatter sorts its index, not its elements: the [2^28 + 1, 8] view (2^31 + 8 elements)
+// sent row r to target r % 4096 is sorted and pulled at portable and run_to_run (rows of 8
+// features: no fixed point), as index_add and as scatter_add with the index expanded over the
+// features, and every marked value lands in its target: 7 + the markers of its rows.
+TEST_F(LargeGpuTensor, RowScatterOfMoreThanTwoToThe31ElementsSortsItsRows) {
+  constexpr std::int64_t kM = 4096;
+  Tensor host_idx = Tensor::empty({kRows8}, DType::i32);
+  for (std::int64_t r = 0; r < kRows8; ++r)
+    host_idx.data<std::int32_t>()[r] = static_cast<std::int32_t>(r % kM);
+  const Tensor idx = host_idx.to(kGpu);
+  host_idx = Tensor{};
+  std::vector<double> want(static_cast<std::size_t>(kM * 8), 7.0);
+  for (const auto& m : kMarkers)
+    want[static_cast<std::size_t>(((m.pos / 8) % kM) * 8 + m.pos % 8)] += m.value;
+  TensorView expanded = idx.view().reshape({kRows8, 1});
+  expanded.shape[1] = 8;
+  expanded.strides[1] = 0;
+  for (auto level : {kPo, kR2r})
+    for (const bool as_scatter_add : {false, true}) {
+      SCOPED_TRACE(std::string(as_scatter_add ? "scatter_add" : "index_add") + " at " +
+                   std::string(to_string(level)));
+      Tensor out = Tensor::full({kM, 8}, 7.0, DType::f32, kGpu);
+      if (as_scatter_add)
+        scatter_add(out, 0, expanded, x8(), {.level = level});
+      else
+        index_add(out, idx, x8(), 1.0, {.level = level});
+      EXPECT_THAT(last_explain(), HasSubstr("ran cuda.sort_pull")) << last_explain();
+      EXPECT_EQ(mismatch(out, want), "");
+    }
 }
 
 } // namespace
