@@ -416,9 +416,9 @@ SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_countin
   const auto ints = [](std::int64_t count) {
     return align256(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(int));
   };
-  if (l.block) {
-    l.temp_bytes = 1;
-    l.scratch_bytes = ints(n) + ints(num_keys + 1) + align256(1);
+  if (l.block) { // no temporary storage: the block's sort works in shared memory
+    l.temp_bytes = 0;
+    l.scratch_bytes = ints(n) + ints(num_keys + 1);
   } else if (l.counting) {
     const std::int64_t cells = count_cells(n, num_keys);
     l.temp_bytes = std::max<std::size_t>(scan_temp_bytes(cells), 1);
@@ -451,7 +451,7 @@ SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
   b.vals_out = scratch.take<int>(l.n);
   b.offsets = scratch.take<int>(l.num_keys + 1);
   b.temp_bytes = l.temp_bytes;
-  b.temp = scratch.take_bytes(b.temp_bytes);
+  b.temp = b.temp_bytes > 0 ? scratch.take_bytes(b.temp_bytes) : nullptr;
   return b;
 }
 
