@@ -39,12 +39,7 @@ protected:
     write("edges.tsv", "src\tdst\n0\t1\n1\t0\n2\t1\n1\t2\n");
   }
   std::string error_of(const LoadOptions& opts = {}) {
-    try {
-      load_dataset(dir_, opts);
-    } catch (const DataError& e) {
-      return e.what();
-    }
-    return "no error";
+    return testing::caught<DataError>([&] { load_dataset(dir_, opts); }).value_or("no error");
   }
   fs::path dir_;
 };

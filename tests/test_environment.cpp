@@ -2,6 +2,7 @@
 #include "samebits/environment.hpp"
 #include "samebits/samebits.hpp"
 #include "samebits/util/num_threads_env.hpp"
+#include "testing.hpp"
 
 #include <cstdlib>
 #include <gtest/gtest.h>
@@ -111,14 +112,10 @@ TEST(Environment, NumThreadsVariableIsCheckedStrictly) {
     ::setenv("SAMEBITS_NUM_THREADS", value, 1);
     EXPECT_EQ(detail::num_threads_from_environment().value_or(0), want) << "'" << value << "'";
   }
-  auto refusal = [](const char* value) -> std::string {
+  auto refusal = [](const char* value) {
     ::setenv("SAMEBITS_NUM_THREADS", value, 1);
-    try {
-      detail::num_threads_from_environment();
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "accepted";
+    return testing::caught<InvalidArgument>([] { detail::num_threads_from_environment(); })
+        .value_or("accepted");
   };
   for (const char* value :
        {"abc", "-3", "0", "99999999999", "1025", "4 ", " 4", "+4", "4.0", "0x10", "8abc"})

@@ -36,12 +36,7 @@ TEST(TensorView, TooManyDimsRejected) {
 TEST(TensorView, TheDimensionLimitIsNamed) {
   static_assert(kMaxDims == 4);
   const auto message_of = [](auto&& make) {
-    try {
-      make();
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return testing::caught<InvalidArgument>(make).value_or("no error");
   };
   const std::string limit = "a tensor of 5 dimensions: samebits tensors have at most kMaxDims = 4";
   EXPECT_THAT(message_of([] {

@@ -85,13 +85,9 @@ TEST(Variability, EveryTableEntryRunsOnSmallShapes) {
 // Options an op does not read are refused, not ignored; so is --features -1 where an op has no
 // 1-d form (it used to fall back to one feature, or fail deep inside as a negative size).
 TEST(Variability, OptionsAnOpDoesNotReadAreRefused) {
-  auto message = [](const std::string& op, const OpShape& s) -> std::string {
-    try {
-      check_shape(find_op(op), s);
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "accepted";
+  auto message = [](const std::string& op, const OpShape& s) {
+    return testing::caught<InvalidArgument>([&] { check_shape(find_op(op), s); })
+        .value_or("accepted");
   };
   EXPECT_EQ(message("sum", {.rows = 5}), "--rows does not apply to sum (it reads --n)");
   EXPECT_EQ(message("sum", {.rows = 5, .reduce = "amax"}),

@@ -10,10 +10,23 @@
 
 #include <cstdint>
 #include <gtest/gtest.h>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace samebits::testing {
+
+// The message of the E that f() throws; nullopt when it throws nothing (any other exception
+// propagates, and the test fails on it).
+template <class E, class F> std::optional<std::string> caught(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
 
 // A new seed for every call (from std::random_device); tests print it on failure via SCOPED_TRACE.
 std::uint64_t fresh_seed();

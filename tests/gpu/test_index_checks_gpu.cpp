@@ -167,12 +167,7 @@ constexpr Determinism kAllLevels[] = {Determinism::not_guaranteed, Determinism::
 constexpr DType kIndexTypes[] = {DType::i32, DType::i64};
 
 std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IndexOutOfRange& e) {
-    return e.what();
-  }
-  return "";
+  return testing::caught<IndexOutOfRange>(f).value_or("");
 }
 
 TEST(IndexChecksGpu, DeferredBadIndexWritesNothingAndIsThrownOnceByCheckIndexErrors) {

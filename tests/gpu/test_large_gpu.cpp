@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 #include <gmock/gmock.h>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,18 +76,13 @@ std::string mismatch(const TensorView& got, const std::vector<double>& want) {
   return "";
 }
 
-// The message of the exception of type E that `f` throws (a test failure, and "", otherwise).
+// The message of the exception of type E that `f` throws (a test failure, and "", when it throws
+// nothing; another exception fails the test as it propagates).
 template <class E, class F> std::string thrown(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "threw nothing";
-  return "";
+  const std::optional<std::string> m = testing::caught<E>(f);
+  if (!m)
+    ADD_FAILURE() << "threw nothing";
+  return m.value_or("");
 }
 
 // --- indexing ---------------------------------------------------------------------------------

@@ -14,12 +14,7 @@ namespace {
 const Device kGpu = Device::cuda();
 
 template <class F> std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "accepted";
+  return testing::caught<InvalidArgument>(f).value_or("accepted");
 }
 
 TEST(OpOutputsGpu, OverlappingOutputsAreRefusedAndNothingIsWritten) {
