@@ -159,10 +159,13 @@ if has python; then
   (PYTHONPATH=$py timeout 900 python3 -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} \
      python/tests) >"$OUT/python_tests.txt" 2>&1
   tail -15 "$OUT/python_tests.txt" | tee -a "$log"
-  # PY_BENCH=0 leaves bench_torch.py out.
+  # PY_BENCH=0 leaves bench_torch.py out. After the bench step of the same call, the anchors'
+  # figures are compared with the C++ ones of $OUT/gpu_bench.json.
+  cpp=()
+  [[ -f $OUT/gpu_bench.json ]] && cpp=(--cpp "$OUT/gpu_bench.json")
   [[ ${PY_BENCH:-1} == 0 ]] ||
     PYTHONPATH=$py timeout 600 python3 python/bench/bench_torch.py --out "$OUT/bench_torch.json" \
-      2>&1 | tee -a "$log"
+      "${cpp[@]}" 2>&1 | tee -a "$log"
 fi
 if has pyg; then
   # PyG's own models on Cora under the drop-in mode against PyG's default, and SAGEConv inference

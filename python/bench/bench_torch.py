@@ -131,6 +131,30 @@ ANCHORS = [(10_000_000, 1_000_000, 1), (2_000_000, 100_000, 64), (2_000_000, 100
            (1_000_000, 2708, 128)]
 
 
+def _short(v):
+    """A count as samebits_bench_gpu writes it in its shapes: 10M, 100k, 2708."""
+    if v >= 1_000_000 and v % 1_000_000 == 0:
+        return f"{v // 1_000_000}M"
+    if v >= 100_000 and v % 1000 == 0:
+        return f"{v // 1000}k"
+    return str(v)
+
+
+def cpp_ms(rows, op, e, n, f):
+    """The C++ figure (samebits_bench_gpu's JSON rows) for what an anchor call runs: the same index
+    every call, so the fixed-point sums for rows of at most 4 floats and otherwise the sort and pull
+    of an index passed again (its plan reused after the comparison; index_add's row serves
+    scatter_add too, whose expanded index takes the same rows path). None when the file has no
+    such row."""
+    shape = f"E={_short(e)} N={_short(n)} F={f}"
+    variant = "cuda.fixed_point" if f <= 4 else "cuda.sort_pull (same index again)"
+    for want_op in (op, "index_add"):
+        for r in rows:
+            if r.get("op") == want_op and r.get("shape") == shape and r.get("variant") == variant:
+                return r["ms"]
+    return None
+
+
 def anchor_cases(device, quick):
     for e, n, f in ANCHORS:
         if quick:
@@ -141,9 +165,9 @@ def anchor_cases(device, quick):
         x = torch.zeros(n, f, device=device)
         gidx = idx[:, None].expand(e, f)
         name = f"E={e},N={n},F={f}"
-        yield name, "index_add", (lambda: torch.index_add(x, 0, idx, src),
+        yield name, "index_add", (e, n, f), (lambda: torch.index_add(x, 0, idx, src),
                                   lambda: st.index_add(x, 0, idx, src, level="run_to_run"))
-        yield name, "scatter_add", (lambda: torch.scatter_add(x, 0, gidx, src),
+        yield name, "scatter_add", (e, n, f), (lambda: torch.scatter_add(x, 0, gidx, src),
                                     lambda: st.scatter_add(x, 0, gidx, src, level="run_to_run"))
 
 
@@ -152,6 +176,8 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", default="bench_torch.json")
     parser.add_argument("--quick", action="store_true", help="small shapes, few repeats (smoke)")
+    parser.add_argument("--cpp", help="samebits_bench_gpu's JSON of the same machine and call: the "
+                        "anchors' loop figures are compared with its C++ figures")
     args = parser.parse_args()
     device = torch.device(args.device)
     calls, repeats = (200, 5) if args.quick else (2000, 20)
@@ -188,7 +214,11 @@ def main():
                   + ", ".join(f"{n} x{c:g}" for n, c in mine["names"].items()))
     print(f"\nanchor shapes ({device}), ms: torch default, torch deterministic, samebits "
           "run_to_run (one call between events), the same back to back with deferred checks")
-    for shape, op, (ref, ours) in anchor_cases(device, args.quick):
+    cpp_rows = []
+    if args.cpp:
+        with open(args.cpp) as f:
+            cpp_rows = json.load(f).get("rows", [])
+    for shape, op, (e, n, f), (ref, ours) in anchor_cases(device, args.quick):
         t_default = op_ms(ref, device, repeats)
         torch.use_deterministic_algorithms(True)
         try:
@@ -201,12 +231,17 @@ def main():
         # wrapper's work before the first kernel starts).
         with samebits.index_checks("deferred"):
             t_loop = per_call_us(ours, device, max(repeats, 10)) / 1e3
-        result["anchors"].append({"shape": shape, "op": op, "torch_default_ms": t_default,
-                                  "torch_deterministic_ms": t_det, "samebits_run_to_run_ms": t_ours,
-                                  "samebits_deferred_loop_ms": t_loop,
-                                  "vs_deterministic": t_det / t_ours})
+        row = {"shape": shape, "op": op, "torch_default_ms": t_default,
+               "torch_deterministic_ms": t_det, "samebits_run_to_run_ms": t_ours,
+               "samebits_deferred_loop_ms": t_loop, "vs_deterministic": t_det / t_ours}
+        cpp = cpp_ms(cpp_rows, op, e, n, f)
+        versus = ""
+        if cpp is not None:
+            row.update(cpp_ms=cpp, loop_vs_cpp=t_loop / cpp)
+            versus = f", loop {t_loop / cpp:.2f}x C++'s {cpp:.3f}"
+        result["anchors"].append(row)
         print(f"{op:12s} {shape:24s} {t_default:8.3f} {t_det:8.3f} {t_ours:8.3f} {t_loop:8.3f}  "
-              f"({t_det / t_ours:.2f}x faster than torch deterministic)")
+              f"({t_det / t_ours:.2f}x faster than torch deterministic{versus})")
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
     print(f"\nwrote {args.out}")

@@ -70,3 +70,22 @@ def test_pyg_mode_profile_interleaves_configurations_and_takes_medians(monkeypat
     assert [r["runs"] for r in out] == [6, 6]
     assert out[0]["ms"] == pytest.approx(10.0) and out[1]["ms"] == pytest.approx(30.0)
     assert out[0]["distinct"] == 1
+
+
+def test_bench_torch_finds_the_cpp_figure_of_each_anchor():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_torch
+    finally:
+        sys.path.remove(str(BENCH))
+    rows = [{"op": "index_add", "shape": "E=10M N=1M F=1", "variant": "cuda.fixed_point", "ms": 0.2},
+            {"op": "index_add", "shape": "E=2M N=100k F=64", "variant": "cuda.sort_pull", "ms": 9},
+            {"op": "index_add", "shape": "E=2M N=100k F=64",
+             "variant": "cuda.sort_pull (same index again)", "ms": 0.18},
+            {"op": "index_add", "shape": "E=1M N=2708 F=128",
+             "variant": "cuda.sort_pull (same index again)", "ms": 0.16}]
+    assert bench_torch.cpp_ms(rows, "index_add", 10_000_000, 1_000_000, 1) == 0.2
+    assert bench_torch.cpp_ms(rows, "scatter_add", 10_000_000, 1_000_000, 1) == 0.2
+    assert bench_torch.cpp_ms(rows, "index_add", 2_000_000, 100_000, 64) == 0.18
+    assert bench_torch.cpp_ms(rows, "scatter_add", 1_000_000, 2708, 128) == 0.16
+    assert bench_torch.cpp_ms(rows, "index_add", 2_000_000, 1000, 64) is None
