@@ -165,7 +165,7 @@ if has python; then
   [[ -f $OUT/gpu_bench.json ]] && cpp=(--cpp "$OUT/gpu_bench.json")
   [[ ${PY_BENCH:-1} == 0 ]] ||
     PYTHONPATH=$py timeout 600 python3 python/bench/bench_torch.py --out "$OUT/bench_torch.json" \
-      "${cpp[@]}" 2>&1 | tee -a "$log"
+      ${cpp[@]+"${cpp[@]}"} 2>&1 | tee -a "$log"
 fi
 if has pyg; then
   # PyG's own models on Cora under the drop-in mode against PyG's default, and SAGEConv inference
