@@ -42,9 +42,32 @@ const TorchTypes* torch_types() {
                         " dimensions; samebits takes at most " + std::to_string(kMaxDims));
 }
 
+// The attribute and method names torch_view reads, interned once: a lookup by a C string would
+// build a Python string on every call, and torch_view runs for every tensor of every call.
+struct TorchNames {
+  nb::object dtype, shape, stride, get_device, is_cpu, device, data_ptr;
+};
+const TorchNames& torch_names() {
+  static const TorchNames names = [] {
+    auto intern = [](const char* s) { return nb::steal(PyUnicode_InternFromString(s)); };
+    return TorchNames{intern("dtype"),  intern("shape"),  intern("stride"),  intern("get_device"),
+                      intern("is_cpu"), intern("device"), intern("data_ptr")};
+  }();
+  return names;
+}
+
+// obj.name() for an interned name, without a bound method object in between.
+nb::object call_method(nb::handle obj, const nb::object& name) {
+  PyObject* r = PyObject_CallMethodNoArgs(obj.ptr(), name.ptr());
+  if (r == nullptr)
+    throw nb::python_error();
+  return nb::steal(r);
+}
+
 TensorView torch_view(nb::handle obj, const TorchTypes& types, const char* what) {
+  const TorchNames& n = torch_names();
   TensorView v;
-  nb::object dtype = obj.attr("dtype");
+  nb::object dtype = obj.attr(n.dtype);
   int code = -1;
   for (std::size_t i = 0; i < types.dtypes.size(); ++i)
     if (dtype.ptr() == types.dtypes[i])
@@ -53,8 +76,8 @@ TensorView torch_view(nb::handle obj, const TorchTypes& types, const char* what)
     throw InvalidArgument(std::string(what) + ": dtype " + nb::str(dtype).c_str() +
                           " is not supported (" + kDTypeList + ")");
   v.dtype = static_cast<DType>(code);
-  nb::tuple shape = nb::borrow<nb::tuple>(obj.attr("shape"));
-  nb::tuple strides = nb::borrow<nb::tuple>(obj.attr("stride")());
+  nb::tuple shape = nb::borrow<nb::tuple>(obj.attr(n.shape));
+  nb::tuple strides = nb::borrow<nb::tuple>(call_method(obj, n.stride));
   std::size_t ndim = shape.size();
   if (ndim > static_cast<std::size_t>(kMaxDims))
     too_many_dims(what, ndim);
@@ -63,13 +86,13 @@ TensorView torch_view(nb::handle obj, const TorchTypes& types, const char* what)
     v.shape[d] = nb::cast<std::int64_t>(shape[d]);
     v.strides[d] = nb::cast<std::int64_t>(strides[d]);
   }
-  int index = nb::cast<int>(obj.attr("get_device")());
+  int index = nb::cast<int>(call_method(obj, n.get_device));
   if (index >= 0)
     v.device = Device::cuda(index);
-  else if (!nb::cast<bool>(obj.attr("is_cpu")))
-    throw InvalidArgument(std::string(what) + ": device " + nb::str(obj.attr("device")).c_str() +
+  else if (!nb::cast<bool>(obj.attr(n.is_cpu)))
+    throw InvalidArgument(std::string(what) + ": device " + nb::str(obj.attr(n.device)).c_str() +
                           " is not supported (cpu or cuda)");
-  v.data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(obj.attr("data_ptr")()));
+  v.data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(call_method(obj, n.data_ptr)));
   return v;
 }
 
