@@ -65,13 +65,15 @@ __device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_
   return r;
 }
 
-__global__ void fixed_check_kernel(FixedSites s, const float* src, const void* idx, bool is64,
-                                   float alpha, bool scaled, CheckResult* res) {
+// One thread's share of the check, sites first, first + step, ...: the first bad position, max |c|
+// and whether a contribution is not finite, published into *res.
+__device__ __forceinline__ void check_sites(const FixedSites& s, const float* src, const void* idx,
+                                            bool is64, float alpha, bool scaled, std::int64_t first,
+                                            std::int64_t step, CheckResult* res) {
   unsigned long long bad = ULLONG_MAX;
   double mx = 0;
   unsigned sp = 0;
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       e < s.g.numel; e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t e = first; e < s.g.numel; e += step) {
     const FixedSite site = fixed_site(s, e);
     const std::int64_t m = load_index(idx, is64, site.index);
     if ((m < 0 || m >= s.g.M) && static_cast<unsigned long long>(site.pos) < bad)
@@ -83,6 +85,13 @@ __global__ void fixed_check_kernel(FixedSites s, const float* src, const void* i
       sp = 1;
   }
   publish_check(bad, mx, sp, res);
+}
+
+__global__ void fixed_check_kernel(FixedSites s, const float* src, const void* idx, bool is64,
+                                   float alpha, bool scaled, CheckResult* res) {
+  check_sites(s, src, idx, is64, alpha, scaled,
+              blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x,
+              static_cast<std::int64_t>(gridDim.x) * blockDim.x, res);
 }
 
 // False when the check found a bad index (then nothing is written: the host throws after the
@@ -134,6 +143,14 @@ __global__ void fixed_add_kernel(FixedSites s, const float* src, const void* idx
   }
 }
 
+// out + the target's exact sum q * 2^-shift, rounded once; a special mask (NaN, infinities)
+// replaces the sum. Shared by the three kernels and the one block, so both give the same bits.
+__device__ __forceinline__ float finished_target(float o, long long q, unsigned mk, int shift) {
+  if (mk != 0)
+    return o + special_value<float>(mk);
+  return static_cast<float>(static_cast<double>(o) + scale_pow2(static_cast<double>(q), -shift));
+}
+
 __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
                                     const unsigned long long* acc, const unsigned* mask,
                                     const CheckResult* res) {
@@ -149,10 +166,7 @@ __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
     if (q == 0 && mk == 0)
       continue;
     float& o = out[offset_of(t, g.out_size, g.out_st, g.nd)];
-    if (mk != 0)
-      o = o + special_value<float>(mk);
-    else
-      o = static_cast<float>(static_cast<double>(o) + scale_pow2(static_cast<double>(q), -shift));
+    o = finished_target(o, q, mk, shift);
   }
 }
 
@@ -175,21 +189,7 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
   for (std::int64_t w = threadIdx.x; w < (targets + 3) / 4; w += blockDim.x)
     mask[w] = 0;
   __syncthreads();
-  unsigned long long bad = ULLONG_MAX;
-  double mx = 0;
-  unsigned sp = 0;
-  for (std::int64_t e = threadIdx.x; e < n; e += blockDim.x) {
-    const FixedSite site = fixed_site(s, e);
-    const std::int64_t m = load_index(idx, is64, site.index);
-    if ((m < 0 || m >= s.g.M) && static_cast<unsigned long long>(site.pos) < bad)
-      bad = static_cast<unsigned long long>(site.pos);
-    const double c = contribution(src[site.src], alpha, scaled);
-    if (isfinite(c))
-      mx = fmax(mx, fabs(c));
-    else
-      sp = 1;
-  }
-  publish_check(bad, mx, sp, &r);
+  check_sites(s, src, idx, is64, alpha, scaled, threadIdx.x, blockDim.x, &r);
   __syncthreads();
   int shift = 0;
   if (checked_shift(&r, n, shift)) { // the same answer in every thread
@@ -212,10 +212,7 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
       if (q == 0 && mk == 0)
         continue;
       float& o = out[offset_of(t, s.g.out_size, s.g.out_st, s.g.nd)];
-      if (mk != 0)
-        o = o + special_value<float>(mk);
-      else
-        o = static_cast<float>(static_cast<double>(o) + scale_pow2(static_cast<double>(q), -shift));
+      o = finished_target(o, q, mk, shift);
     }
   }
   if (threadIdx.x != 0)
