@@ -177,6 +177,17 @@ void launch_rows(const IndexArgs& a, const I* idx, const IndexingChoice& c, std:
   SAMEBITS_CUDA_CHECK_LAUNCH("copy_rows");
 }
 
+// Calls f with a value of the unsigned word type of `es`-byte elements (8, 4, or 2 for bfloat16
+// and float16): the element copies move raw words.
+template <class F> void on_element_word(std::size_t es, F&& f) {
+  if (es == 8)
+    f(u64{});
+  else if (es == 2)
+    f(static_cast<unsigned short>(0));
+  else
+    f(0u);
+}
+
 template <class W, class I>
 void launch_one_block(const IndexArgs& a, const I* idx, const Geo& g, bool gather, std::int64_t hi,
                       u64* bad, DeferredSink sink, cudaStream_t st) {
@@ -222,20 +233,16 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
     return std::string(op) + ": index at position " + std::to_string(position) +
            " is outside [0, " + std::to_string(hi) + ")";
   };
+  const auto deferred_message = [message](int, std::int64_t position, std::int64_t) {
+    return message(position);
+  };
   const bool defer = defer_index_checks();
   u64* bad = shape.check ? static_cast<u64*>(ws.data) : nullptr;
   if (c.kernel == IndexingKernel::one_block) {
-    const DeferredSink sink =
-        defer ? deferred_sink([message](int, std::int64_t position, std::int64_t) {
-          return message(position);
-        })
-              : DeferredSink{};
-    if (es == 8)
-      launch_one_block<u64, I>(a, idx, g, gather, hi, bad, sink, st);
-    else if (es == 2) // bfloat16, float16
-      launch_one_block<unsigned short, I>(a, idx, g, gather, hi, bad, sink, st);
-    else
-      launch_one_block<unsigned int, I>(a, idx, g, gather, hi, bad, sink, st);
+    const DeferredSink sink = defer ? deferred_sink(deferred_message) : DeferredSink{};
+    on_element_word(es, [&](auto word) {
+      launch_one_block<decltype(word), I>(a, idx, g, gather, hi, bad, sink, st);
+    });
     if (defer)
       return;
   } else {
@@ -255,17 +262,12 @@ template <class I> void run_typed(const IndexArgs& a, const Workspace& ws, bool 
       else
         launch_rows<unsigned int, I>(a, idx, c, shape.rows, bad, st);
     } else if (c.kernel == IndexingKernel::copy_any) {
-      if (es == 8)
-        launch_any<u64, I>(a, idx, g, gather, c.grid, bad, st);
-      else if (es == 2) // bfloat16, float16
-        launch_any<unsigned short, I>(a, idx, g, gather, c.grid, bad, st);
-      else
-        launch_any<unsigned int, I>(a, idx, g, gather, c.grid, bad, st);
+      on_element_word(es, [&](auto word) {
+        launch_any<decltype(word), I>(a, idx, g, gather, c.grid, bad, st);
+      });
     }
     if (bad != nullptr && defer) {
-      defer_index_error(
-          bad, 1, DeferredIndex{}, DeferredIndex{},
-          [message](int, std::int64_t position, std::int64_t) { return message(position); }, st);
+      defer_index_error(bad, 1, DeferredIndex{}, DeferredIndex{}, deferred_message, st);
       return;
     }
   }
