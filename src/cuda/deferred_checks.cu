@@ -1,5 +1,6 @@
 // Deferred index checks (cuda/deferred_checks.cuh): one host-mapped record per device, claimed by
-// the first report kernel that finds an error, and a ring of the messages of the checks queued.
+// the first report (a report kernel, or a kernel writing through its sink) that finds an error,
+// and a ring of the messages of the checks queued.
 #include "core/memory.hpp"
 #include "cuda/check.cuh"
 #include "cuda/deferred_checks.cuh"

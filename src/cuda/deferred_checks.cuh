@@ -3,7 +3,9 @@
 // was found, else the first bad position) in its scratch, as in wait mode, and its kernels write
 // nothing when it is set. In deferred mode it then queues report_kernel instead of waiting: the
 // kernel copies the first error of the device into host-mapped memory, where the next op (or
-// synchronize / check_index_errors) finds it without a round trip to the device.
+// synchronize / check_index_errors) finds it without a round trip to the device. A kernel that
+// runs the check itself, or runs after it in every case, may write that report instead, through a
+// DeferredSink (below): no report kernel then.
 #pragma once
 #include <cstdint>
 #include <cuda_runtime.h>

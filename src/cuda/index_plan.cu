@@ -515,8 +515,9 @@ std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stre
 void register_cuda_index_plan(Registry& r) {
   r.add(Variant<PlanArgs>{
       {"make_index_plan", "cuda.stable_sort", DeviceType::cuda, Determinism::portable,
-       "stable sort of (index, position) pairs + CSR offsets (one block up to 11264 positions, a "
-       "counting sort up to 1536 targets, CUB's radix sort beyond): one possible result"},
+       "stable sort of (index, position) pairs + CSR offsets (one block up to 11264 positions, or "
+       "16384 into at most 65535 targets, a counting sort up to 1536 targets, CUB's radix sort "
+       "beyond): one possible result"},
       plan_why_not,
       nullptr,
       plan_variant});

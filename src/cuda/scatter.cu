@@ -95,9 +95,14 @@ bool may_defer_rows_check(const TensorView& vec, std::int64_t num_keys) {
 }
 
 void finish_rows_check(const ScatterArgs& a, const TensorView& vec, std::int64_t num_keys,
+                       const Geo4& g, const unsigned long long* bad, cudaStream_t stream) {
+  finish_rows_check(a, vec, num_keys, g, bad, stream, may_defer_rows_check(vec, num_keys), false);
+}
+
+void finish_rows_check(const ScatterArgs& a, const TensorView& vec, std::int64_t num_keys,
                        const Geo4& g, const unsigned long long* bad, cudaStream_t stream,
-                       bool reported) {
-  if (may_defer_rows_check(vec, num_keys)) {
+                       bool defer, bool reported) {
+  if (defer) {
     if (!reported)
       defer_index_error(bad, 1, DeferredIndex{vec.data, vec.dtype == DType::i64, vec.strides[0]},
                         DeferredIndex{}, deferred_scatter_message(a.op, g.M, true), stream);
@@ -145,13 +150,15 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     if (direct)
       p.direct = reinterpret_cast<const T*>(sb.vals_out);
     // Deferred: the pull reports a bad index itself, no report kernel after it.
-    const bool reported = may_defer_rows_check(vec, rw.M) && pull_launches(p);
+    // Decided once: the setting is process-wide and another thread may change it meanwhile.
+    const bool defer = may_defer_rows_check(vec, rw.M);
+    const bool reported = defer && pull_launches(p);
     if (reported) {
       p.sink = deferred_sink(deferred_scatter_message(a.op, g.M, true));
       p.at = DeferredIndex{vec.data, is64, vec.strides[0]};
     }
     launch_pull(p, a.reduce, stream);
-    finish_rows_check(a, vec, rw.M, g, bad, stream, reported);
+    finish_rows_check(a, vec, rw.M, g, bad, stream, defer, reported);
     return; // the report and a remembered copy do not use scratch beyond `bad`, read in order
   }
   const std::int64_t keys = g.out_numel; // (column, target) pairs
@@ -247,7 +254,8 @@ void register_cuda_scatter(Registry& r) {
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
   const char* atomic_how = "atomicAdd / atomicCAS into targets in hardware schedule order";
   const char* sort_how = "stable sort of (index, position) every call (one block up to 11264 "
-                         "positions, or 16384 into at most 65535 targets; a counting sort up to "
+                         "positions, or 16384 into at most 65535 targets when no values are "
+                         "carried; a counting sort up to "
                          "1536 targets, CUB radix sort beyond), "
                          "then ordered pull per target; an index passed again at the same address "
                          "reuses its plan when its contents compare equal";

@@ -176,11 +176,14 @@ bool may_defer_rows_check(const TensorView& vec, std::int64_t num_keys);
 
 // After the pull of a rows scatter that sorted `vec` with the check record `bad`: waits for the
 // check and throws (CudaIndexChecks::wait, or an index that plan reuse may remember, which must be
-// known valid first), or queues a deferred report unless the pull `reported` it itself; then
-// remembers the index for plan reuse.
+// known valid first), or queues a deferred report; then remembers the index for plan reuse.
+void finish_rows_check(const ScatterArgs& a, const TensorView& vec, std::int64_t num_keys,
+                       const Geo4& g, const unsigned long long* bad, cudaStream_t stream);
+// The same with the choice made by the caller: `defer` (may_defer_rows_check, read once), and
+// `reported` when the pull reported a bad index itself (no report kernel then).
 void finish_rows_check(const ScatterArgs& a, const TensorView& vec, std::int64_t num_keys,
                        const Geo4& g, const unsigned long long* bad, cudaStream_t stream,
-                       bool reported = false);
+                       bool defer, bool reported);
 
 // Why a float32/float64 scatter variant refuses bfloat16/float16 arguments (empty: it does not);
 // cuda/scatter_half.cu has their variants.

@@ -20,7 +20,8 @@ TEST(IndexingGpu, IndexSelectEqualsCpu) {
     for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64})
       for (DType it : {DType::i32, DType::i64})
         for (int dim = 0; dim < static_cast<int>(shape.size()); ++dim)
-          for (std::int64_t len : {50, 400}) { // the one-block check and copy, and past it
+          for (std::int64_t len : {50, 400}) { // 400: past the one-block check and copy where
+                                               // the other dims make it 16384+ values
             Tensor x = random_values(shape, dt, seed + static_cast<std::uint64_t>(dim));
             Tensor idx =
                 testing::random_index(len, shape[static_cast<std::size_t>(dim)], it, seed + 5);
@@ -92,6 +93,20 @@ TEST(IndexingGpu, StridedAndEmpty) {
 
 TEST(IndexingGpu, OutOfRangeReportedNothingWritten) {
   SAMEBITS_REQUIRE_CUDA();
+  // A long index (past the one-block check and copy): the check kernel finds position 2.
+  Tensor xl = testing::random_normal({40, 32}, DType::f32, fresh_seed(), kGpu);
+  std::vector<std::int64_t> long_idx(20000, 3);
+  long_idx[2] = 40;
+  Tensor lidx = Tensor::from_vector(long_idx, {20000}, kGpu);
+  Tensor lout = Tensor::full({20000, 32}, 42.0, DType::f32, kGpu);
+  try {
+    index_select(xl, 0, lidx, lout);
+    ADD_FAILURE() << "no exception for the long index";
+  } catch (const IndexOutOfRange& e) {
+    EXPECT_NE(std::string(e.what()).find("position 2"), std::string::npos) << e.what();
+  }
+  for (float v : lout.to_vector<float>())
+    ASSERT_EQ(v, 42.0f);
   Tensor x = testing::random_normal({40, 32}, DType::f32, fresh_seed(), kGpu);
   for (std::int64_t bad : {40, -1, 1 << 30}) {
     Tensor idx = Tensor::from_vector<std::int64_t>({0, 3, bad, 5}, {4}, kGpu);

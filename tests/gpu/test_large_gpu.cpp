@@ -8,6 +8,7 @@
 // (8.6 GB) with a few non-zero values on both sides of 2^31, so that a position truncated to 32
 // bits reads or misses one of them. Those tests, and the whole-tensor sum (a 17 GB gathered copy),
 // need about 30 GB of device memory and skip on smaller GPUs; the host needs 9 GB.
+#include "ops/indexing_choice.hpp"
 #include "ops/segment.hpp"
 #include "ops/segment_choice.hpp"
 #include "testing.hpp"
@@ -450,34 +451,56 @@ TEST_F(LargeGpuTensor, SumDotAndSumDimSeeEveryMarkedPosition) {
   }
 }
 
+// `copies` copies of `v` one after another.
+template <class T> std::vector<T> tiled(const std::vector<T>& v, std::int64_t copies) {
+  std::vector<T> out;
+  for (std::int64_t c = 0; c < copies; ++c)
+    out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+// The copies of an index that make more than the one-block check and copy takes (elements of out
+// per copy: `per_copy`), so that the check kernel and the multi-block copies run.
+std::int64_t copies_past_one_block(std::int64_t per_copy) {
+  return detail::kOneBlockCopyMaxElements / per_copy + 1;
+}
+
 // Row copies with 4-byte words (rows past 2^31), 16-byte words (element offsets past 2^31, an
-// int32 index) and gather's element copies all land on the marked values.
+// int32 index) and gather's element copies all land on the marked values: through the one-block
+// check and copy (short indices), and through the check kernel and the copy kernels (the same
+// indices tiled past the one-block limit).
 TEST_F(LargeGpuTensor, IndexSelectAndGatherReadRowsPastTwoToThe31) {
   const TensorView col = x().view().reshape({kBig, 1});
-  Tensor idx =
-      Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, kTwo31, kTwo31 + 3, kTwo31 - 1,
-                                                    (std::int64_t{1} << 30) + 5, 0, 1, kTwo31 + 1},
-                          {8}, kGpu);
-  Tensor out = Tensor::full({8, 1}, 7.0, DType::f32, kGpu);
-  index_select(col, 0, idx, out);
-  EXPECT_EQ(mismatch(out, {16, 4, 8, 2, 32, 1, 0, 0}), "") << "rows of one float";
+  const std::vector<std::int64_t> rows1 = {
+      kBig - 1, kTwo31, kTwo31 + 3, kTwo31 - 1, (std::int64_t{1} << 30) + 5, 0, 1, kTwo31 + 1};
+  const std::vector<double> want1 = {16, 4, 8, 2, 32, 1, 0, 0};
+  const std::vector<std::int32_t> rows8 = {static_cast<std::int32_t>(kRows8 - 1), (1 << 28) - 1,
+                                           1 << 27, 0, 1};
+  const std::vector<double> want8 = {4, 0,  0, 8, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0,
+                                     0, 32, 0, 0, 1, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const std::vector<std::int64_t> grows = {kBig - 1, kTwo31, 0, kTwo31 - 1};
+  const std::vector<double> gwant = {16, 4, 1, 2};
+  for (const bool long_index : {false, true}) {
+    SCOPED_TRACE(long_index ? "indices past the one-block limit" : "one block");
+    const std::int64_t c1 = long_index ? copies_past_one_block(8) : 1;
+    const std::int64_t c8 = long_index ? copies_past_one_block(5 * 8) : 1;
+    const std::int64_t cg = long_index ? copies_past_one_block(4) : 1;
 
-  Tensor idx32 =
-      Tensor::from_vector(std::vector<std::int32_t>{static_cast<std::int32_t>(kRows8 - 1),
-                                                    (1 << 28) - 1, 1 << 27, 0, 1},
-                          {5}, kGpu);
-  Tensor out8 = Tensor::full({5, 8}, 7.0, DType::f32, kGpu);
-  index_select(x8(), 0, idx32, out8);
-  EXPECT_EQ(mismatch(out8, {4, 0,  0, 8, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0,
-                            0, 32, 0, 0, 1, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
-            "")
-      << "rows of eight floats";
+    Tensor idx = Tensor::from_vector(tiled(rows1, c1), {8 * c1}, kGpu);
+    Tensor out = Tensor::full({8 * c1, 1}, 7.0, DType::f32, kGpu);
+    index_select(col, 0, idx, out);
+    EXPECT_EQ(mismatch(out, tiled(want1, c1)), "") << "rows of one float";
 
-  Tensor gidx =
-      Tensor::from_vector(std::vector<std::int64_t>{kBig - 1, kTwo31, 0, kTwo31 - 1}, {4, 1}, kGpu);
-  Tensor gout = Tensor::full({4, 1}, 7.0, DType::f32, kGpu);
-  gather(col, 0, gidx, gout);
-  EXPECT_EQ(mismatch(gout, {16, 4, 1, 2}), "") << "gather";
+    Tensor idx32 = Tensor::from_vector(tiled(rows8, c8), {5 * c8}, kGpu);
+    Tensor out8 = Tensor::full({5 * c8, 8}, 7.0, DType::f32, kGpu);
+    index_select(x8(), 0, idx32, out8);
+    EXPECT_EQ(mismatch(out8, tiled(want8, c8)), "") << "rows of eight floats";
+
+    Tensor gidx = Tensor::from_vector(tiled(grows, cg), {4 * cg, 1}, kGpu);
+    Tensor gout = Tensor::full({4 * cg, 1}, 7.0, DType::f32, kGpu);
+    gather(col, 0, gidx, gout);
+    EXPECT_EQ(mismatch(gout, tiled(gwant, cg)), "") << "gather";
+  }
 }
 
 // histc over [0, 64] with 64 bins: each marked value alone in its bin, the zeros in bin 0 (their
