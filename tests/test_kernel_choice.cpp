@@ -188,22 +188,32 @@ TEST(KernelChoice, IndexSortFollowsTheShape) {
   EXPECT_EQ(choose_index_sort(100000, kCountSortMaxKeys), IndexSort::counting);
   EXPECT_EQ(choose_index_sort(100000, kCountSortMaxKeys + 1), IndexSort::radix);
   EXPECT_EQ(choose_index_sort(100000, 100, {.alternative = true}), IndexSort::radix);
-  // Short indices: the one-block sort, up to its limits (Cora's 10556 edges into 2708 targets).
-  EXPECT_EQ(choose_index_sort(10556, 2708), IndexSort::block);
+  // Short indices into few targets: the one-block counting sort, carried values or not, up to
+  // both its limits (Cora's 10556 edges into 2708 targets; GATConv's 13264 with self-loops).
+  for (const bool carried : {false, true}) {
+    EXPECT_EQ(choose_index_sort(10556, 2708, {}, carried), IndexSort::block_count);
+    EXPECT_EQ(choose_index_sort(13264, 2708, {}, carried), IndexSort::block_count);
+    EXPECT_EQ(choose_index_sort(1, 1, {}, carried), IndexSort::block_count);
+    EXPECT_EQ(choose_index_sort(kBlockCountMaxPositions, kBlockCountMaxKeys, {}, carried),
+              IndexSort::block_count);
+    EXPECT_EQ(choose_index_sort(kBlockCountMaxPositions + 1, 100, {}, carried),
+              IndexSort::counting);
+  }
+  // More targets: the one-block radix sorts, up to their limits.
   EXPECT_EQ(choose_index_sort(0, 100), IndexSort::block);
+  EXPECT_EQ(choose_index_sort(10556, kBlockCountMaxKeys + 1), IndexSort::block);
   EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions, kBlockSortMaxKeys), IndexSort::block);
-  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions + 1, 100), IndexSort::block16);
-  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions + 1, 100, {}, /*carried=*/true),
-            IndexSort::counting);
-  // GATConv on Cora (13264 edges with self-loops into 2708 targets): 16-bit keys.
-  EXPECT_EQ(choose_index_sort(13264, 2708), IndexSort::block16);
-  EXPECT_EQ(choose_index_sort(13264, 2708, {}, true), IndexSort::radix);
+  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions + 1, kBlockCountMaxKeys + 1),
+            IndexSort::block16);
+  EXPECT_EQ(choose_index_sort(kBlockSortMaxPositions + 1, kBlockCountMaxKeys + 1, {},
+                              /*carried=*/true),
+            IndexSort::radix);
   EXPECT_EQ(choose_index_sort(kBlockSort16MaxPositions, kBlockSort16MaxKeys), IndexSort::block16);
-  EXPECT_EQ(choose_index_sort(kBlockSort16MaxPositions + 1, 100), IndexSort::counting);
   EXPECT_EQ(choose_index_sort(12000, kBlockSort16MaxKeys + 1), IndexSort::radix);
   EXPECT_EQ(choose_index_sort(1000, kBlockSortMaxKeys + 1), IndexSort::radix);
   EXPECT_EQ(choose_index_sort(1000, 100, {.alternative = true}), IndexSort::radix);
   EXPECT_EQ(choose_index_sort(1000, 0), IndexSort::radix); // every index out of range
+  EXPECT_NE(index_sort_name(IndexSort::block_count).find("2944 targets"), std::string::npos);
   EXPECT_NE(index_sort_name(IndexSort::block).find("11264 positions"), std::string::npos);
 }
 

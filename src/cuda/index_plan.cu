@@ -15,6 +15,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <limits>
@@ -322,12 +323,92 @@ static_assert(std::int64_t{kBlockThreads} * kBlockItems32 == kBlockSortMaxPositi
 static_assert(std::int64_t{kBlockThreads} * kBlockItems16 == kBlockSort16MaxPositions);
 static_assert(kBlockSort16MaxPositions <= 65536 && kBlockSort16MaxKeys <= 65535);
 
+// --- one-block counting sort for short indices into few targets --------------------------------
+//
+// One block of 8 warps, each a contiguous slice of the positions. (1) Each warp walks its slice 32
+// positions at a time and counts its keys into its own row of 16-bit counters (lanes with the
+// same key, found by __match_any_sync, add once: no atomics). (2) One exclusive scan in key-major
+// order over (key, warp) turns the counts into each warp's first place for each key, and gives
+// the offsets. (3) Each warp walks its slice again and places its positions: lanes with the same
+// key take consecutive places in lane order. Slices, chunks and lanes follow position order, so
+// the sort is stable. Keys outside [0, m) lower *bad and count as key 0, as in the other sorts.
+constexpr int kBlockCountWarps = 8;
+constexpr int kBlockCountThreads = kBlockCountWarps * 32;
+static_assert(kBlockCountMaxPositions <= 65535, "16-bit counts and starts");
+
+template <class I>
+__global__ void __launch_bounds__(kBlockCountThreads)
+    block_count_kernel(const I* idx, std::int64_t stride, int n, int m, const int* values32,
+                       std::int64_t vstride, int* vals_out, int* offsets, unsigned long long* bad) {
+  using Scan = cub::BlockScan<int, kBlockCountThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ unsigned long long first_bad;
+  __shared__ unsigned short cnt[kBlockCountWarps * kBlockCountMaxKeys]; // [warp][key]
+  const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
+  if (threadIdx.x == 0)
+    first_bad = ~0ull;
+  for (int k = static_cast<int>(threadIdx.x); k < kBlockCountWarps * m; k += kBlockCountThreads)
+    cnt[k] = 0;
+  __syncthreads();
+  const int slice = (n + kBlockCountWarps - 1) / kBlockCountWarps;
+  const int s0 = min(w * slice, n), s1 = min(s0 + slice, n);
+  unsigned short* mine = cnt + w * m;
+  for (int j0 = s0; j0 < s1; j0 += 32) { // (1) counts
+    const int j = j0 + lane;
+    const int k = j < s1 ? key_at(idx, stride, j, m, &first_bad) : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, k);
+    if (k >= 0 && (peers >> lane) == 1u) // the group's last lane
+      mine[k] = static_cast<unsigned short>(mine[k] + __popc(peers));
+    __syncwarp();
+  }
+  __syncthreads();
+  // (2) Thread t owns keys [k0, k1): their counts over every warp, one block-wide scan, then
+  // each (key, warp) counter becomes that warp's first place for the key.
+  const int per = (m + kBlockCountThreads - 1) / kBlockCountThreads;
+  const int k0 = min(static_cast<int>(threadIdx.x) * per, m), k1 = min(k0 + per, m);
+  int total = 0;
+  for (int k = k0; k < k1; ++k)
+    for (int v = 0; v < kBlockCountWarps; ++v)
+      total += cnt[v * m + k];
+  int start = 0;
+  Scan(scan).ExclusiveSum(total, start);
+  for (int k = k0; k < k1; ++k) {
+    offsets[k] = start;
+    for (int v = 0; v < kBlockCountWarps; ++v) {
+      const int c = cnt[v * m + k];
+      cnt[v * m + k] = static_cast<unsigned short>(start);
+      start += c;
+    }
+  }
+  if (threadIdx.x == 0)
+    offsets[m] = n;
+  __syncthreads();
+  for (int j0 = s0; j0 < s1; j0 += 32) { // (3) places
+    const int j = j0 + lane;
+    const int k = j < s1 ? key_at(idx, stride, j, m, nullptr) : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, k);
+    if (k >= 0) {
+      const int place = mine[k] + __popc(peers & ((1u << lane) - 1u));
+      vals_out[place] = values32 != nullptr ? values32[j * vstride] : j;
+    }
+    __syncwarp();
+    if (k >= 0 && (peers >> lane) == 1u)
+      mine[k] = static_cast<unsigned short>(mine[k] + __popc(peers));
+    __syncwarp();
+  }
+  if (bad != nullptr && threadIdx.x == 0)
+    *bad = first_bad;
+}
+
 template <class I>
 void block_sort(const I* idx, std::int64_t stride, const int* values32, std::int64_t vstride,
                 const SortBuffers& b, unsigned long long* bad, cudaStream_t stream) {
   const int n = static_cast<int>(b.n), m = static_cast<int>(b.num_keys);
   const int bits = key_bits(b.num_keys + 1);
-  if (b.block16)
+  if (b.block_count)
+    block_count_kernel<I><<<1, kBlockCountThreads, 0, stream>>>(
+        idx, stride, n, m, values32, vstride, b.vals_out, b.offsets, bad);
+  else if (b.block16)
     block_sort_kernel<unsigned short, unsigned short, kBlockItems16>
         <<<1, kBlockThreads, 0, stream>>>(idx, stride, n, m, bits, nullptr, 0, b.vals_out,
                                           b.offsets, bad);
@@ -410,8 +491,10 @@ SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_countin
   const IndexSort sort = allow_counting
                              ? choose_index_sort(n, num_keys, tuning<ScatterTuning>(), carried)
                              : IndexSort::radix;
-  l.block = sort == IndexSort::block || sort == IndexSort::block16;
+  l.block =
+      sort == IndexSort::block || sort == IndexSort::block16 || sort == IndexSort::block_count;
   l.block16 = sort == IndexSort::block16;
+  l.block_count = sort == IndexSort::block_count;
   l.counting = sort == IndexSort::counting;
   const auto ints = [](std::int64_t count) {
     return align256(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(int));
@@ -437,6 +520,7 @@ SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
   b.counting = l.counting;
   b.block = l.block;
   b.block16 = l.block16;
+  b.block_count = l.block_count;
   if (l.block) {
     // vals_out and offsets only
   } else if (l.counting) {
@@ -515,7 +599,9 @@ std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stre
 void register_cuda_index_plan(Registry& r) {
   r.add(Variant<PlanArgs>{
       {"make_index_plan", "cuda.stable_sort", DeviceType::cuda, Determinism::portable,
-       "stable sort of (index, position) pairs + CSR offsets (one block up to 11264 positions, or "
+       "stable sort of (index, position) pairs + CSR offsets (one block's counting sort up to "
+       "16384 "
+       "positions into 2944 targets, one block's radix sort up to 11264 positions, or "
        "16384 into at most 65535 targets, a counting sort up to 1536 targets, CUB's radix sort "
        "beyond): one possible result"},
       plan_why_not,

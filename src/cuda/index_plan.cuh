@@ -59,6 +59,7 @@ struct SortLayout {
   bool counting = false;
   bool block = false;         // a one-block sort (needs vals_out and offsets only)
   bool block16 = false;       // its 16-bit form (carries no values)
+  bool block_count = false;   // its counting form (also block)
   std::size_t temp_bytes = 0; // CUB's temporary storage (radix sort, or the counting sort's scan)
   std::size_t scratch_bytes = 0; // what sort_buffers carves
 };
@@ -82,6 +83,7 @@ struct SortBuffers {
   bool counting = false;
   bool block = false;
   bool block16 = false;
+  bool block_count = false;
 };
 SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& layout);
 

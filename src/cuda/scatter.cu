@@ -253,12 +253,14 @@ void register_cuda_scatter(Registry& r) {
   register_cuda_index_plan(r);
   const auto ng = Determinism::not_guaranteed, po = Determinism::portable;
   const char* atomic_how = "atomicAdd / atomicCAS into targets in hardware schedule order";
-  const char* sort_how = "stable sort of (index, position) every call (one block up to 11264 "
-                         "positions, or 16384 into at most 65535 targets when no values are "
-                         "carried; a counting sort up to "
-                         "1536 targets, CUB radix sort beyond), "
-                         "then ordered pull per target; an index passed again at the same address "
-                         "reuses its plan when its contents compare equal";
+  const char* sort_how =
+      "stable sort of (index, position) every call (one block's counting sort "
+      "up to 16384 positions into 2944 targets, one block's radix sort up to 11264 "
+      "positions, or 16384 into at most 65535 targets when no values are "
+      "carried; a counting sort up to "
+      "1536 targets, CUB radix sort beyond), "
+      "then ordered pull per target; an index passed again at the same address "
+      "reuses its plan when its contents compare equal";
   auto atomic = run_atomic_scatter;
   auto sorted = by_dtype<run_sort_pull<float>, run_sort_pull<double>>;
   for (const char* op : {"index_add", "scatter_add", "scatter_reduce"}) {

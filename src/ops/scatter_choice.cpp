@@ -116,6 +116,11 @@ IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys, const Scatter
                             bool carried) {
   if (t.alternative || num_keys <= 0 || n >= std::numeric_limits<int>::max())
     return IndexSort::radix;
+  // Short indices into few targets: a counting sort in one block, two passes of match_any over
+  // the positions (the one-block radix sort took 42 us of device time for GATConv on Cora, 13264
+  // edges into 2708 targets, against 5 us for torch's atomics: run 135). Not yet timed.
+  if (n > 0 && n <= kBlockCountMaxPositions && num_keys <= kBlockCountMaxKeys)
+    return IndexSort::block_count;
   // Short indices: one launch instead of four to seven (H200, SAGEConv on Cora, 10556 edges into
   // 2708 targets: the sorts were 5-7 of the 9-10 launches of each scatter call, and the training
   // is bound by the host's launches).
@@ -131,6 +136,9 @@ IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys, const Scatter
 
 std::string index_sort_name(IndexSort s) {
   switch (s) {
+  case IndexSort::block_count:
+    return fmt::format("one-block counting sort (at most {} positions and {} targets)",
+                       kBlockCountMaxPositions, kBlockCountMaxKeys);
   case IndexSort::block:
     return fmt::format("one-block radix sort (at most {} positions and {} targets)",
                        kBlockSortMaxPositions, kBlockSortMaxKeys);

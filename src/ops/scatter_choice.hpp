@@ -74,16 +74,21 @@ bool fixed_point_one_block(std::int64_t contributions, std::int64_t targets,
 // (one launch), a counting sort for few targets, CUB's radix sort otherwise. A stable sort has one
 // result, so the choice never changes a bit.
 enum class IndexSort {
-  block,    // block_sort_kernel: check, sort and offsets in one block (short indices)
-  block16,  // the same with 16-bit keys and positions (a little longer; no carried values)
-  counting, // tile counts, a scan and stable placement (few targets)
-  radix,    // key building, CUB's device radix sort and the offsets kernel
+  block_count, // block_count_kernel: a counting sort in one block (short indices, few targets)
+  block,       // block_sort_kernel: check, sort and offsets in one block (short indices)
+  block16,     // the same with 16-bit keys and positions (a little longer; no carried values)
+  counting,    // tile counts, a scan and stable placement (few targets)
+  radix,       // key building, CUB's device radix sort and the offsets kernel
 };
 constexpr std::int64_t kBlockSortMaxPositions = 1024 * 11; // one block of 1024 threads x 11 keys
 constexpr std::int64_t kBlockSortMaxKeys = std::int64_t{1} << 17; // its offsets: binary searches
 constexpr std::int64_t kBlockSort16MaxPositions = 1024 * 16;      // 16-bit: 1024 threads x 16 keys
 constexpr std::int64_t kBlockSort16MaxKeys = 65535;               // with the sentinel, 16 bits
 constexpr std::int64_t kCountSortMaxKeys = 1536; // targets the counting sort takes at most
+// The one-block counting sort: 8 warps' 16-bit counts of every target in shared memory (8 x 2944
+// x 2 bytes, under 48 KiB with the block's other storage); positions and starts fit 16 bits.
+constexpr std::int64_t kBlockCountMaxPositions = 16384;
+constexpr std::int64_t kBlockCountMaxKeys = 2944;
 // carried: the sort carries 32-bit values (float32 rows of one value) instead of positions.
 IndexSort choose_index_sort(std::int64_t n, std::int64_t num_keys,
                             const ScatterTuning& t = tuning<ScatterTuning>(), bool carried = false);

@@ -124,8 +124,9 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
     }
 }
 
-// The GPU sorts (one block's for up to 11264 positions and 2^17 targets, or with 16-bit keys up to
-// 16384 positions and 65535 targets; the counting sort for up to 1536 targets; the radix sort
+// The GPU sorts (one block's counting sort for up to 16384 positions and 2944 targets; one block's
+// radix sort for up to 11264 positions and 2^17 targets, or with 16-bit keys up to 16384 positions
+// and 65535 targets; the counting sort for up to 1536 targets; the radix sort
 // beyond them and under the alternative configuration) give the CPU's plan: sizes around the
 // one-block limits and the counting sort's 4096-position tiles, target counts around every limit,
 // int32 and int64 indices, and a strided index.
@@ -146,16 +147,16 @@ std::string first_difference(const Tensor& got, const Tensor& want) {
 TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
   SAMEBITS_REQUIRE_CUDA();
   int case_number = 0;
-  // Keys of 1 to 26 bits: the one-block sorts for short indices (16-bit keys from 11265 to 16384
-  // positions, up to 65535 targets), the counting sort up to 1536
-  // targets, the radix sort in two (5000), three (100000, 2^20) and four (2^25 + 3 targets) digit
-  // passes.
+  // Keys of 1 to 26 bits: the one-block counting sort (up to 16384 positions and 2944 targets),
+  // the one-block radix sorts for short indices (16-bit keys from 11265 to 16384 positions, up to
+  // 65535 targets), the counting sort up to 1536 targets, the radix sort in two (5000), three
+  // (100000, 2^20) and four (2^25 + 3 targets) digit passes.
   for (bool alt : {false, true})
     for (std::int64_t m :
          {std::int64_t{1}, std::int64_t{777}, std::int64_t{1536}, std::int64_t{1537},
-          std::int64_t{5000}, std::int64_t{65535}, std::int64_t{65536}, std::int64_t{100000},
-          std::int64_t{1} << 17, (std::int64_t{1} << 17) + 1, std::int64_t{1} << 20,
-          (std::int64_t{1} << 25) + 3})
+          std::int64_t{2944}, std::int64_t{2945}, std::int64_t{5000}, std::int64_t{65535},
+          std::int64_t{65536}, std::int64_t{100000}, std::int64_t{1} << 17,
+          (std::int64_t{1} << 17) + 1, std::int64_t{1} << 20, (std::int64_t{1} << 25) + 3})
       for (std::int64_t n : {0, 1, 1000, 4095, 4096, 4097, 11264, 11265, 16384, 16385, 300000}) {
         if (m > (1 << 20) && n < 4097)
           continue;
