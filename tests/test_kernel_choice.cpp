@@ -140,6 +140,11 @@ TEST(KernelChoice, ScatterPullRowsOfFeatures) {
   for (int batch : {4, 8, 16})
     EXPECT_EQ(choose_scatter_pull(pull_shape(1 << 20, 64, 8 << 20), {.pull_batch = batch}).batch,
               batch);
+  // Few targets with short chains (GATConv on Cora: 13264 edges into 2708 targets of 64 features):
+  // the group pull.
+  EXPECT_EQ(choose_scatter_pull(pull_shape(2708, 64, 13264)).kernel, ScatterPullKernel::group);
+  EXPECT_EQ(choose_scatter_pull(pull_shape(2708, 64, 13264), {.alternative = true}).kernel,
+            ScatterPullKernel::lane);
   // The alternative swaps few and many.
   EXPECT_EQ(choose_scatter_pull(pull_shape(1000, 64, 2000000), {.alternative = true}).kernel,
             ScatterPullKernel::group);

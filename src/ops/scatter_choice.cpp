@@ -16,6 +16,9 @@ namespace {
 // Up to this many sources per target on average, 32 targets per warp in the one-value pull;
 // beyond, a warp per target.
 constexpr std::int64_t kSpanShortChain = 64;
+// The lane pull's targets have at least this many sources on average (E=2M -> 1000 targets: 2000,
+// the lane pull 0.55 -> 0.16 ms; E=1M -> 2708: 369, the lane pull 20-45% slower).
+constexpr std::int64_t kLaneMinChain = 1000;
 
 } // namespace
 
@@ -56,7 +59,10 @@ ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s, const ScatterTu
   const int VM = 16 / s.elem_bytes;
   const bool can_vec = F % VM == 0 && s.src_row % VM == 0 && s.out_row % VM == 0 && s.aligned;
   const int vec_group = pow2_lanes(ceil_div(F, VM), 32);
-  const bool few = (M * vec_group < kOneWave / 4) != alt;
+  // Few targets with long chains only: GATConv on Cora (13264 edges into 2708 targets of 64
+  // features, chains of 5 on average) took the lane pull's 22 us a call (run 135), where the
+  // group pull's 16-byte loads serve short chains. Not yet timed.
+  const bool few = (M * vec_group < kOneWave / 4 && s.sources >= kLaneMinChain * M) != alt;
   if (few && s.sources <= INT_MAX) {
     c.kernel = ScatterPullKernel::lane;
     c.group = pow2_lanes(F, c.block);
