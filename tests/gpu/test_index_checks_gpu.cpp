@@ -145,10 +145,10 @@ void add_cases(std::vector<Case>& c, std::int64_t L) {
 }
 
 // Every case at four sizes, around the one-block kernels' limits: at 600 positions every op that
-// has one takes it (fixed-point sums, the 32-bit block sort, check and copy); at 3000 index_add of
-// one feature and gather still do, index_select (48000 values) takes the check and copy kernels; at
-// 13000 rows of 8 features take the 16-bit block sort (past 11264 positions, no carried values);
-// at 20000 every op takes its multi-kernel path.
+// has one takes it (fixed-point sums, the one-block counting sort of 700 targets, check and copy);
+// at 3000 index_add of one feature and gather still do, index_select (48000 values) takes the
+// check and copy kernels; at 13000 the rows still take the one-block counting sort; at 20000
+// every op takes its multi-kernel path.
 constexpr std::int64_t kSizes[] = {600, kL, 13000, 20000};
 
 std::vector<Case> cases() {
