@@ -142,7 +142,10 @@ TEST(KernelChoice, ScatterPullRowsOfFeatures) {
               batch);
   // Few targets with short chains (GATConv on Cora: 13264 edges into 2708 targets of 64 features):
   // the group pull.
-  EXPECT_EQ(choose_scatter_pull(pull_shape(2708, 64, 13264)).kernel, ScatterPullKernel::group);
+  const ScatterPullChoice gat = choose_scatter_pull(pull_shape(2708, 64, 13264));
+  EXPECT_EQ(gat.kernel, ScatterPullKernel::group);
+  EXPECT_EQ(gat.batch, 16); // less than one wave of threads: the longest chain sets the time
+  EXPECT_EQ(choose_scatter_pull(pull_shape(2708, 64, 13264), {.pull_batch = 4}).batch, 4);
   EXPECT_EQ(choose_scatter_pull(pull_shape(2708, 64, 13264), {.alternative = true}).kernel,
             ScatterPullKernel::lane);
   // The alternative swaps few and many.

@@ -334,6 +334,9 @@ static_assert(kBlockSort16MaxPositions <= 65536 && kBlockSort16MaxKeys <= 65535)
 // the sort is stable. Keys outside [0, m) lower *bad and count as key 0, as in the other sorts.
 constexpr int kBlockCountWarps = 8;
 constexpr int kBlockCountThreads = kBlockCountWarps * 32;
+// Each warp loads the keys (and carried values) of this many 32-position chunks before it counts
+// or places them: the loads are in flight together, where one chunk at a time waited for each.
+constexpr int kCountBatch = 8;
 static_assert(kBlockCountMaxPositions <= 65535, "16-bit counts and starts");
 
 template <class I>
@@ -353,13 +356,21 @@ __global__ void __launch_bounds__(kBlockCountThreads)
   const int slice = (n + kBlockCountWarps - 1) / kBlockCountWarps;
   const int s0 = min(w * slice, n), s1 = min(s0 + slice, n);
   unsigned short* mine = cnt + w * m;
-  for (int j0 = s0; j0 < s1; j0 += 32) { // (1) counts
-    const int j = j0 + lane;
-    const int k = j < s1 ? key_at(idx, stride, j, m, &first_bad) : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, k);
-    if (k >= 0 && (peers >> lane) == 1u) // the group's last lane
-      mine[k] = static_cast<unsigned short>(mine[k] + __popc(peers));
-    __syncwarp();
+  for (int b0 = s0; b0 < s1; b0 += 32 * kCountBatch) { // (1) counts
+    int keys[kCountBatch];
+#pragma unroll
+    for (int u = 0; u < kCountBatch; ++u) {
+      const int j = b0 + u * 32 + lane;
+      keys[u] = j < s1 ? key_at(idx, stride, j, m, &first_bad) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kCountBatch; ++u) {
+      const int k = keys[u];
+      const unsigned peers = __match_any_sync(0xffffffffu, k);
+      if (k >= 0 && (peers >> lane) == 1u) // the group's last lane
+        mine[k] = static_cast<unsigned short>(mine[k] + __popc(peers));
+      __syncwarp();
+    }
   }
   __syncthreads();
   // (2) Thread t owns keys [k0, k1): their counts over every warp, one block-wide scan, then
@@ -383,18 +394,27 @@ __global__ void __launch_bounds__(kBlockCountThreads)
   if (threadIdx.x == 0)
     offsets[m] = n;
   __syncthreads();
-  for (int j0 = s0; j0 < s1; j0 += 32) { // (3) places
-    const int j = j0 + lane;
-    const int k = j < s1 ? key_at(idx, stride, j, m, nullptr) : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, k);
-    if (k >= 0) {
-      const int place = mine[k] + __popc(peers & ((1u << lane) - 1u));
-      vals_out[place] = values32 != nullptr ? values32[j * vstride] : j;
+  for (int b0 = s0; b0 < s1; b0 += 32 * kCountBatch) { // (3) places
+    int keys[kCountBatch], vals[kCountBatch];
+#pragma unroll
+    for (int u = 0; u < kCountBatch; ++u) {
+      const int j = b0 + u * 32 + lane;
+      keys[u] = j < s1 ? key_at(idx, stride, j, m, nullptr) : -1;
+      vals[u] = j < s1 && values32 != nullptr ? values32[j * vstride] : j;
     }
-    __syncwarp();
-    if (k >= 0 && (peers >> lane) == 1u)
-      mine[k] = static_cast<unsigned short>(mine[k] + __popc(peers));
-    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < kCountBatch; ++u) {
+      const int k = keys[u];
+      const unsigned peers = __match_any_sync(0xffffffffu, k);
+      if (k >= 0) {
+        const int place = mine[k] + __popc(peers & ((1u << lane) - 1u));
+        vals_out[place] = vals[u];
+      }
+      __syncwarp();
+      if (k >= 0 && (peers >> lane) == 1u)
+        mine[k] = static_cast<unsigned short>(mine[k] + __popc(peers));
+      __syncwarp();
+    }
   }
   if (bad != nullptr && threadIdx.x == 0)
     *bad = first_bad;

@@ -65,6 +65,11 @@ __device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_
   return r;
 }
 
+// Sites a thread loads before it uses them, in the one-block kernel's loops (16 sites a thread
+// there): the loads of a batch are in flight together instead of one latency per site. Min, max
+// and integer sums do not depend on the order, so neither do the bits.
+constexpr int kSiteBatch = 4;
+
 // One thread's share of the check, sites first, first + step, ...: the first bad position, max |c|
 // and whether a contribution is not finite, published into *res.
 __device__ __forceinline__ void check_sites(const FixedSites& s, const float* src, const void* idx,
@@ -73,16 +78,31 @@ __device__ __forceinline__ void check_sites(const FixedSites& s, const float* sr
   unsigned long long bad = ULLONG_MAX;
   double mx = 0;
   unsigned sp = 0;
-  for (std::int64_t e = first; e < s.g.numel; e += step) {
-    const FixedSite site = fixed_site(s, e);
-    const std::int64_t m = load_index(idx, is64, site.index);
-    if ((m < 0 || m >= s.g.M) && static_cast<unsigned long long>(site.pos) < bad)
-      bad = static_cast<unsigned long long>(site.pos);
-    const double c = contribution(src[site.src], alpha, scaled);
-    if (isfinite(c))
-      mx = fmax(mx, fabs(c));
-    else
-      sp = 1;
+  for (std::int64_t e0 = first; e0 < s.g.numel; e0 += step * kSiteBatch) {
+    std::int64_t m[kSiteBatch], pos[kSiteBatch];
+    float v[kSiteBatch];
+#pragma unroll
+    for (int u = 0; u < kSiteBatch; ++u) { // the batch's loads first, then its checks
+      const std::int64_t e = e0 + u * step;
+      if (e < s.g.numel) {
+        const FixedSite site = fixed_site(s, e);
+        m[u] = load_index(idx, is64, site.index);
+        v[u] = src[site.src];
+        pos[u] = site.pos;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSiteBatch; ++u) {
+      if (e0 + u * step >= s.g.numel)
+        break;
+      if ((m[u] < 0 || m[u] >= s.g.M) && static_cast<unsigned long long>(pos[u]) < bad)
+        bad = static_cast<unsigned long long>(pos[u]);
+      const double c = contribution(v[u], alpha, scaled);
+      if (isfinite(c))
+        mx = fmax(mx, fabs(c));
+      else
+        sp = 1;
+    }
   }
   publish_check(bad, mx, sp, res);
 }
@@ -193,17 +213,32 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
   __syncthreads();
   int shift = 0;
   if (checked_shift(&r, n, shift)) { // the same answer in every thread
-    for (std::int64_t e = threadIdx.x; e < n; e += blockDim.x) {
-      const FixedSite site = fixed_site(s, e);
-      const std::int64_t t = site.target + load_index(idx, is64, site.index) * s.target_mult;
-      const double c = contribution(src[site.src], alpha, scaled);
-      if (!isfinite(c)) {
-        atomicOr(mask + t / 4, special_bit(c) << (8 * (t % 4)));
-        continue;
+    const std::int64_t step = blockDim.x;
+    for (std::int64_t e0 = threadIdx.x; e0 < n; e0 += step * kSiteBatch) {
+      std::int64_t t[kSiteBatch];
+      float v[kSiteBatch];
+#pragma unroll
+      for (int u = 0; u < kSiteBatch; ++u) { // the batch's loads first, then its adds
+        const std::int64_t e = e0 + u * step;
+        if (e < n) {
+          const FixedSite site = fixed_site(s, e);
+          t[u] = site.target + load_index(idx, is64, site.index) * s.target_mult;
+          v[u] = src[site.src];
+        }
       }
-      const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
-      if (q != 0)
-        atomicAdd(acc + t, q);
+#pragma unroll
+      for (int u = 0; u < kSiteBatch; ++u) {
+        if (e0 + u * step >= n)
+          break;
+        const double c = contribution(v[u], alpha, scaled);
+        if (!isfinite(c)) {
+          atomicOr(mask + t[u] / 4, special_bit(c) << (8 * (t[u] % 4)));
+          continue;
+        }
+        const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
+        if (q != 0)
+          atomicAdd(acc + t[u], q);
+      }
     }
     __syncthreads();
     for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x) {
