@@ -88,8 +88,7 @@ ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s, const ScatterTu
   // Less than one wave of threads: residency is no limit, the longest chain is (GATConv on Cora, a
   // hub of 169 sources: 42 round trips at 4 rows in flight, the pull's 23-30 us in run 136). 16
   // rows in flight there. Not yet timed.
-  if (c.kernel == ScatterPullKernel::group && t.pull_batch == 0 &&
-      M * c.group * c.tiles < kOneWave)
+  if (c.kernel == ScatterPullKernel::group && t.pull_batch == 0 && M * c.group * c.tiles < kOneWave)
     c.batch = 16;
   c.grid = grid_for(M * c.group, c.block);
   return c;
