@@ -146,6 +146,7 @@ TEST(KernelChoice, ScatterPullRowsOfFeatures) {
   EXPECT_EQ(gat.kernel, ScatterPullKernel::group);
   EXPECT_EQ(gat.batch, 16); // less than one wave of threads: the longest chain sets the time
   EXPECT_EQ(choose_scatter_pull(pull_shape(2708, 64, 13264), {.pull_batch = 4}).batch, 4);
+  EXPECT_EQ(choose_scatter_pull(pull_shape(2708, 128, 1000000)).batch, 8); // long chains keep 8
   EXPECT_EQ(choose_scatter_pull(pull_shape(2708, 64, 13264), {.alternative = true}).kernel,
             ScatterPullKernel::lane);
   // The alternative swaps few and many.

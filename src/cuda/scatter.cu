@@ -153,11 +153,12 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     // Decided once: the setting is process-wide and another thread may change it meanwhile.
     const bool defer = may_defer_rows_check(vec, rw.M);
     const bool reported = defer && pull_launches(p);
+    PullReport report;
     if (reported) {
-      p.sink = deferred_sink(deferred_scatter_message(a.op, g.M, true));
-      p.at = DeferredIndex{vec.data, is64, vec.strides[0]};
+      report.sink = deferred_sink(deferred_scatter_message(a.op, g.M, true));
+      report.at = DeferredIndex{vec.data, is64, vec.strides[0]};
     }
-    launch_pull(p, a.reduce, stream);
+    launch_pull(p, a.reduce, stream, report);
     finish_rows_check(a, vec, rw.M, g, bad, stream, defer, reported);
     return; // the report and a remembered copy do not use scratch beyond `bad`, read in order
   }

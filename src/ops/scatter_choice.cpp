@@ -85,10 +85,12 @@ ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s, const ScatterTu
   if (c.kernel == ScatterPullKernel::group)
     c.tiles = static_cast<unsigned>(
         std::min<std::int64_t>(ceil_div(F, std::int64_t{c.group} * c.vec), kMaxGridYZ));
-  // Less than one wave of threads: residency is no limit, the longest chain is (GATConv on Cora, a
-  // hub of 169 sources: 42 round trips at 4 rows in flight, the pull's 23-30 us in run 136). 16
-  // rows in flight there. Not yet timed.
-  if (c.kernel == ScatterPullKernel::group && t.pull_batch == 0 && M * c.group * c.tiles < kOneWave)
+  // Less than one wave of threads and short chains on average: residency is no limit, the longest
+  // chain is (GATConv on Cora, 13264 sources into 2708 targets with a hub of 169: 42 round trips
+  // at 4 rows in flight; its pull 30 -> 26 us a call with 16, run 136). Long average chains keep
+  // their 8 (E=1M -> 2708 targets of 128 features, plan reused: 0.145 ms with 8, 0.219 with 16).
+  if (c.kernel == ScatterPullKernel::group && t.pull_batch == 0 && c.batch == 4 &&
+      M * c.group * c.tiles < kOneWave)
     c.batch = 16;
   c.grid = grid_for(M * c.group, c.block);
   return c;
