@@ -39,55 +39,77 @@ if has test; then
 fi
 if has sanitize; then
   say "compute-sanitizer: memcheck, racecheck, synccheck and initcheck on every GPU test program"
-  # The long repeat/variance tests are left out: they rerun the same kernels many times.
-  # SANITIZE_ONLY="test_gemm_gpu ..." limits the programs, SANITIZE_TOOLS="racecheck" the tools,
-  # SANITIZE_FILTER the tests; SANITIZE_TIMEOUT (s) bounds each run; SANITIZE_JOBS runs side by
-  # side. SANITIZE_SPLIT lists "tool:program:GxC": G GoogleTest shards (whole tests) times C case
-  # shards (SAMEBITS_TEST_SHARD, the cases of the long loops), one process each; others run whole.
-  # The backend-ops harness runs one case in SANITIZE_HARNESS_CASES (its case shard 0 of that many:
-  # every op family, a twentieth of its cases by default). bench/sanitize_one.sh runs one process.
-  export SANITIZE_FILTER=${SANITIZE_FILTER:--*Repeat*:*Var*:*Concurrent*:*100*}
-  export SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-150} SANITIZE_DIR=/tmp/sanitize
-  # Run 133 (15 jobs, 110 s each) did not finish gemm under any tool, scatter's racecheck in 4x4,
-  # or graphsage, reduce and segment under racecheck, nor the harness at one case in 20.
-  split=${SANITIZE_SPLIT:-racecheck:test_scatter_gpu:4x8 racecheck:test_gemm_gpu:4x4
-    memcheck:test_gemm_gpu:2x2 initcheck:test_gemm_gpu:2x2 synccheck:test_gemm_gpu:2x2
-    racecheck:test_reduce_gpu:4x1 racecheck:test_segment_gpu:4x1 racecheck:test_graphsage_gpu:3x1
-    memcheck:test_scatter_gpu:2x1}
+  # Racecheck (the slowest) runs one process per test (bench/sanitize_one.sh), the other tools one
+  # per program except for the programs in SANITIZE_PER_TEST; SANITIZE_JOBS side by side,
+  # racecheck and the case-sharded tests first. The repeat and variance tests are left out: they
+  # rerun the same kernels many times. SANITIZE_ONLY="test_gemm_gpu ..." limits the programs,
+  # SANITIZE_TOOLS="racecheck" the tools, SANITIZE_PAIRS="racecheck:test_gemm_gpu ..." names
+  # (tool, program) pairs instead of the two; SANITIZE_FILTER picks tests; SANITIZE_TIMEOUT (s)
+  # bounds each process. SANITIZE_CASE_SHARDS lists "TEST_PATTERN:C": a matching test runs as C
+  # processes, each with SAMEBITS_TEST_SHARD=i/C (its case loop cut in C). The backend-ops
+  # harness runs case shard 0 of SANITIZE_HARNESS_CASES (every op family, one case in that many).
+  # SANITIZE_WORK_LIMIT (elements, or multiply-adds for gemm) leaves the largest cases out
+  # (SAMEBITS_TEST_WORK_LIMIT, tests/testing.hpp): racecheck follows every shared-memory access.
+  export SANITIZE_FILTER=${SANITIZE_FILTER:--*Over100Repeats*:*Bitwise100Repeats*:*RepeatsAreIdentical*:*Varies*:*VaryRunToRun*:*Concurrent*}
+  export SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-400} SANITIZE_DIR=/tmp/sanitize
+  export SANITIZE_WORK_LIMIT=${SANITIZE_WORK_LIMIT:-4194304}
+  shards=${SANITIZE_CASE_SHARDS:-*IndexAddMatches*:8 *PlanIsTheSame*:16 *ScatterReducePortable*:4
+    *ForEveryTileShape*:8 *ThinKernel*:16 *TwoLaunchShapes*:4}
   harness_cases=${SANITIZE_HARNESS_CASES:-80}
   rm -rf "$SANITIZE_DIR"
   mkdir -p "$SANITIZE_DIR"
   # test_large_gpu walks 2^31 positions per kernel, far too long under the sanitizers: only by name.
-  progs=$(ls $B/tests/test_*_gpu | grep -v test_large_gpu)
-  [ -n "${SANITIZE_ONLY:-}" ] && progs=$(for p in $SANITIZE_ONLY; do echo $B/tests/$p; done)
-  for t in $progs; do
-    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
-      g=1 c=1
-      for s in $split; do
-        [[ $s == "$tool:$(basename $t):"* ]] && { g=${s##*:}; c=${g#*x}; g=${g%x*}; }
-      done
-      if [[ $(basename $t) == test_backend_ops_gpu ]]; then
-        echo "$tool $t 0/1 0/$harness_cases"
-        continue
-      fi
-      for ((i = 0; i < g; i++)); do
-        for ((j = 0; j < c; j++)); do echo "$tool $t $i/$g $j/$c"; done
+  pairs=${SANITIZE_PAIRS:-}
+  if [ -z "$pairs" ]; then
+    progs=$(cd $B/tests && ls test_*_gpu | grep -v test_large_gpu)
+    [ -n "${SANITIZE_ONLY:-}" ] && progs=$SANITIZE_ONLY
+    for p in $progs; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+        pairs="$pairs $tool:$p"
       done
     done
-  done | awk '{ print ($1 == "racecheck" ? 0 : 1), $0 }' | sort -s -k1,1n | cut -d' ' -f2- |
-    xargs -P "${SANITIZE_JOBS:-12}" -L 1 bench/sanitize_one.sh # racecheck, the slowest, first
-  # One line per program and tool, over its shards: errors (memcheck, synccheck and initcheck
+  fi
+  per_test=" ${SANITIZE_PER_TEST:-test_gemm_gpu test_backend_ops_gpu} "
+  for pair in $pairs; do
+    tool=${pair%%:*} prog=${pair#*:}
+    if [[ $tool != racecheck && $per_test != *" $prog "* ]]; then
+      echo "2 $tool $B/tests/$prog $SANITIZE_FILTER 0/1"
+      continue
+    fi
+    # GoogleTest's list: "Suite." lines, then "  Test" lines (parameterized: "  Test/0  # ...").
+    $B/tests/$prog --gtest_list_tests --gtest_filter="$SANITIZE_FILTER" 2>/dev/null |
+      awk '/^[^ ]/ { suite = $1; next } { print suite $1 }' |
+      while read -r test; do
+        n=1
+        for s in $shards; do
+          [[ $test == ${s%:*} ]] && n=${s##*:}
+        done
+        if [[ $prog == test_backend_ops_gpu ]]; then
+          echo "1 $tool $B/tests/$prog $test 0/$harness_cases"
+          continue
+        fi
+        for ((i = 0; i < n; i++)); do
+          echo "$((n > 1 ? 1 : 2)) $tool $B/tests/$prog $test $i/$n"
+        done
+      done
+  done | awk '{ print ($2 == "racecheck" ? 0 : 1), $0 }' | sort -s -k1,1n -k2,2n | cut -d' ' -f3- |
+    xargs -P "${SANITIZE_JOBS:-16}" -L 1 bench/sanitize_one.sh
+  # One line per program and tool, over its processes: errors (memcheck, synccheck and initcheck
   # errors, racecheck hazards), tests passed and failed, runs that timed out or failed to start.
   awk '{ k = $1 " " $2; runs[k]++; err[k] += $5; pass[k] += $6; fail[k] += $7;
          if ($4 == 124) to[k]++; else if ($4 != 0) bad[k]++; if ($8 > sec[k]) sec[k] = $8 }
        END { for (k in runs) {
                ok = err[k] == 0 && fail[k] == 0 && to[k] == 0 && bad[k] == 0
                split(k, p, " ")
-               printf "sanitize %-10s %-24s %2d run(s): %d errors, %d tests passed, %d failed, " \
+               printf "sanitize %-10s %-24s %3d run(s): %d errors, %d tests passed, %d failed, " \
                       "%d timed out, %d other exits, longest %d s -> %s\n", p[1], p[2], runs[k],
                       err[k], pass[k], fail[k], to[k], bad[k], sec[k], ok ? "OK" : "CHECK"
              } }' "$SANITIZE_DIR/results.txt" | sort | tee -a "$log"
-  cat "$SANITIZE_DIR"/*_g*.txt > "$OUT/sanitize.txt"
+  # Every process's line, then the end of the log of each one that did not pass cleanly.
+  { sort -k8,8nr "$SANITIZE_DIR/results.txt"
+    awk '$4 != 0 || $5 != 0 || $7 != 0 { print $9 }' "$SANITIZE_DIR/results.txt" | head -40 |
+      while read -r f; do echo "--- $f"; tail -30 "$f"; done
+  } >"$OUT/sanitize.txt"
 fi
 if has bench; then
   say "CUDA benchmark program"

@@ -46,6 +46,37 @@ bool case_in_shard(int c) {
 }
 
 namespace {
+struct WorkLimit {
+  std::int64_t limit = -1; // none
+  std::int64_t skipped = 0;
+  WorkLimit() {
+    const char* e = std::getenv("SAMEBITS_TEST_WORK_LIMIT");
+    if (e == nullptr || *e == '\0')
+      return;
+    char* end = nullptr;
+    const long long v = std::strtoll(e, &end, 10);
+    if (*end != '\0' || v < 0)
+      throw std::invalid_argument(
+          std::string("SAMEBITS_TEST_WORK_LIMIT must be a count of elements, got ") + e);
+    limit = v;
+  }
+  ~WorkLimit() {
+    if (skipped > 0)
+      std::fprintf(stderr, "%lld case(s) above SAMEBITS_TEST_WORK_LIMIT=%lld left out\n",
+                   static_cast<long long>(skipped), static_cast<long long>(limit));
+  }
+};
+} // namespace
+
+bool within_work_limit(std::int64_t work) {
+  static WorkLimit w;
+  if (w.limit < 0 || work <= w.limit)
+    return true;
+  ++w.skipped;
+  return false;
+}
+
+namespace {
 template <class Dist>
 Tensor random_tensor(const Shape& shape, DType dtype, std::uint64_t seed, Device device,
                      Dist dist) {

@@ -65,6 +65,13 @@ TensorView expanded_index(const Tensor& vec, const Shape& shape);
 // checkers such as compute-sanitizer run the shards side by side.
 bool case_in_shard(int c);
 
+// Leaves out the largest cases under compute-sanitizer: bench/sanitize_one.sh sets
+// SAMEBITS_TEST_WORK_LIMIT, and a case whose work (elements, or multiply-adds for gemm) exceeds it
+// is skipped, so that racecheck, which follows every shared-memory access, finishes. The smaller
+// cases of the same test run the same kernels. Unset: every case runs. The process prints how many
+// cases it left out when it exits.
+bool within_work_limit(std::int64_t work);
+
 // True when every byte of s is printable ASCII (what an error message may quote from a file).
 bool all_printable(const std::string& s);
 

@@ -57,7 +57,9 @@ TEST_P(GemmGpuReference, EveryVariantShapeAndLayout) {
   const double eps = dtype == DType::f32 ? 6e-8 : 1.2e-16;
   const Shape3 shapes[] = {{1, 1, 1},  {0, 5, 3},     {5, 0, 3},     {4, 3, 0},
                            {7, 13, 5}, {37, 19, 300}, {130, 33, 70}, {100, 70, 600}};
-  for (const auto& s : shapes)
+  for (const auto& s : shapes) {
+    if (!testing::within_work_limit(s.m * s.n * s.k))
+      continue;
     for (Layout layout :
          {Layout::contiguous, Layout::leading_dim, Layout::strided, Layout::column_major})
       for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{-1.5, 0.75}, std::pair{0.5, 1.0}}) {
@@ -92,6 +94,7 @@ TEST_P(GemmGpuReference, EveryVariantShapeAndLayout) {
           EXPECT_EQ(bad, 0);
         }
       }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GemmGpuReference,
@@ -158,7 +161,8 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
   int case_number = 0;
   for (DType dtype : {DType::f32, DType::f64})
     for (const auto& cs : cases) {
-      if (!testing::case_in_shard(case_number++))
+      if (!testing::case_in_shard(case_number++) ||
+          !testing::within_work_limit(cs.s.m * cs.s.n * cs.s.k))
         continue;
       const auto seed = fresh_seed();
       SCOPED_TRACE(fmt::format("seed {} dtype {} m={} n={} k={} ta={} tb={}", seed,
@@ -207,6 +211,8 @@ TEST(GemmGpu, ManyRowsEqualCpuForEveryLayout) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t m = 70000, n = 16, k = 300;
+  if (!testing::within_work_limit(m * n * k))
+    GTEST_SKIP() << "above SAMEBITS_TEST_WORK_LIMIT";
   auto check = [&](const TensorView& a, const Tensor& a_values, const TensorView& b,
                    const Tensor& b_values, const std::string& what) {
     Tensor cpu = Tensor::empty({m, n}, DType::f32);
@@ -246,7 +252,7 @@ TEST(GemmGpu, ThinKernelEqualsCpuOverGeneratedShapes) {
   auto check = [&](DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
                    const GemmTuning* tunings, std::size_t count, bool expect_thin) {
     const int at = number++;
-    if (!testing::case_in_shard(at))
+    if (!testing::case_in_shard(at) || !testing::within_work_limit(m * n * k))
       return;
     const auto seed = fresh_seed();
     const Layout la = layouts[at % 4],
@@ -285,6 +291,8 @@ TEST(GemmGpu, ThinKernelEqualsCpuOverGeneratedShapes) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t m = 20000, n = 16, k = 300;
+  if (!testing::within_work_limit(m * n * k))
+    return;
   const Tensor at = testing::random_normal({k, m}, DType::f32, seed);
   const Tensor bt = testing::random_normal({k, n}, DType::f32, seed + 1);
   Tensor cpu = Tensor::empty({m, n}, DType::f32);
@@ -316,6 +324,8 @@ TEST(GemmGpu, PortableRowDoesNotDependOnTheBatch) {
   gemm(kN, kN, 1.0, all.view().slice(0, 0, 1), w, 0.0, first, {.level = Determinism::portable});
   const Tensor want = first.to(Device::cpu());
   for (std::int64_t rows : {1, 2, 3, 8, 17, 64, 100, 128, 129, 1000, 2048, 4096}) {
+    if (!testing::within_work_limit(rows * n * k))
+      continue;
     Tensor c = Tensor::empty({rows, n}, DType::f32, kGpu);
     gemm(kN, kN, 1.0, all.view().slice(0, 0, rows), w, 0.0, c, {.level = Determinism::portable});
     EXPECT_TRUE(bitwise_equal(Tensor::copy_of(c.view().slice(0, 0, 1), Device::cpu()), want))
@@ -339,6 +349,8 @@ TEST(GemmGpu, PinnedBf16RowDoesNotDependOnTheBatch) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t k = 4096, n = 4096, rows_max = 4096;
+  if (!testing::within_work_limit(n * k)) // cuBLASLt's kernels, one row at a time
+    GTEST_SKIP() << "above SAMEBITS_TEST_WORK_LIMIT";
   auto upload = [&](std::int64_t count, std::uint64_t sd) {
     const Tensor t = testing::random_normal({count}, DType::f32, sd);
     std::vector<std::uint16_t> h(static_cast<std::size_t>(count));
@@ -357,6 +369,8 @@ TEST(GemmGpu, PinnedBf16RowDoesNotDependOnTheBatch) {
   std::vector<std::uint16_t> want(static_cast<std::size_t>(n)), got(want.size());
   for (std::int64_t rows :
        {1, 2, 3, 5, 8, 16, 31, 64, 100, 128, 255, 256, 1000, 1024, 2048, 4096}) {
+    if (!testing::within_work_limit(rows * n * k))
+      continue;
     g.run(a, w, c, rows);
     cudaMemcpy(got.data(), c, got.size() * 2, cudaMemcpyDeviceToHost); // row 0
     if (rows == 1)
@@ -380,6 +394,8 @@ TEST(GemmGpu, PortableErrorIsNoLargerThanCublasOnLongK) {
   };
   for (const Case& cs : {Case{2048, 2048, 1031, true}, Case{2048, 2048, 4096, true},
                          Case{64, 64, 65536, true}, Case{64, 64, 1031, false}}) {
+    if (!testing::within_work_limit(cs.m * cs.n * cs.k))
+      continue;
     const auto seed = fresh_seed();
     SCOPED_TRACE(fmt::format("seed {} m={} n={} k={}", seed, cs.m, cs.n, cs.k));
     const std::int64_t rows = 16, m = cs.m, n = cs.n, k = cs.k;
@@ -506,6 +522,8 @@ TEST(GemmGpu, SplitKThroughEveryTileShapeMatchesReference) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   const std::int64_t m = 260, n = 300, k = 1000;
+  if (!testing::within_work_limit(m * n * k))
+    GTEST_SKIP() << "above SAMEBITS_TEST_WORK_LIMIT";
   Tensor a = testing::random_normal({m, k}, DType::f32, seed);
   Tensor b = testing::random_normal({k, n}, DType::f32, seed + 1);
   Tensor c_host = testing::random_normal({m, n}, DType::f32, seed + 2);

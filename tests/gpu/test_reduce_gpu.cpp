@@ -85,6 +85,8 @@ class SumGpu : public ::testing::TestWithParam<std::tuple<std::int64_t, DType>> 
 TEST_P(SumGpu, EveryVariantMatchesFloat64AndPortableEqualsCpu) {
   SAMEBITS_REQUIRE_CUDA();
   const auto [n, dtype] = GetParam();
+  if (!testing::within_work_limit(n))
+    GTEST_SKIP() << "above SAMEBITS_TEST_WORK_LIMIT";
   const auto seed = fresh_seed();
   SCOPED_TRACE("n " + std::to_string(n) + " seed " + std::to_string(seed));
   Tensor h = testing::random_normal({n}, dtype, seed);
@@ -358,6 +360,8 @@ TEST(DotGpu, MatchesReferenceAndEqualsCpuBitwise) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (DType dtype : {DType::f32, DType::f64})
     for (std::int64_t n : {1, 300, 4096, 4097, 100003, 1 << 20, (1 << 24) + 5}) {
+      if (!testing::within_work_limit(n))
+        continue;
       Tensor ha = testing::random_normal({n}, dtype, seed),
              hb = testing::random_normal({n}, dtype, seed + 1);
       Tensor a = ha.to(kGpu), b = hb.to(kGpu);

@@ -80,7 +80,7 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
   int case_number = 0;
   for (const auto& sh : kAddShapes)
     for (DType dtype : {DType::f32, DType::f64}) {
-      if (!testing::case_in_shard(case_number++))
+      if (!testing::case_in_shard(case_number++) || !testing::within_work_limit(sh.e * sh.f))
         continue;
       const auto seed = fresh_seed();
       SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " "
@@ -160,7 +160,7 @@ TEST(ScatterGpu, PlanIsTheSameIntegersAsOnTheCpu) {
       for (std::int64_t n : {0, 1, 1000, 4095, 4096, 4097, 11264, 11265, 16384, 16385, 300000}) {
         if (m > (1 << 20) && n < 4097)
           continue;
-        if (!testing::case_in_shard(case_number++))
+        if (!testing::case_in_shard(case_number++) || !testing::within_work_limit(n + m))
           continue;
         LaunchConfig lc(alt);
         const auto seed = fresh_seed();
