@@ -80,8 +80,9 @@ ScatterPullChoice choose_scatter_pull(const ScatterPullShape& s, const ScatterTu
   // The group pull: one tile per group-wide chunk of features, so a lane folds one chain per tile
   // instead of walking its target's chain once per chunk (H200, SAGEConv on Cora, 10556 sources of
   // 1433 features into 2708 targets, in-degree up to 168: 625 -> 106 us). The bits do not depend
-  // on the tiles. The lane pull keeps its loop: the same loop over gridDim.y there cost 23% on
-  // E=2M -> 1000 targets of 64 features (0.163 -> 0.200 ms, plan reused, with one tile).
+  // on the tiles. The lane pull keeps its own loop: its few targets have no wide rows to tile
+  // (E=2M -> 1000 targets of 64 features, plan reused: 0.200 ms with one tile in run 134, 0.202
+  // without tiles in run 137).
   if (c.kernel == ScatterPullKernel::group)
     c.tiles = static_cast<unsigned>(
         std::min<std::int64_t>(ceil_div(F, std::int64_t{c.group} * c.vec), kMaxGridYZ));
