@@ -26,6 +26,7 @@
 #include "samebits/tensor.hpp"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -103,12 +104,30 @@ const std::string& current_context() noexcept;
 // same value in any reduction order; each term is a bijection of its word (m_i is odd), so
 // changing any one word changes the hash; the XOR keeps values with many trailing zero bits
 // (0.5, 1.0) from leaving the low bits of the sum empty. The dtype and shape are not part of it
-// (an entry records them). samebits.torch.trace computes it on the device, in three elementwise
-// passes over native 64-bit words.
+// (an entry records them). samebits.torch.trace computes it on a CUDA device in three
+// elementwise passes over native 64-bit words, and on the CPU through digest() below. Long host
+// inputs are shared among the CPU's threads (the sum is the same in any order).
 std::uint64_t sum_hash(const TensorView& t);
+// The sum64 hash of `nbytes` bytes of host memory.
+std::uint64_t sum_hash_bytes(const void* data, std::size_t nbytes);
 
 // Number of values sampled per entry, at positions floor(k * numel / kSamples), k = 0..7.
 constexpr int kSamples = 8;
+
+// What samebits.torch.trace records of one host tensor, in one call: the sum64 hash of all its
+// bytes and, when stats_elements > 0, statistics of every `stride`-th element in row-major order
+// (stride = ceil(numel / stats_elements)), in float64: min, max, sum, L2 norm and NaN count. A
+// NaN among them makes min, max, sum and L2 NaN (as torch.aminmax and torch.sum have it; the
+// C++ recorder's entries skip NaNs in min and max instead). `samples` holds the kSamples values
+// at floor(k * numel / kSamples). Throws InvalidArgument for a tensor that is not on the host.
+struct Digest {
+  std::uint64_t sum_hash = 0;
+  double min = 0, max = 0, sum = 0, l2 = 0;
+  std::int64_t nan_count = 0;
+  std::int64_t stride = 1;
+  std::vector<double> samples;
+};
+Digest digest(const TensorView& t, std::int64_t stats_elements);
 
 // One recorded entry, as read back.
 struct Entry {

@@ -113,6 +113,11 @@ def main() -> int:
     o = ap.parse_args()
     if o.threads:
         torch.set_num_threads(o.threads)
+    from samebits import _core
+
+    # The trace's CPU hash runs on samebits' threads: as many as torch's, so that neither side
+    # has more cores to itself.
+    _core.set_num_threads(torch.get_num_threads())
     device = torch.device(o.device)
     step = make_step(device)
 
@@ -140,7 +145,8 @@ def main() -> int:
         ("DebugMode + log_tensor_hashes('hash_tensor')", debug_mode("hash_tensor")),
     ]
     print(f"PyG GraphSAGE training step on Cora, {device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} CPU threads, median of {o.rounds} x {o.steps} steps")
+          f"{torch.get_num_threads()} CPU threads (torch and samebits), "
+          f"median of {o.rounds} x {o.steps} steps")
     result = time_modes(step, device, modes, o.rounds, o.steps)
     base = result["unhooked"]
     for name, ms in result.items():

@@ -5,6 +5,7 @@
 #include "samebits/environment.hpp"
 #include "samebits/stream.hpp"
 #include "samebits/threads.hpp"
+#include "samebits/trace.hpp"
 
 #include <memory>
 #include <nanobind/stl/optional.h>
@@ -135,6 +136,18 @@ NB_MODULE(_core, m) {
   m.def("content_hash",
         [](nb::handle x) { return content_hash(python::to_view(x, "content_hash")); });
   m.def("hash_hex", &hash_hex);
+  // samebits.torch.trace's record of a host tensor (trace::digest): (sum_hash as an unsigned
+  // 64-bit integer, min, max, sum, l2, NaN count, stride, samples); stats_elements 0 gives the
+  // hash alone. The GIL is released while it reads the tensor.
+  m.def("trace_digest", [](nb::handle x, std::int64_t stats_elements) {
+    const TensorView v = python::to_view(x, "trace_digest");
+    trace::Digest d;
+    {
+      nb::gil_scoped_release release;
+      d = trace::digest(v, stats_elements);
+    }
+    return nb::make_tuple(d.sum_hash, d.min, d.max, d.sum, d.l2, d.nan_count, d.stride, d.samples);
+  });
   m.def("bitwise_equal", [](nb::handle a, nb::handle b) {
     return bitwise_equal(python::to_view(a, "bitwise_equal: a"),
                          python::to_view(b, "bitwise_equal: b"));

@@ -186,6 +186,70 @@ def test_statistics_of_large_outputs_come_from_a_strided_sample(tmp_path):
     assert exact["l2"] == pytest.approx(float(z.double().norm()), rel=1e-5)
 
 
+def _entries_of(path, make):
+    with tr.trace(str(path)):
+        make()
+    _, entries = read(path)
+    return [e for e in entries if e["op"] == "aten.clone.default"]
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64]
+)
+def test_the_cpu_digest_records_what_the_torch_path_records(tmp_path, monkeypatch, dtype):
+    """CPU tensors of samebits' dtypes take one call into the C++ library (trace_digest); with
+    that path switched off the same trace comes from torch's ops: the same hash, extremes, NaN
+    count and samples, and the same sums to rounding."""
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    sources = [
+        torch.randn(3, generator=g),  # an odd number of 32-bit values: a padded word
+        torch.randn(40, 50, generator=g),
+        torch.randn(300, 1001, generator=g),  # strided statistics
+        torch.randn(600, 7, generator=g).t(),  # cloned with its transposed strides
+        torch.tensor([1.0, float("nan"), -2.0, float("inf")]),
+        torch.empty(0, 4),
+    ]
+    if not dtype.is_floating_point:
+        sources = [(s.nan_to_num(0.0, 9.0, -9.0) * 1000).to(dtype) for s in sources]
+    else:
+        sources = [s.to(dtype) for s in sources]
+
+    def make():
+        for s in sources:
+            s.clone()
+
+    fast = _entries_of(tmp_path / "fast.trace", make)
+    monkeypatch.setattr(tr, "_DIGEST_DTYPES", ())
+    slow = _entries_of(tmp_path / "slow.trace", make)
+    assert len(fast) == len(slow) == len(sources)
+    for a, b in zip(fast, slow):
+        assert a["sum_hash"] == b["sum_hash"], a["shape"]
+        for key in ("min", "max", "nan", "samples", "shape", "dtype"):
+            assert a[key] == b[key], (key, a["shape"])
+        assert a.get("stats_stride") == b.get("stats_stride")
+        for key in ("mean", "l2"):
+            if isinstance(b[key], str):
+                assert a[key] == b[key], (key, a["shape"])
+            else:
+                assert a[key] == pytest.approx(b[key], rel=2e-3, abs=1e-6), (key, a["shape"])
+
+
+def test_the_cpu_digest_hashes_every_thread_count_alike(tmp_path):
+    from samebits import _core
+
+    x = torch.randn(3 * 64 * 4096 + 11)  # more than two of the C++ hash's 2 MiB tasks
+    want = tr.sum_hash_reference(raw(x))
+    before = _core.num_threads()
+    try:
+        for n in (1, 2, 3):
+            _core.set_num_threads(n)
+            h, stats = tr._host_digest(x, True)
+            assert h == want, n
+            assert stats[4] == -(-x.numel() // tr._STATS_ELEMENTS)
+    finally:
+        _core.set_num_threads(before)
+
+
 def test_a_failed_run_leaves_only_the_partial_file(tmp_path):
     path = tmp_path / "c.trace"
     with pytest.raises(RuntimeError, match="planted"):

@@ -102,34 +102,7 @@ Stats compute_stats(const Tensor& host) {
   return s;
 }
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  std::uint64_t z = x + 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 } // namespace
-
-std::uint64_t sum_hash(const TensorView& t) {
-  constexpr std::size_t kRow = 4096;
-  const Tensor host = Tensor::copy_of(t, Device::cpu());
-  std::vector<std::uint64_t> words((host.nbytes() + 7) / 8, 0); // zero-padded last word
-  if (host.nbytes() > 0)
-    std::memcpy(words.data(), host.raw(), host.nbytes()); // little-endian hosts only
-  std::vector<std::uint64_t> cols(std::min(words.size(), kRow));
-  for (std::size_t k = 0; k < cols.size(); ++k)
-    cols[k] = splitmix64(2 * k) | 1;
-  std::uint64_t h = 0;
-  for (std::size_t j = 0; j * kRow < words.size(); ++j) {
-    const std::uint64_t row = splitmix64(2 * j + 1) | 1;
-    for (std::size_t k = 0; k < kRow && j * kRow + k < words.size(); ++k) {
-      const std::uint64_t m = cols[k] * row;
-      h += (words[j * kRow + k] ^ m) * m;
-    }
-  }
-  return h;
-}
 
 bool has_common_hash(const Entry& a, const Entry& b) {
   return (!a.hash.empty() && !b.hash.empty()) || (!a.sum_hash.empty() && !b.sum_hash.empty());

@@ -10,9 +10,11 @@
 # 2^64. Integer addition is associative,
 # so the sum is the same in any order the device reduces it, and the C++ recorder computes the
 # same value from host bytes (samebits::trace::sum_hash). Any change of one element changes it.
-# The per-op hash and statistics stay on the device and are read in batches.
+# The per-op hash and statistics stay on the device and are read in batches. A CPU tensor of one
+# of samebits' dtypes takes one call into the C++ library instead (samebits::trace::digest: the
+# hash and the statistics in one pass, the long ones on samebits' CPU threads, the same values).
 #
-# Imports only torch and the standard library.
+# Imports torch, the standard library and samebits' extension.
 from __future__ import annotations
 
 import json
@@ -26,6 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .. import _core
 from ._sumhash import SUM_HASH_ROW, _MULTIPLIERS, hash_hex, sum_hash, sum_hash_reference
 
 __all__ = ["trace", "Tracer", "sum_hash", "sum_hash_reference", "SUM_HASH_ROW"]
@@ -319,8 +322,11 @@ class Tracer(TorchDispatchMode):
 
     def _record(self, entry: dict[str, Any], t: torch.Tensor) -> None:
         x = t.detach()
-        h = sum_hash(x)
-        stats = self._stats(x) if self.stats else None
+        if x.device.type == "cpu" and x.dtype in _DIGEST_DTYPES:
+            h, stats = _host_digest(x, self.stats)
+        else:
+            h = sum_hash(x)
+            stats = self._stats(x) if self.stats else None
         if stats is not None and stats[4] > 1:
             entry["stats_stride"] = stats[4]
         entry["i"] = self._next
@@ -409,13 +415,33 @@ class Tracer(TorchDispatchMode):
         self._file.flush()
 
 
-def _read_back(tensors: list[torch.Tensor]) -> list[Any]:
+# The dtypes samebits::trace::digest reads (a CPU tensor of another dtype takes the torch path).
+_DIGEST_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+                  torch.int64)
+
+
+def _host_digest(x: torch.Tensor, stats: bool) -> tuple[int, Any]:
+    """The hash and (with `stats`) the statistics of a CPU tensor, as _record keeps them, from one
+    call into the C++ library: numbers where the device path keeps 0-d tensors."""
+    h, lo, hi, total, l2, nan, stride, samples = _core.trace_digest(
+        x.reshape(-1), _STATS_ELEMENTS if stats else 0
+    )
+    if not stats or x.numel() == 0:
+        return h, None
+    return h, ((lo, hi, samples), total, l2, nan, stride)
+
+
+def _read_back(tensors: list[Any]) -> list[Any]:
     """The values of many small device tensors with one copy per (device, dtype) group: each
-    tensor's values as a list (or a number for a 0-d tensor), in order."""
+    tensor's values as a list (or a number for a 0-d tensor), in order. Entries that are already
+    numbers or lists (from _host_digest) are passed through."""
     groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
-    for i, t in enumerate(tensors):
-        groups.setdefault((t.device, t.dtype), []).append(i)
     result: list[Any] = [None] * len(tensors)
+    for i, t in enumerate(tensors):
+        if isinstance(t, torch.Tensor):
+            groups.setdefault((t.device, t.dtype), []).append(i)
+        else:
+            result[i] = t
     for idx in groups.values():
         parts = [tensors[i].reshape(-1) for i in idx]
         flat = torch.cat(parts).cpu()

@@ -1,0 +1,153 @@
+// The sum64 content hash of trace entries and the one-pass digest of a host tensor that
+// samebits.torch.trace records (see samebits/trace.hpp for both definitions).
+#include "core/strided.hpp"
+#include "cpu/thread_pool.hpp"
+#include "samebits/errors.hpp"
+#include "samebits/trace.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace samebits::trace {
+
+namespace {
+
+constexpr std::size_t kRow = 4096;    // words per multiplier row: m_i = A[i % kRow] * B[i / kRow]
+constexpr std::size_t kTaskRows = 64; // rows of words per task of the pool (2 MiB)
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  std::uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+const std::array<std::uint64_t, kRow>& column_multipliers() {
+  static const std::array<std::uint64_t, kRow> cols = [] {
+    std::array<std::uint64_t, kRow> c{};
+    for (std::size_t k = 0; k < kRow; ++k)
+      c[k] = splitmix64(2 * k) | 1;
+    return c;
+  }();
+  return cols;
+}
+
+// The hash's terms of words [first, last) of the row-major `bytes` (the word that holds their end
+// is padded with zero bytes).
+std::uint64_t hash_words(const unsigned char* bytes, std::size_t nbytes, std::size_t first,
+                         std::size_t last) {
+  const auto& cols = column_multipliers();
+  const std::size_t whole = nbytes / 8; // words with no padding
+  std::uint64_t h = 0;
+  for (std::size_t r = first / kRow; r * kRow < last; ++r) {
+    const std::uint64_t row = splitmix64(2 * r + 1) | 1;
+    const std::size_t begin = std::max(first, r * kRow), end = std::min(last, (r + 1) * kRow);
+    const std::size_t full = std::clamp(whole, begin, end);
+    for (std::size_t i = begin; i < full; ++i) {
+      std::uint64_t w;
+      std::memcpy(&w, bytes + 8 * i, 8); // little-endian hosts only
+      const std::uint64_t m = cols[i - r * kRow] * row;
+      h += (w ^ m) * m;
+    }
+    for (std::size_t i = full; i < end; ++i) { // the padded last word
+      std::uint64_t w = 0;
+      std::memcpy(&w, bytes + 8 * i, nbytes - 8 * i);
+      const std::uint64_t m = cols[i - r * kRow] * row;
+      h += (w ^ m) * m;
+    }
+  }
+  return h;
+}
+
+// v is a host tensor; its row-major bytes, copied only when it is not contiguous.
+struct HostBytes {
+  Tensor copy;
+  const unsigned char* data = nullptr;
+  std::size_t size = 0;
+};
+HostBytes host_bytes(const TensorView& v) {
+  if (!v.device.is_cpu())
+    throw InvalidArgument("trace::digest: the tensor is on " + to_string(v.device) +
+                          "; it takes host tensors");
+  HostBytes b;
+  if (v.is_contiguous()) {
+    b.data = static_cast<const unsigned char*>(v.data);
+  } else {
+    b.copy = Tensor::copy_of(v, Device::cpu());
+    b.data = static_cast<const unsigned char*>(b.copy.raw());
+  }
+  b.size = static_cast<std::size_t>(v.numel()) * size_of(v.dtype);
+  return b;
+}
+
+} // namespace
+
+std::uint64_t sum_hash_bytes(const void* data, std::size_t nbytes) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  const std::size_t words = (nbytes + 7) / 8;
+  const std::size_t per_task = kTaskRows * kRow;
+  const auto tasks = static_cast<std::int64_t>((words + per_task - 1) / per_task);
+  if (tasks <= 1)
+    return hash_words(bytes, nbytes, 0, words);
+  // The sum is taken modulo 2^64, so the tasks' partial sums add up to the same value in any order.
+  std::vector<std::uint64_t> parts(static_cast<std::size_t>(tasks));
+  samebits::detail::parallel_for(tasks, [&](std::int64_t t) {
+    const std::size_t first = static_cast<std::size_t>(t) * per_task;
+    parts[static_cast<std::size_t>(t)] =
+        hash_words(bytes, nbytes, first, std::min(words, first + per_task));
+  });
+  std::uint64_t h = 0;
+  for (std::uint64_t p : parts)
+    h += p;
+  return h;
+}
+
+std::uint64_t sum_hash(const TensorView& t) {
+  if (!t.device.is_cpu()) {
+    const Tensor host = Tensor::copy_of(t, Device::cpu());
+    return sum_hash_bytes(host.raw(), host.nbytes());
+  }
+  const HostBytes b = host_bytes(t);
+  return sum_hash_bytes(b.data, b.size);
+}
+
+Digest digest(const TensorView& t, std::int64_t stats_elements) {
+  const HostBytes b = host_bytes(t);
+  Digest d;
+  d.sum_hash = sum_hash_bytes(b.data, b.size);
+  const std::int64_t n = t.numel();
+  if (stats_elements <= 0 || n == 0)
+    return d;
+  d.stride = (n + stats_elements - 1) / stats_elements;
+  samebits::detail::visit_dtype(t.dtype, [&]<class T>() {
+    const T* p = reinterpret_cast<const T*>(b.data);
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sq = 0;
+    for (std::int64_t i = 0; i < n; i += d.stride) {
+      const double v = static_cast<double>(p[i]);
+      if (std::isnan(v)) {
+        ++d.nan_count;
+        continue;
+      }
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+      sq += v * v;
+    }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const bool any_nan = d.nan_count > 0;
+    d.min = any_nan ? nan : lo;
+    d.max = any_nan ? nan : hi;
+    d.sum = any_nan ? nan : sum;
+    d.l2 = any_nan ? nan : std::sqrt(sq);
+    const std::int64_t k = std::min<std::int64_t>(kSamples, n);
+    for (std::int64_t j = 0; j < k; ++j)
+      d.samples.push_back(static_cast<double>(p[j * n / k]));
+  });
+  return d;
+}
+
+} // namespace samebits::trace
