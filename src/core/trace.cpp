@@ -2,6 +2,7 @@
 #include "samebits/trace.hpp"
 
 #include "core/strided.hpp"
+#include "core/trace_stats.hpp"
 #include "samebits/environment.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/samebits.hpp"
@@ -76,28 +77,15 @@ Stats compute_stats(const Tensor& host) {
   if (n == 0)
     return s;
   samebits::detail::visit_dtype(host.dtype(), [&]<class T>() {
-    const T* p = host.data<T>();
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sq = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double v = static_cast<double>(p[i]);
-      if (std::isnan(v)) {
-        ++s.nan_count;
-        continue;
-      }
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-      sum += v;
-      sq += v * v;
-    }
+    detail::Moments m = detail::moments(host.data<T>(), n, 1);
+    s.nan_count = m.nan_count;
     const bool all_nan = s.nan_count == n;
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    s.min = all_nan ? nan : lo;
-    s.max = all_nan ? nan : hi;
-    s.mean = s.nan_count > 0 ? nan : sum / static_cast<double>(n);
-    s.l2 = s.nan_count > 0 ? nan : std::sqrt(sq);
-    const std::int64_t k = std::min<std::int64_t>(kSamples, n);
-    for (std::int64_t j = 0; j < k; ++j)
-      s.samples.push_back(static_cast<double>(p[j * n / k]));
+    s.min = all_nan ? nan : m.lo;
+    s.max = all_nan ? nan : m.hi;
+    s.mean = s.nan_count > 0 ? nan : m.sum / static_cast<double>(n);
+    s.l2 = s.nan_count > 0 ? nan : std::sqrt(m.sq);
+    s.samples = std::move(m.samples);
   });
   return s;
 }

@@ -1,6 +1,7 @@
 // The sum64 content hash of trace entries and the one-pass digest of a host tensor that
 // samebits.torch.trace records (see samebits/trace.hpp for both definitions).
 #include "core/strided.hpp"
+#include "core/trace_stats.hpp"
 #include "cpu/thread_pool.hpp"
 #include "samebits/errors.hpp"
 #include "samebits/trace.hpp"
@@ -124,28 +125,15 @@ Digest digest(const TensorView& t, std::int64_t stats_elements) {
     return d;
   d.stride = (n + stats_elements - 1) / stats_elements;
   samebits::detail::visit_dtype(t.dtype, [&]<class T>() {
-    const T* p = reinterpret_cast<const T*>(b.data);
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, sq = 0;
-    for (std::int64_t i = 0; i < n; i += d.stride) {
-      const double v = static_cast<double>(p[i]);
-      if (std::isnan(v)) {
-        ++d.nan_count;
-        continue;
-      }
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-      sum += v;
-      sq += v * v;
-    }
+    detail::Moments m = detail::moments(reinterpret_cast<const T*>(b.data), n, d.stride);
+    d.nan_count = m.nan_count;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const bool any_nan = d.nan_count > 0;
-    d.min = any_nan ? nan : lo;
-    d.max = any_nan ? nan : hi;
-    d.sum = any_nan ? nan : sum;
-    d.l2 = any_nan ? nan : std::sqrt(sq);
-    const std::int64_t k = std::min<std::int64_t>(kSamples, n);
-    for (std::int64_t j = 0; j < k; ++j)
-      d.samples.push_back(static_cast<double>(p[j * n / k]));
+    d.min = any_nan ? nan : m.lo;
+    d.max = any_nan ? nan : m.hi;
+    d.sum = any_nan ? nan : m.sum;
+    d.l2 = any_nan ? nan : std::sqrt(m.sq);
+    d.samples = std::move(m.samples);
   });
   return d;
 }
