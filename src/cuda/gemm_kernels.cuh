@@ -70,6 +70,28 @@ template <class Cfg> constexpr bool vec_m_of() {
   else
     return false;
 }
+// HALVES: a thread's TN columns are two runs of TN / 2 adjacent columns, BN / 2 apart, so that
+// the 16 threads of a warp that share its rows read one contiguous 256-byte run of B's shared
+// tile per 16-byte load (with TN adjacent columns they read 16 bytes of every 32, two threads on
+// each group of four banks: twice the shared-memory wavefronts).
+struct WideFloatTilesHalves : WideFloatTiles {
+  static constexpr bool HALVES = true;
+};
+struct WideFloatTilesMFastHalves : WideFloatTilesMFast {
+  static constexpr bool HALVES = true;
+};
+template <class Cfg> constexpr bool halves_of() {
+  if constexpr (requires { Cfg::HALVES; })
+    return Cfg::HALVES;
+  else
+    return false;
+}
+// The double wide tiles with the next k step loaded ahead into registers and two shared buffers
+// (element-wise loads: 16-byte ones made the doubles slower), so that global memory is not waited
+// for at every 8-deep step of a block that is alone on its SM.
+struct WideDoubleTilesAhead : WideTiles {
+  static constexpr bool PF = true, DB = true;
+};
 struct NarrowTiles {
   static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1;
   static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false;
@@ -99,7 +121,10 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
   static_assert(kGemmBlockK % Cfg::BK == 0, "k steps never straddle a canonical block");
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int NT = kThreads<Cfg>, RY = BM / TM, RX = BN / TN;
-  constexpr bool CONTIG = Cfg::CONTIG;
+  constexpr bool CONTIG = Cfg::CONTIG, HALVES = halves_of<Cfg>();
+  static_assert(!HALVES || (CONTIG && TN % (2 * kPerVec16<T>) == 0), "halves of whole vectors");
+  // CONTIG: a thread's columns as NG runs of GW adjacent columns, BN / NG apart.
+  constexpr int NG = HALVES ? 2 : 1, GW = TN / NG;
   constexpr int NB = Cfg::DB ? 2 : 1;
   static_assert(!Cfg::DB || Cfg::PF, "two buffers go with the next step loaded ahead");
   // (BK, BM): the padding spreads the k-fast stores over the banks (4 keeps 16-byte alignment)
@@ -304,7 +329,14 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
       T ra[TM], rb[TN];
       if constexpr (CONTIG) {
         load16(&As[buf][kk][ty * TM], ra);
-        load16(&Bs[buf][kk][tx * TN], rb);
+#pragma unroll
+        for (int g = 0; g < NG; ++g) {
+          T run[GW];
+          load16(&Bs[buf][kk][g * (BN / NG) + tx * GW], run);
+#pragma unroll
+          for (int q = 0; q < GW; ++q)
+            rb[g * GW + q] = run[q];
+        }
       } else {
 #pragma unroll
         for (int i = 0; i < TM; ++i)
@@ -368,29 +400,36 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
   c += static_cast<i64>(blockIdx.z) * zstride;
 
   if constexpr (CONTIG) {
-    const i64 col = col0 + tx * TN;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const i64 r = row0 + ty * TM + i;
       if (r >= m)
         continue;
-      T* e = c + r * crs + col * ccs;
-      if (!atomic && ccs == 1 && col + TN <= n && aligned16(e)) {
-        if (raw)
-          store16(e, acc[i]);
-        else
-          store_through16(e, acc[i], epi);
-        continue;
-      }
 #pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        if (col + j >= n)
+      for (int g = 0; g < NG; ++g) {
+        const i64 col = col0 + g * (BN / NG) + tx * GW;
+        T run[GW];
+#pragma unroll
+        for (int q = 0; q < GW; ++q)
+          run[q] = acc[i][g * GW + q];
+        T* e = c + r * crs + col * ccs;
+        if (!atomic && ccs == 1 && col + GW <= n && aligned16(e)) {
+          if (raw)
+            store16(e, run);
+          else
+            store_through16(e, run, epi);
           continue;
-        T* ej = e + j * ccs;
-        if (atomic)
-          atomicAdd(ej, epi.alpha == T(1) ? acc[i][j] : rn_mul(epi.alpha, acc[i][j]));
-        else
-          *ej = raw ? acc[i][j] : epi(acc[i][j], ej);
+        }
+#pragma unroll
+        for (int q = 0; q < GW; ++q) {
+          if (col + q >= n)
+            continue;
+          T* eq = e + q * ccs;
+          if (atomic)
+            atomicAdd(eq, epi.alpha == T(1) ? run[q] : rn_mul(epi.alpha, run[q]));
+          else
+            *eq = raw ? run[q] : epi(run[q], eq);
+        }
       }
     }
   } else {
