@@ -76,7 +76,6 @@ void bench_gemm(Report& r) {
       detail::GemmTuning t;
     };
     using detail::GemmTiles;
-    constexpr auto reread = detail::GemmWideForm::reread;
     const Sweep sweeps[] = {
         {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::wide, 4}},
         {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::wide, 16}},
@@ -89,12 +88,6 @@ void bench_gemm(Report& r) {
         {"graph h@W2 [1M x 16]@[16x7]", 1 << 20, 7, 16, N, DType::f32, {GemmTiles::narrow, 0}},
         {"4096^3 f32", 4096, 4096, 4096, N, DType::f32, {GemmTiles::wide, 4}},
         {"4096^3 f64", 4096, 4096, 4096, N, DType::f64, {GemmTiles::wide, 4}},
-        // The wide tiles' earlier kernel form beside the automatic one (GemmWideForm).
-        {"4096^3 f32", 4096, 4096, 4096, N, DType::f32, {.wide_form = reread}},
-        {"4096^3 f64", 4096, 4096, 4096, N, DType::f64, {.wide_form = reread}},
-        {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {.wide_form = reread}},
-        {"graph [1M x 128]@[128x128]", 1 << 20, 128, 128, N, DType::f32, {.wide_form = reread}},
-        {"8192 x 8192 x 1024 f32", 8192, 8192, 1024, N, DType::f32, {.wide_form = reread}},
     };
     for (const auto& w : sweeps) {
       Tensor a =

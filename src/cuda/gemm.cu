@@ -93,20 +93,15 @@ template <class T>
 void launch_for(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileOut mode, T* scratch,
                 cudaStream_t s) {
   switch (l.tiles) {
-  case GemmTiles::wide: {
-    const bool staged = l.wide_form == GemmWideForm::staged;
+  case GemmTiles::wide:
     if constexpr (sizeof(T) == 4) {
       // A transposed a (m-fast columns, 16-byte aligned): the kernel that reads it by vectors.
       const Mat<T> A = g.mat_a<T>();
       if (A.rs == 1 && A.cs != 1 && A.cs % kPerVec16<T> == 0 && aligned16(A.data))
-        return staged ? launch_tiles<T, WideFloatTilesMFastHalves>(g, l, epi, mode, scratch, s)
-                      : launch_tiles<T, WideFloatTilesMFast>(g, l, epi, mode, scratch, s);
-      return staged ? launch_tiles<T, WideFloatTilesHalves>(g, l, epi, mode, scratch, s)
-                    : launch_tiles<T, WideFloatTiles>(g, l, epi, mode, scratch, s);
+        return launch_tiles<T, WideFloatTilesMFast>(g, l, epi, mode, scratch, s);
+      return launch_tiles<T, WideFloatTiles>(g, l, epi, mode, scratch, s);
     } else
-      return staged ? launch_tiles<T, WideDoubleTilesAhead>(g, l, epi, mode, scratch, s)
-                    : launch_tiles<T, WideTiles>(g, l, epi, mode, scratch, s);
-  }
+      return launch_tiles<T, WideTiles>(g, l, epi, mode, scratch, s);
   case GemmTiles::deep:
     return launch_tiles<T, DeepTiles>(g, l, epi, mode, scratch, s);
   case GemmTiles::thin:

@@ -30,11 +30,8 @@ std::string GemmLaunch::describe() const {
                      : tiles == GemmTiles::deep ? "deep"
                      : tiles == GemmTiles::thin ? "thin"
                                                 : "narrow";
-  const char* form = tiles != GemmTiles::wide            ? ""
-                     : wide_form == GemmWideForm::reread ? ", reread form"
-                                                         : ", staged form";
-  return fmt::format("{} tiles ({}x{}{}), {} k block(s) of {} per thread block, {} group(s){}",
-                     name, tile_rows, tile_cols, form, group_blocks, kGemmBlockK, groups,
+  return fmt::format("{} tiles ({}x{}), {} k block(s) of {} per thread block, {} group(s){}", name,
+                     tile_rows, tile_cols, group_blocks, kGemmBlockK, groups,
                      groups > 1 ? " summed by a second kernel" : "");
 }
 
@@ -94,7 +91,6 @@ GemmLaunch choose_gemm_launch(std::int64_t m, std::int64_t n, std::int64_t k, st
   }
   l.group_blocks = g;
   l.groups = (nb + g - 1) / g;
-  l.wide_form = t.wide_form == GemmWideForm::reread ? GemmWideForm::reread : GemmWideForm::staged;
   return l;
 }
 

@@ -136,12 +136,6 @@ enum class CpuGemmIsa : std::uint8_t { automatic, generic, avx2, avx512 };
 // block, narrow 32 x 16, deep 16 x 16 with 128-deep k steps, thin 128 rows x 8, 16 or 32 columns
 // (one thread per row; the smallest of the three that covers n, 32 for larger n).
 enum class GemmTiles : std::uint8_t { automatic, wide, narrow, deep, thin };
-// The form of the wide tiles' kernel (the same bits either way): `reread` is the earlier form
-// (float: a thread's 8 columns adjacent, two shared-memory wavefronts per 16-byte load of B;
-// double: every 8-deep k step loaded, then computed), `staged` the later one (float: the columns
-// in two halves of 4, 64 apart, one wavefront per load; double: the next step loaded ahead into
-// registers and a second shared buffer). automatic takes `staged`.
-enum class GemmWideForm : std::uint8_t { automatic, reread, staged };
 
 // Launch tuning of gemm (core/tuning.hpp: set_tuning / TuningGuard). Every value gives the same
 // bits at portable; the tests run each one.
@@ -151,7 +145,6 @@ struct GemmTuning {
   // kGemmMaxGroupBlocks); 0 picks by shape.
   std::int64_t group_blocks = 0;
   CpuGemmIsa cpu_isa = CpuGemmIsa::automatic;
-  GemmWideForm wide_form = GemmWideForm::automatic;
 };
 
 // Whether this CPU runs that micro-kernel set (automatic and generic: always), and the name of
@@ -171,7 +164,6 @@ struct GemmLaunch {
   GemmTiles tiles = GemmTiles::narrow;
   std::int64_t tile_rows = 0, tile_cols = 0;
   std::int64_t group_blocks = 1, groups = 1;
-  GemmWideForm wide_form = GemmWideForm::staged; // read by the wide tiles only
   std::size_t scratch_bytes(std::int64_t m, std::int64_t n, std::size_t elem) const {
     return groups > 1 ? static_cast<std::size_t>(groups * m * n) * elem : 0;
   }

@@ -105,22 +105,17 @@ INSTANTIATE_TEST_SUITE_P(All, GemmGpuReference,
 // (more thread blocks along k, sums combined by the second kernel) or one chunk per tile.
 using detail::GemmTiles;
 using detail::GemmTuning;
-using detail::GemmWideForm;
-const GemmTuning kTunings[] = {
-    {},
-    {.tiles = GemmTiles::wide},
-    {.tiles = GemmTiles::narrow},
-    {.tiles = GemmTiles::deep},
-    {.group_blocks = 1},
-    {.tiles = GemmTiles::wide, .group_blocks = 2},
-    {.tiles = GemmTiles::wide, .wide_form = GemmWideForm::reread},
-    {.tiles = GemmTiles::wide, .group_blocks = 2, .wide_form = GemmWideForm::reread},
-    {.tiles = GemmTiles::narrow, .group_blocks = 256},
-    {.tiles = GemmTiles::thin},
-    {.tiles = GemmTiles::thin, .group_blocks = 1}};
+const GemmTuning kTunings[] = {{},
+                               {.tiles = GemmTiles::wide},
+                               {.tiles = GemmTiles::narrow},
+                               {.tiles = GemmTiles::deep},
+                               {.group_blocks = 1},
+                               {.tiles = GemmTiles::wide, .group_blocks = 2},
+                               {.tiles = GemmTiles::narrow, .group_blocks = 256},
+                               {.tiles = GemmTiles::thin},
+                               {.tiles = GemmTiles::thin, .group_blocks = 1}};
 std::string describe(const GemmTuning& t) {
-  return fmt::format("tiles {} group_blocks {} wide_form {}", static_cast<int>(t.tiles),
-                     t.group_blocks, static_cast<int>(t.wide_form));
+  return fmt::format("tiles {} group_blocks {}", static_cast<int>(t.tiles), t.group_blocks);
 }
 
 struct Case {
