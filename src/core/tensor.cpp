@@ -208,8 +208,16 @@ Tensor Tensor::to(Device device) const {
 // --- copies, fills, hashes ----------------------------------------------------------------------
 
 namespace {
-// A CPU view of `v`: `v` itself, or a host copy of the bytes it spans (kept alive in `hold`).
-TensorView host_view(const TensorView& v, Tensor& hold) {
+// Whether a view's elements are all the elements of its span, each once (a contiguous or a
+// transposed tensor): writing every element leaves no byte between them to keep.
+bool covers_its_span(const TensorView& v) {
+  return v.numel() == detail::element_span_end(v) && !detail::reaches_an_element_twice(v);
+}
+
+// A CPU view of `v`: `v` itself, or a host buffer of the bytes it spans (kept alive in `hold`),
+// holding the device's bytes unless `read_old` is false (a destination that is about to be written
+// whole: its old bytes, which may never have been written, are not read).
+TensorView host_view(const TensorView& v, Tensor& hold, bool read_old = true) {
   if (v.device.is_cpu() || v.numel() == 0) {
     TensorView h = v;
     h.device = Device::cpu();
@@ -217,8 +225,9 @@ TensorView host_view(const TensorView& v, Tensor& hold) {
   }
   const std::int64_t span = detail::element_span_end(v);
   hold = Tensor::empty({span}, v.dtype, Device::cpu());
-  detail::copy_bytes(hold.raw(), Device::cpu(), v.data, v.device,
-                     static_cast<std::size_t>(span) * size_of(v.dtype));
+  if (read_old)
+    detail::copy_bytes(hold.raw(), Device::cpu(), v.data, v.device,
+                       static_cast<std::size_t>(span) * size_of(v.dtype));
   TensorView h = v;
   h.data = hold.raw();
   h.device = Device::cpu();
@@ -263,9 +272,10 @@ void copy(const TensorView& src, const TensorView& dst) {
     });
     return;
   }
-  // Strided destination on a device: read its span, write into it on the host, copy it back.
+  // Strided destination on a device: read its span (unless dst covers all of it), write into it
+  // on the host, copy it back.
   Tensor hold_dst;
-  const TensorView hd = host_view(dst, hold_dst);
+  const TensorView hd = host_view(dst, hold_dst, !covers_its_span(dst));
   copy(hs, hd);
   detail::copy_bytes(dst.data, dst.device, hd.data, Device::cpu(),
                      static_cast<std::size_t>(detail::element_span_end(dst)) * size_of(dst.dtype));
@@ -284,18 +294,11 @@ void fill(const TensorView& dst, double value) {
   });
   if (dst.numel() == 0)
     return;
-  // A contiguous device tensor is written whole: its old bytes are not read (it may be fresh
-  // memory). A strided one is read for the bytes between its elements, which stay as they were.
+  // A device tensor that covers its span (contiguous or transposed) is written whole: its old
+  // bytes are not read (it may be fresh memory). Another strided one is read for the bytes
+  // between its elements, which stay as they were.
   Tensor hold;
-  TensorView h;
-  if (!dst.device.is_cpu() && dst.is_contiguous()) {
-    hold = Tensor::empty({dst.numel()}, dst.dtype, Device::cpu());
-    h = dst;
-    h.data = hold.raw();
-    h.device = Device::cpu();
-  } else {
-    h = host_view(dst, hold);
-  }
+  const TensorView h = host_view(dst, hold, !covers_its_span(dst));
   detail::visit_dtype(h.dtype, [&]<class T>() {
     const T v = static_cast<T>(value);
     T* p = static_cast<T*>(h.data);
