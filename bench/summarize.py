@@ -22,7 +22,12 @@ FAMILIES = [("reduce", "Reductions: sum, dot, sum_dim"), ("scan", "Scans: cumsum
             ("histogram", "Histograms: bincount, histc"), ("gemm", "GEMM"),
             ("segment", "Segment reductions and graph aggregation"),
             ("indexing", "Indexing: index_select, gather"),
-            ("scatter", "Scatter: index_add, scatter_add, scatter_reduce")]
+            ("scatter", "Scatter: index_add, scatter_add, scatter_reduce"),
+            ("half", "Half precision: index_add of bfloat16 and float16"),
+            ("overhead", "Host cost of one call on tiny inputs")]
+# Rows of the gemm family that are not one timing per variant: they get tables of their own.
+GEMM_TUNING, GEMM_ACCURACY, GEMM_BF16 = "gemm_tuning", "gemm_accuracy", "gemm_bf16"
+OWN_TABLES = {GEMM_TUNING, GEMM_ACCURACY, GEMM_BF16}
 INTRO = ("The current figures of every CUDA op family on one GPU, regenerated from a run's raw "
          "JSON. \"x atomic\" is a variant's time over our own `not_guaranteed` (atomic) variant of "
          "the same op and shape in the same run; the percentage is the share of the copy ceiling: "
@@ -145,11 +150,12 @@ def header(run, shown):
 
 def family_table(run, fam):
     """One row per op and shape, one column per variant (atomic first, else the run's order)."""
-    rows = [r for r in run.rows if r["family"] == fam and "[" not in r["variant"]]
+    rows = [r for r in run.rows if r["family"] == fam and "[" not in r["variant"]
+            and r["op"] not in OWN_TABLES and r["ms"] > 0]
     if not rows:
         return ["No rows in this run.", ""]
     variants = list(dict.fromkeys((r["variant"], r["level"]) for r in rows))
-    variants.sort(key=lambda v: LEVELS.index(v[1]))
+    variants.sort(key=lambda v: LEVELS.index(v[1]) if v[1] in LEVELS else len(LEVELS))
     keys = list(dict.fromkeys((r["op"], r["shape"]) for r in rows))
     with_runs = any("source_run" in r for r in rows)
     head = ["op", "shape"] + [f"{v} ({lv})" for v, lv in variants]
@@ -168,12 +174,14 @@ def family_table(run, fam):
             extra = []
             if r["ratio_to_atomic"] > 0 and lv != NG:
                 extra.append(f"{r['ratio_to_atomic']:.2f}x")
-            if fam != "gemm" and "alone" not in v:  # a plan built alone writes no output
+            # a plan built alone writes no output; a host cost per call moves no bytes
+            if fam not in ("gemm", "overhead") and "alone" not in v:
                 extra.append(f"{run.share(r):.0f}%")
             cells.append(ms(r["ms"]) + (f" ({', '.join(extra)})" if extra else ""))
         if fam == "gemm":
             t, c = run.find(op, shape, "cuda.tiled"), run.find(op, shape, "cuda.cublas")
-            cells.append(f"{t['ms'] / c['ms']:.2f}x" if t and c and same_run(t, c) else "-")
+            ok = t and c and c["ms"] > 0 and same_run(t, c)
+            cells.append(f"{t['ms'] / c['ms']:.2f}x" if ok else "-")
         if with_runs:
             cells.append(", ".join(str(x) for x in sorted({r["source_run"] for r in seen})))
         out.append("| " + " | ".join(cells) + " |")
@@ -230,6 +238,32 @@ def scatter_vs_torch(run):
             f"plan reused / atomic = {g['plan']:.2f}x; "
             f"same index again (automatic reuse) / atomic = {g['again']:.2f}x; "
             f"run_to_run every call / PyTorch deterministic = {g['vs_torch_det']:.2f}x.", ""]
+    return out
+
+
+def gemm_extras(run):
+    """The portable kernel's launch configurations, its accuracy against cuBLAS, and the bf16
+    batch-invariant GEMM against cuBLAS's per-m heuristic, as the benchmark wrote them."""
+    out = []
+    tuning = [r for r in run.rows if r["op"] == GEMM_TUNING]
+    if tuning:
+        out += ["Launch configurations of cuda.tiled (same bits; only the time moves):", "",
+                "| shape | ms | launch, GFLOP/s |", "|---|---|---|"]
+        out += [f"| {r['shape']} | {ms(r['ms'])} | {r.get('note', '')} |" for r in tuning]
+        out += [""]
+    acc = [r for r in run.rows if r["op"] == GEMM_ACCURACY]
+    if acc:
+        out += ["Accuracy (largest |error| over sum |a||b| against a float64 reference):", "",
+                "| shape | variant | error |", "|---|---|---|"]
+        out += [f"| {r['shape']} | {r['variant']} | {r.get('note', '')} |" for r in acc]
+        out += [""]
+    bf16 = [r for r in run.rows if r["op"] == GEMM_BF16]
+    if bf16:
+        out += ["bf16 GEMM, batch-invariant (one algorithm for every m) against cuBLAS's choice per "
+                "m:", "", "| shape | variant | level | ms | note |", "|---|---|---|---|---|"]
+        out += [f"| {r['shape']} | {r['variant']} | {r['level']} | "
+                f"{ms(r['ms']) if r['ms'] > 0 else '-'} | {r.get('note', '')} |" for r in bf16]
+        out += [""]
     return out
 
 
@@ -318,6 +352,8 @@ def summarize(path, shown):
     out += ["## Op families", ""]
     for fam, title in FAMILIES:
         out += [f"### {title}", ""] + family_table(run, fam)
+        if fam == "gemm":
+            out += gemm_extras(run)
     out += ["## GraphSAGE", ""]
     if run.experiment:
         out += training(run.experiment)
