@@ -267,6 +267,43 @@ def gemm_extras(run):
     return out
 
 
+SANITIZE_LINE = re.compile(
+    r"sanitize (\S+)\s+(\S+)\s+(\d+) run\(s\): (\d+) errors, (\d+) tests passed, (\d+) failed, "
+    r"(\d+) timed out, (\d+) other exits, longest (\d+) s")
+SANITIZE_TOOLS = ["memcheck", "racecheck", "synccheck", "initcheck"]
+
+
+def sanitizers(path):
+    """compute-sanitizer's four tools on every GPU test program, from the run's
+    sanitize_summary.txt (bench/device.sh's per-program lines), or nothing without one."""
+    f = os.path.join(path, "sanitize_summary.txt")
+    if not os.path.exists(f):
+        return []
+    cells = {}
+    for line in open(f):
+        m = SANITIZE_LINE.match(line.strip())
+        if not m:
+            continue
+        tool, prog = m.group(1), m.group(2)
+        runs, errors, passed, failed, timed_out, other, longest = map(int, m.groups()[2:])
+        parts = [f"{errors} errors" if tool != "racecheck" else f"{errors} hazards"]
+        if failed:
+            parts.append(f"{failed} failed")
+        if timed_out:
+            parts.append(f"{timed_out} of {runs} timed out")
+        if other:
+            parts.append(f"{other} exits with errors")
+        ok = not (errors or failed or timed_out or other)
+        cells[(prog, tool)] = ", ".join(parts) + ("" if ok else " (check)")
+    progs = sorted({p for p, _ in cells})
+    out = ["| program | " + " | ".join(SANITIZE_TOOLS) + " |",
+           "|---|" + "---|" * len(SANITIZE_TOOLS)]
+    for prog in progs:
+        out.append(f"| {prog} | " + " | ".join(cells.get((prog, t), "not run")
+                                                for t in SANITIZE_TOOLS) + " |")
+    return out + [""]
+
+
 def ceiling_shares(run):
     out = ["| op | shape | variant | ms | % of copy ceiling |", "|---|---|---|---|---|"]
     for r in run.rows:
@@ -361,6 +398,12 @@ def summarize(path, shown):
         out += inference(run.inference, run.torch)
     if not run.experiment and not run.inference:
         out += ["No experiment_cuda.json or bench_graphsage.json in this run.", ""]
+    checks = sanitizers(path)
+    if checks:
+        out += ["## compute-sanitizer", "",
+                "Each tool on every GPU test program (processes per test or case shard as "
+                "bench/device.sh runs them; the run folder's README says what a \"check\" "
+                "cell found):", ""] + checks
     extra = {k: run.torch[k] for k in ("env", "copy_TBps", "sum_TBps") if k in (run.torch or {})}
     if extra:
         out += ["PyTorch in the same call: " + json.dumps(extra, sort_keys=True), ""]
