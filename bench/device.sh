@@ -47,7 +47,8 @@ if has sanitize; then
   # (tool, program) pairs instead of the two; SANITIZE_FILTER picks tests; SANITIZE_TIMEOUT (s)
   # bounds each process. SANITIZE_CASE_SHARDS lists "TEST_PATTERN:C": a matching test runs as C
   # processes, each with SAMEBITS_TEST_SHARD=i/C (its case loop cut in C). The backend-ops
-  # harness runs case shard 0 of SANITIZE_HARNESS_CASES (every op family, one case in that many).
+  # harness runs case shard 0 of SANITIZE_HARNESS_CASES (every op family, one case in that many;
+  # SANITIZE_HARNESS_RACE_CASES under racecheck).
   # SANITIZE_WORK_LIMIT (elements, or multiply-adds for gemm) leaves the largest cases out
   # (SAMEBITS_TEST_WORK_LIMIT, tests/testing.hpp): racecheck follows every shared-memory access.
   export SANITIZE_FILTER=${SANITIZE_FILTER:--*Over100Repeats*:*Bitwise100Repeats*:*RepeatsAreIdentical*:*Varies*:*VaryRunToRun*:*Concurrent*}
@@ -55,7 +56,7 @@ if has sanitize; then
   export SANITIZE_WORK_LIMIT=${SANITIZE_WORK_LIMIT:-4194304}
   shards=${SANITIZE_CASE_SHARDS:-*IndexAddMatches*:8 *PlanIsTheSame*:16 *ScatterReducePortable*:4
     *ForEveryTileShape*:8 *ThinKernel*:16 *TwoLaunchShapes*:4}
-  harness_cases=${SANITIZE_HARNESS_CASES:-80}
+  harness_cases=${SANITIZE_HARNESS_CASES:-80} harness_race_cases=${SANITIZE_HARNESS_RACE_CASES:-800}
   rm -rf "$SANITIZE_DIR"
   mkdir -p "$SANITIZE_DIR"
   # test_large_gpu walks 2^31 positions per kernel, far too long under the sanitizers: only by name.
@@ -85,7 +86,11 @@ if has sanitize; then
           [[ $test == ${s%:*} ]] && n=${s##*:}
         done
         if [[ $prog == test_backend_ops_gpu ]]; then
-          echo "1 $tool $B/tests/$prog $test 0/$harness_cases"
+          # racecheck follows every shared-memory access: a sparser sample (one case in 80 ran
+          # out of 400 s in run 138)
+          cases=$harness_cases
+          [[ $tool == racecheck ]] && cases=$harness_race_cases
+          echo "1 $tool $B/tests/$prog $test 0/$cases"
           continue
         fi
         for ((i = 0; i < n; i++)); do
