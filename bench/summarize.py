@@ -241,30 +241,30 @@ def scatter_vs_torch(run):
     return out
 
 
+def titled_table(title, head, cells):
+    """A line of text, then a Markdown table of one row per entry of `cells`; nothing when empty."""
+    if not cells:
+        return []
+    return ([title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(row) + " |" for row in cells] + [""])
+
+
 def gemm_extras(run):
     """The portable kernel's launch configurations, its accuracy against cuBLAS, and the bf16
     batch-invariant GEMM against cuBLAS's per-m heuristic, as the benchmark wrote them."""
-    out = []
-    tuning = [r for r in run.rows if r["op"] == GEMM_TUNING]
-    if tuning:
-        out += ["Launch configurations of cuda.tiled (same bits; only the time moves):", "",
-                "| shape | ms | launch, GFLOP/s |", "|---|---|---|"]
-        out += [f"| {r['shape']} | {ms(r['ms'])} | {r.get('note', '')} |" for r in tuning]
-        out += [""]
-    acc = [r for r in run.rows if r["op"] == GEMM_ACCURACY]
-    if acc:
-        out += ["Accuracy (largest |error| over sum |a||b| against a float64 reference):", "",
-                "| shape | variant | error |", "|---|---|---|"]
-        out += [f"| {r['shape']} | {r['variant']} | {r.get('note', '')} |" for r in acc]
-        out += [""]
-    bf16 = [r for r in run.rows if r["op"] == GEMM_BF16]
-    if bf16:
-        out += ["bf16 GEMM, batch-invariant (one algorithm for every m) against cuBLAS's choice per "
-                "m:", "", "| shape | variant | level | ms | note |", "|---|---|---|---|---|"]
-        out += [f"| {r['shape']} | {r['variant']} | {r['level']} | "
-                f"{ms(r['ms']) if r['ms'] > 0 else '-'} | {r.get('note', '')} |" for r in bf16]
-        out += [""]
-    return out
+    of = lambda op: [r for r in run.rows if r["op"] == op]
+    return (titled_table("Launch configurations of cuda.tiled (same bits; only the time moves):",
+                         ["shape", "ms", "launch, GFLOP/s"],
+                         [[r["shape"], ms(r["ms"]), r.get("note", "")] for r in of(GEMM_TUNING)])
+            + titled_table("Accuracy (largest |error| over sum |a||b| against a float64 "
+                           "reference):", ["shape", "variant", "error"],
+                           [[r["shape"], r["variant"], r.get("note", "")]
+                            for r in of(GEMM_ACCURACY)])
+            + titled_table("bf16 GEMM, batch-invariant (one algorithm for every m) against "
+                           "cuBLAS's choice per m:", ["shape", "variant", "level", "ms", "note"],
+                           [[r["shape"], r["variant"], r["level"],
+                             ms(r["ms"]) if r["ms"] > 0 else "-", r.get("note", "")]
+                            for r in of(GEMM_BF16)]))
 
 
 SANITIZE_LINE = re.compile(
