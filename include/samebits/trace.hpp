@@ -37,6 +37,11 @@ namespace samebits::trace {
 
 namespace detail {
 inline std::atomic<bool> g_enabled{false};
+// The instruction set of sum_hash_bytes' loop over whole words: `automatic` takes AVX-512 (DQ)
+// where the CPU has it, `baseline` the x86-64 baseline (or the portable C++ elsewhere); the same
+// value either way. The tests run both.
+enum class HashIsa : std::uint8_t { automatic, baseline };
+std::uint64_t sum_hash_bytes(const void* data, std::size_t nbytes, HashIsa isa);
 } // namespace detail
 
 // True while a trace is being recorded.
