@@ -7,8 +7,8 @@
 namespace samebits::bench {
 
 static void BM_trace_sum_hash(benchmark::State& s) {
-  const auto isa = s.range(1) == 0 ? trace::detail::HashIsa::baseline
-                                   : trace::detail::HashIsa::automatic;
+  const auto isa =
+      s.range(1) == 0 ? trace::detail::HashIsa::baseline : trace::detail::HashIsa::automatic;
   Tensor x = normal({s.range(0)});
   for (auto _ : s)
     benchmark::DoNotOptimize(trace::detail::sum_hash_bytes(x.raw(), x.nbytes(), isa));
