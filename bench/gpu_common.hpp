@@ -47,8 +47,9 @@ void bench_histogram(Report& r); // gpu_histogram.cpp
 void bench_gemm(Report& r);
 void bench_segment(Report& r);
 void bench_indexing(Report& r);
-void bench_scatter(Report& r);  // gpu_scatter.cpp
-void bench_half(Report& r);     // gpu_half.cpp: bfloat16/float16 (the MoE token combine)
-void bench_overhead(Report& r); // gpu_overhead.cpp: the host's cost of one call on tiny inputs
+void bench_scatter(Report& r);    // gpu_scatter.cpp
+void bench_half(Report& r);       // gpu_half.cpp: bfloat16/float16 (the MoE token combine)
+void bench_overhead(Report& r);   // gpu_overhead.cpp: the host's cost of one call on tiny inputs
+void bench_dmma_probe(Report& r); // gpu_dmma.cu: FP64 tensor cores against the fma chain
 
 } // namespace samebits::bench

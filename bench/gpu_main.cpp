@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     else {
       std::cerr << "usage: samebits_bench_gpu [--out DIR] [--quick] [--only FAMILIES]\n"
                    "  --only  comma-separated families to run (reduce, scan, histogram, gemm,\n"
-                   "          segment, indexing, scatter, half, overhead); default: all\n";
+                   "          segment, indexing, scatter, half, overhead, probe); default: all\n";
       return 2;
     }
   }
@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   run("scatter", bench_scatter);
   run("half", bench_half);
   run("overhead", bench_overhead);
+  run("probe", bench_dmma_probe);
 
   // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.
   std::map<std::string, double> atomic_ms;

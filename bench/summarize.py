@@ -391,6 +391,10 @@ def summarize(path, shown):
         out += [f"### {title}", ""] + family_table(run, fam)
         if fam == "gemm":
             out += gemm_extras(run)
+    out += titled_table("### Probes of the hardware\n\nWhat an instruction computes, for the "
+                        "designs that would use it:", ["probe", "shape", "finding"],
+                        [[r["op"], r["shape"], r.get("note", "")]
+                         for r in run.rows if r["family"] == "probe"])
     out += ["## GraphSAGE", ""]
     if run.experiment:
         out += training(run.experiment)
