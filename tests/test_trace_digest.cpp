@@ -1,8 +1,8 @@
 // trace::digest and trace::sum_hash_bytes, what samebits.torch.trace records of a CPU tensor in
 // one call: the hash against the definition written out word by word (every length around the
-// padding, the 4096-word rows and the pool's tasks, on 1 to 3 threads, with and without AVX-512),
-// the statistics against a float64 reference of the elements they sample, NaNs, strided views and
-// tensors off the host.
+// padding, the 4096-word rows and the pool's tasks, on 1 to 3 threads, with AVX-512, AVX2 or
+// neither), the statistics against a float64 reference of the elements they sample, NaNs, strided
+// views and tensors off the host.
 #include "samebits/trace.hpp"
 #include "testing.hpp"
 
@@ -63,12 +63,11 @@ TEST(TraceDigest, SumHashBytesFollowsTheDefinitionForEveryLengthAndThreadCount) 
     for (int threads : {1, 2, 3}) {
       testing::ThreadCount tc(threads);
       EXPECT_EQ(trace::sum_hash_bytes(bytes.data(), bytes.size()), want) << threads << " threads";
-      // the loop over whole words for the baseline instruction set, where the automatic one
-      // takes AVX-512
-      EXPECT_EQ(trace::detail::sum_hash_bytes(bytes.data(), bytes.size(),
-                                              trace::detail::HashIsa::baseline),
-                want)
-          << threads << " threads, baseline";
+      // the loop over whole words for AVX2 and for the baseline instruction set, where the
+      // automatic one takes AVX-512
+      for (auto isa : {trace::detail::HashIsa::avx2, trace::detail::HashIsa::baseline})
+        EXPECT_EQ(trace::detail::sum_hash_bytes(bytes.data(), bytes.size(), isa), want)
+            << threads << " threads, instruction set " << static_cast<int>(isa);
     }
   }
 }

@@ -38,9 +38,10 @@ namespace samebits::trace {
 namespace detail {
 inline std::atomic<bool> g_enabled{false};
 // The instruction set of sum_hash_bytes' loop over whole words: `automatic` takes AVX-512 (DQ)
-// where the CPU has it, `baseline` the x86-64 baseline (or the portable C++ elsewhere); the same
-// value either way. The tests run both.
-enum class HashIsa : std::uint8_t { automatic, baseline };
+// where the CPU has it, else AVX2, else the baseline; `avx2` at most AVX2 (where the CPU has it);
+// `baseline` the x86-64 baseline (or the portable C++ elsewhere). The same value in every case;
+// the tests run each.
+enum class HashIsa : std::uint8_t { automatic, avx2, baseline };
 std::uint64_t sum_hash_bytes(const void* data, std::size_t nbytes, HashIsa isa);
 } // namespace detail
 

@@ -73,12 +73,24 @@ row_terms_avx512(const unsigned char* bytes, const std::uint64_t* cols, std::uin
 }
 #endif
 
+#ifdef SAMEBITS_HASH_AVX512
+__attribute__((target("avx2"))) std::uint64_t row_terms_avx2(const unsigned char* bytes,
+                                                             const std::uint64_t* cols,
+                                                             std::uint64_t row, std::size_t base,
+                                                             std::size_t begin, std::size_t end) {
+  return row_terms(bytes, cols, row, base, begin, end);
+}
+#endif
+
 RowTerms row_terms_for(detail::HashIsa isa) {
 #ifdef SAMEBITS_HASH_AVX512
   static const bool has_avx512 =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  static const bool has_avx2 = __builtin_cpu_supports("avx2");
   if (isa == detail::HashIsa::automatic && has_avx512)
     return row_terms_avx512;
+  if ((isa == detail::HashIsa::automatic || isa == detail::HashIsa::avx2) && has_avx2)
+    return row_terms_avx2;
 #endif
   (void)isa;
   return row_terms_baseline;
