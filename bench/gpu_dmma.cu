@@ -13,6 +13,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -84,7 +85,7 @@ Counts probe(long long problems, bool integers, std::uint64_t seed, double* ms) 
   Tensor d = Tensor::empty({problems * 64}, DType::f64, Device::cuda());
   Tensor up = Tensor::empty({problems * 64}, DType::f64, Device::cuda());
   Tensor down = Tensor::empty({problems * 64}, DType::f64, Device::cuda());
-  // The instruction's own time (one launch, after a warm-up): 160 doubles move per problem.
+  // The instruction's own time (one launch, after a warm-up): 192 doubles move per problem.
   launch_dmma(a.data<double>(), b.data<double>(), c.data<double>(), d.data<double>(), problems);
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
@@ -101,6 +102,8 @@ Counts probe(long long problems, bool integers, std::uint64_t seed, double* ms) 
   chain_kernel<<<static_cast<unsigned>((problems * 64 + 255) / 256), 256>>>(
       a.data<double>(), b.data<double>(), c.data<double>(), up.data<double>(), down.data<double>(),
       problems);
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
+    throw std::runtime_error(std::string("the probe's kernels failed: ") + cudaGetErrorString(e));
   const auto hd = d.to_vector<double>(), hu = up.to_vector<double>(), hw = down.to_vector<double>();
   Counts n;
   for (std::size_t i = 0; i < hd.size(); ++i) {
@@ -119,20 +122,28 @@ Counts probe(long long problems, bool integers, std::uint64_t seed, double* ms) 
 void bench_dmma_probe(Report& r) {
   const long long problems = r.quick ? 1024 : 65536; // warps, a multiple of 4
   double ms = 0;
-  const Counts layout = probe(problems, true, 11, &ms);
-  const Counts spread = probe(problems, false, 12, &ms);
+  Counts layout, spread;
+  try {
+    layout = probe(problems, true, 11, &ms);
+    spread = probe(problems, false, 12, &ms);
+  } catch (const std::exception& e) {
+    std::printf("dmma probe: %s\n", e.what());
+    r.add({"probe", "mma.sync m8n8k4 f64", "", "tensor core", "-", 0, 0, e.what()});
+    return;
+  }
   using std::to_string;
   const std::string note =
       layout.ascending != layout.outputs
-          ? "fragment layout wrong: " + to_string(layout.ascending) + " of " +
-                to_string(layout.outputs) + " small-integer outputs exact"
+          ? "fragment layout wrong, or no FP64 mma on this architecture: " +
+                to_string(layout.ascending) + " of " + to_string(layout.outputs) +
+                " small-integer outputs exact"
           : "of " + to_string(spread.outputs) + " outputs: " + to_string(spread.ascending) +
                 " equal the ascending fma chain, " + to_string(spread.descending) +
                 " the descending one, " + to_string(spread.neither) +
                 " neither (layout checked on small integers)";
   std::printf("dmma probe: %s\n", note.c_str());
   r.add({"probe", "mma.sync m8n8k4 f64", to_string(problems) + " problems of 8x8x4", "tensor core",
-         "-", ms, 8.0 * 160 * static_cast<double>(problems), note});
+         "-", ms, 8.0 * 192 * static_cast<double>(problems), note});
 }
 
 } // namespace samebits::bench

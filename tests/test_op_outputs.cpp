@@ -193,6 +193,22 @@ TEST(Fill, IntegerDtypesRefuseValuesTheyCannotHold) {
       << "refused before looking at the size";
 }
 
+// fill writes a host view in any layout, one with a negative stride included (a view the ops refuse
+// as an output, but fill walks its elements where they are), and leaves the bytes between them.
+TEST(Fill, HostViewsOfEveryLayoutIncludingNegativeStrides) {
+  Tensor rows = Tensor::zeros({3, 5}, DType::f64);
+  TensorView backwards = rows.view().slice(1, 0, 5, 2); // [3, 3], strides (5, 2)
+  backwards.data = rows.data<double>() + 10;            // row 2 first
+  backwards.strides[0] = -5;
+  fill(backwards, 4.0);
+  const std::vector<double> want = {4, 0, 4, 0, 4, 4, 0, 4, 0, 4, 4, 0, 4, 0, 4};
+  EXPECT_EQ(rows.to_vector<double>(), want);
+  Tensor t = Tensor::zeros({4, 3}, DType::f32);
+  fill(t.view().transpose(0, 1), -1.5);
+  for (float v : t.to_vector<float>())
+    ASSERT_EQ(v, -1.5f);
+}
+
 // Views of one buffer that share no element are separate tensors: column blocks (a GNN's concat),
 // interleaved and step-sliced views.
 TEST(OpOutputs, ViewsThatShareNoElementAreAccepted) {

@@ -298,7 +298,7 @@ void fill(const TensorView& dst, double value) {
   // bytes are not read (it may be fresh memory). Another strided one is read for the bytes
   // between its elements, which stay as they were.
   Tensor hold;
-  const TensorView h = host_view(dst, hold, !covers_its_span(dst));
+  const TensorView h = host_view(dst, hold, dst.device.is_cpu() || !covers_its_span(dst));
   detail::visit_dtype(h.dtype, [&]<class T>() {
     const T v = static_cast<T>(value);
     T* p = static_cast<T*>(h.data);
