@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 struct cublasContext;
 
@@ -38,6 +39,12 @@ public:
   // Throws CudaError when the pinned algorithm cannot run this m.
   void run(const void* a, const void* w, void* c, std::int64_t m) const;
   std::string describe() const;
+  // The other tile shapes the pinned algorithm offers (CUBLASLT_ALGO_CAP_TILE_IDS) that pass
+  // cuBLASLt's check at every m of the sweep, and a run with one of them instead of the pinned
+  // tile: for the benchmark's question whether the tile, chosen by m, leaves a row's bits alone
+  // (the k loop and the instruction are the same; cuBLASLt does not document it).
+  std::vector<int> sibling_tiles() const;
+  void run_with_tile(int tile, const void* a, const void* w, void* c, std::int64_t m) const;
 
 private:
   struct Impl;

@@ -181,6 +181,46 @@ void PinnedBf16Gemm::run(const void* a, const void* w, void* c, std::int64_t m) 
   check_lt(impl_->matmul(impl_->algo, a, w, c, m), "cublasLtMatmul (pinned algorithm)");
 }
 
+namespace {
+
+// The pinned algorithm with another tile, or nothing when cuBLASLt refuses the combination.
+bool with_tile(const cublasLtMatmulAlgo_t& pinned, int tile, cublasLtMatmulAlgo_t& out) {
+  out = pinned;
+  return cublasLtMatmulAlgoConfigSetAttribute(&out, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                              sizeof tile) == CUBLAS_STATUS_SUCCESS;
+}
+
+} // namespace
+
+std::vector<int> PinnedBf16Gemm::sibling_tiles() const {
+  std::size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&impl_->algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0,
+                                        &bytes) != CUBLAS_STATUS_SUCCESS ||
+      bytes == 0)
+    return {};
+  std::vector<int> ids(bytes / sizeof(int));
+  std::size_t got = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&impl_->algo, CUBLASLT_ALGO_CAP_TILE_IDS, ids.data(),
+                                        ids.size() * sizeof(int), &got) != CUBLAS_STATUS_SUCCESS)
+    return {};
+  std::vector<int> out;
+  for (int tile : ids) {
+    cublasLtMatmulAlgo_t al;
+    if (tile != impl_->tile && tile != CUBLASLT_MATMUL_TILE_UNDEFINED &&
+        with_tile(impl_->algo, tile, al) && impl_->fails_at(al).empty())
+      out.push_back(tile);
+  }
+  return out;
+}
+
+void PinnedBf16Gemm::run_with_tile(int tile, const void* a, const void* w, void* c,
+                                   std::int64_t m) const {
+  cublasLtMatmulAlgo_t al;
+  if (!with_tile(impl_->algo, tile, al))
+    throw CudaError(fmt::format("cuBLASLt refuses tile {} for algo {}", tile, impl_->algo_id));
+  check_lt(impl_->matmul(al, a, w, c, m), "cublasLtMatmul (pinned algorithm, another tile)");
+}
+
 std::string PinnedBf16Gemm::describe() const {
   return fmt::format("cuBLASLt algo {} tile {} stages {}, split-K 1, fixed 1 MiB workspace",
                      impl_->algo_id, impl_->tile, impl_->stages);
