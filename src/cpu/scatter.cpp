@@ -304,7 +304,11 @@ template <Reduce R, class T, class I> void target_sweep(const ScatterArgs& a, co
   const auto [src, idx, out, cf, self] = direct_inputs<T, I>(a, g);
   const bool counting = !self || R == Reduce::mean;
   std::vector<std::int64_t> count(counting ? static_cast<std::size_t>(g.M) : 0, 0);
-  const std::int64_t parts = std::clamp<std::int64_t>(g.M, 1, std::max(1, num_threads()));
+  // A part per thread, each with at least kSweepMinWork row elements: for a tiny scatter (an
+  // index_add of 32 rows of 4 into 16 targets) waking a pool thread costs more than the scatter.
+  constexpr std::int64_t kSweepMinWork = std::int64_t{1} << 14;
+  const std::int64_t parts = std::clamp<std::int64_t>(
+      std::min(g.M, g.L * g.outer * g.inner / kSweepMinWork), 1, std::max(1, num_threads()));
   parallel_for(parts, [&](std::int64_t part) {
     const auto [t0, t1] = split_range(g.M, parts, part);
     const auto width = static_cast<std::uint64_t>(t1 - t0);
