@@ -1,8 +1,8 @@
 // The CPU thread pool while the thread count changes: set_num_threads on one thread while ops run
-// on others (jobs of every thread, as bincount's, and of any threads, as sum's) neither hangs an
-// op nor changes a result. Before the fix, a resize could stop a worker that a running job of
-// every thread still waited for (the caller then waited forever), and parallel_threads read the
-// thread count outside the job (a thread's share of the input could be skipped or counted twice).
+// on others (bincount's and sum's jobs) neither hangs an op nor changes a result. Before the fix, a
+// resize could stop a worker that a running job still waited for (the caller then waited
+// forever), and a job of every thread read the thread count outside the job (a thread's share of
+// the input could be skipped or counted twice). Jobs now run on whichever threads join them.
 #include "testing.hpp"
 
 #include <atomic>

@@ -18,6 +18,7 @@
 #include "ops/histogram.hpp"
 #include "samebits/threads.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -75,12 +76,14 @@ template <class Bin, class Val>
 std::vector<std::int64_t> integer_histogram(std::int64_t n, std::int64_t bins, Bin&& bin,
                                             Val&& val) {
   std::vector<std::int64_t> total(static_cast<std::size_t>(bins), 0);
-  // Per-thread counters while they stay small in total; integer atomics beyond.
+  // Per-part counters while they stay small in total (a part per thread, of at least kChunk
+  // elements: a tiny bincount does not wake the pool); integer atomics beyond.
   if (bins <= kPrivateBins || bins * num_threads() <= kPrivateTotal) {
     std::mutex m;
-    parallel_threads([&](int thread, int nthreads) {
+    const std::int64_t parts = std::clamp<std::int64_t>(n / kChunk, 1, std::max(1, num_threads()));
+    parallel_for(parts, [&](std::int64_t part) {
       std::vector<std::int64_t> mine(static_cast<std::size_t>(bins), 0);
-      const auto [b, e] = split_range(n, nthreads, thread);
+      const auto [b, e] = split_range(n, parts, part);
       for (std::int64_t i = b; i < e; ++i) {
         const std::int64_t k = bin(i);
         if (k >= 0)

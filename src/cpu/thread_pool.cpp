@@ -74,11 +74,10 @@ public:
   }
 
   // Runs body(thread, threads) with the caller as thread 0, `threads` the pool's size for the
-  // whole job. every_thread: on each of the pool's threads, waiting for all. Otherwise on the
-  // caller and on the workers that join before the caller has finished its own part (body must
-  // then let any subset of threads do the work, as parallel_for's shared task counter does): a
-  // small job is not held up by waking workers.
-  void run(const std::function<void(int, int)>& body, bool every_thread) {
+  // whole job, on the caller and on the workers that join before the caller has finished its own
+  // part (body must let any subset of threads do the work, as parallel_for's shared task counter
+  // does): a small job is not held up by waking workers.
+  void run(const std::function<void(int, int)>& body) {
     std::lock_guard serial(run_mutex_);
     const int threads = size_;
     if (threads == 1) {
@@ -89,7 +88,6 @@ public:
       std::lock_guard lock(m_);
       body_ = &body;
       fp_state_ = FpState::current();
-      pending_ = threads - 1;
       active_ = 0;
       open_ = true;
       error_ = nullptr;
@@ -103,13 +101,8 @@ public:
       mine = std::current_exception();
     }
     std::unique_lock lock(m_);
-    if (every_thread) {
-      done_cv_.wait(lock, [this] { return pending_ == 0; });
-    } else {
-      open_ = false; // workers not yet in stay out; wait for those that are
-      done_cv_.wait(lock, [this] { return active_ == 0; });
-    }
-    open_ = false;
+    open_ = false; // workers not yet in stay out; wait for those that are
+    done_cv_.wait(lock, [this] { return active_ == 0; });
     body_ = nullptr;
     if (mine)
       std::rethrow_exception(mine);
@@ -146,8 +139,7 @@ private:
       std::lock_guard lock(m_);
       if (err && !error_)
         error_ = err;
-      --pending_;
-      if (--active_ == 0 || pending_ == 0)
+      if (--active_ == 0)
         done_cv_.notify_one();
     }
   }
@@ -169,7 +161,6 @@ private:
   std::condition_variable cv_, done_cv_;
   const std::function<void(int, int)>* body_ = nullptr;
   FpState fp_state_;
-  int pending_ = 0;   // workers that have not run the job yet
   int active_ = 0;    // workers inside the job's body now
   bool open_ = false; // the job takes workers that arrive now
   std::uint64_t generation_ = 0;
@@ -197,27 +188,21 @@ void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t)>& 
   }
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> failed{false};
-  p.run(
-      [&](int, int) {
-        for (;;) {
-          if (failed.load(std::memory_order_relaxed))
-            return;
-          const std::int64_t t = next.fetch_add(1, std::memory_order_relaxed);
-          if (t >= ntasks)
-            return;
-          try {
-            f(t);
-          } catch (...) {
-            failed = true;
-            throw;
-          }
-        }
-      },
-      /*every_thread=*/false);
-}
-
-void parallel_threads(const std::function<void(int, int)>& f) {
-  pool().run(f, /*every_thread=*/true); // the thread count as the job started
+  p.run([&](int, int) {
+    for (;;) {
+      if (failed.load(std::memory_order_relaxed))
+        return;
+      const std::int64_t t = next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= ntasks)
+        return;
+      try {
+        f(t);
+      } catch (...) {
+        failed = true;
+        throw;
+      }
+    }
+  });
 }
 
 } // namespace samebits::detail

@@ -11,9 +11,6 @@ namespace samebits::detail {
 // is rethrown here after all tasks have stopped.
 void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t task)>& f);
 
-// Runs f(thread, nthreads) once on each of the pool's threads, concurrently.
-void parallel_threads(const std::function<void(int thread, int nthreads)>& f);
-
 // Splits [0, n) into `parts` near-equal ranges; returns range `i` as [begin, end).
 inline std::pair<std::int64_t, std::int64_t> split_range(std::int64_t n, std::int64_t parts,
                                                          std::int64_t i) {
