@@ -214,10 +214,13 @@ bool covers_its_span(const TensorView& v) {
   return v.numel() == detail::element_span_end(v) && !detail::reaches_an_element_twice(v);
 }
 
+// What the caller does with a host_view: reads it, or writes every one of its elements.
+enum class Access { read, overwrite };
+
 // A CPU view of `v`: `v` itself, or a host buffer of the bytes it spans (kept alive in `hold`),
-// holding the device's bytes unless `read_old` is false (a destination that is about to be written
-// whole: its old bytes, which may never have been written, are not read).
-TensorView host_view(const TensorView& v, Tensor& hold, bool read_old = true) {
+// holding the device's bytes, except for a view to overwrite that covers its span: there no old
+// byte survives, and they may never have been written, so they are not read.
+TensorView host_view(const TensorView& v, Tensor& hold, Access access = Access::read) {
   if (v.device.is_cpu() || v.numel() == 0) {
     TensorView h = v;
     h.device = Device::cpu();
@@ -225,7 +228,7 @@ TensorView host_view(const TensorView& v, Tensor& hold, bool read_old = true) {
   }
   const std::int64_t span = detail::element_span_end(v);
   hold = Tensor::empty({span}, v.dtype, Device::cpu());
-  if (read_old)
+  if (access == Access::read || !covers_its_span(v))
     detail::copy_bytes(hold.raw(), Device::cpu(), v.data, v.device,
                        static_cast<std::size_t>(span) * size_of(v.dtype));
   TensorView h = v;
@@ -275,7 +278,7 @@ void copy(const TensorView& src, const TensorView& dst) {
   // Strided destination on a device: read its span (unless dst covers all of it), write into it
   // on the host, copy it back.
   Tensor hold_dst;
-  const TensorView hd = host_view(dst, hold_dst, !covers_its_span(dst));
+  const TensorView hd = host_view(dst, hold_dst, Access::overwrite);
   copy(hs, hd);
   detail::copy_bytes(dst.data, dst.device, hd.data, Device::cpu(),
                      static_cast<std::size_t>(detail::element_span_end(dst)) * size_of(dst.dtype));
@@ -298,7 +301,7 @@ void fill(const TensorView& dst, double value) {
   // bytes are not read (it may be fresh memory). Another strided one is read for the bytes
   // between its elements, which stay as they were.
   Tensor hold;
-  const TensorView h = host_view(dst, hold, dst.device.is_cpu() || !covers_its_span(dst));
+  const TensorView h = host_view(dst, hold, Access::overwrite);
   detail::visit_dtype(h.dtype, [&]<class T>() {
     const T v = static_cast<T>(value);
     T* p = static_cast<T*>(h.data);
