@@ -70,18 +70,16 @@ public:
     size_ = n;
     quit_ = false;
     for (int i = 1; i < n; ++i)
-      workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
+      workers_.emplace_back([this, g = generation_] { loop(g); });
   }
 
-  // Runs body(thread, threads) with the caller as thread 0, `threads` the pool's size for the
-  // whole job, on the caller and on the workers that join before the caller has finished its own
+  // Runs body on the caller and on the workers that join before the caller has finished its own
   // part (body must let any subset of threads do the work, as parallel_for's shared task counter
   // does): a small job is not held up by waking workers.
-  void run(const std::function<void(int, int)>& body) {
+  void run(const std::function<void()>& body) {
     std::lock_guard serial(run_mutex_);
-    const int threads = size_;
-    if (threads == 1) {
-      body(0, 1);
+    if (size_ == 1) {
+      body();
       return;
     }
     {
@@ -96,7 +94,7 @@ public:
     cv_.notify_all();
     std::exception_ptr mine;
     try {
-      body(0, threads);
+      body();
     } catch (...) {
       mine = std::current_exception();
     }
@@ -111,11 +109,10 @@ public:
   }
 
 private:
-  void loop(int index, std::uint64_t seen) {
+  void loop(std::uint64_t seen) {
     for (;;) {
-      const std::function<void(int, int)>* body;
+      const std::function<void()>* body;
       FpState fp;
-      int threads = 0;
       {
         std::unique_lock lock(m_);
         cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
@@ -126,13 +123,12 @@ private:
           continue; // the caller finished this job on its own
         body = body_;
         fp = fp_state_;
-        threads = size_;
         ++active_;
       }
       fp.apply();
       std::exception_ptr err;
       try {
-        (*body)(index, threads);
+        (*body)();
       } catch (...) {
         err = std::current_exception();
       }
@@ -159,7 +155,7 @@ private:
   std::vector<std::thread> workers_;
   std::mutex m_, run_mutex_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int, int)>* body_ = nullptr;
+  const std::function<void()>* body_ = nullptr;
   FpState fp_state_;
   int active_ = 0;    // workers inside the job's body now
   bool open_ = false; // the job takes workers that arrive now
@@ -188,7 +184,7 @@ void parallel_for(std::int64_t ntasks, const std::function<void(std::int64_t)>& 
   }
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> failed{false};
-  p.run([&](int, int) {
+  p.run([&] {
     for (;;) {
       if (failed.load(std::memory_order_relaxed))
         return;
