@@ -274,8 +274,8 @@ SANITIZE_TOOLS = ["memcheck", "racecheck", "synccheck", "initcheck"]
 
 
 def sanitizers(path):
-    """compute-sanitizer's four tools on every GPU test program, from the run's
-    sanitize_summary.txt (bench/device.sh's per-program lines), or nothing without one."""
+    """compute-sanitizer's four tools on every GPU test program, one row per program, from the
+    run's sanitize_summary.txt (bench/device.sh's per-program lines), or none without one."""
     f = os.path.join(path, "sanitize_summary.txt")
     if not os.path.exists(f):
         return []
@@ -295,13 +295,8 @@ def sanitizers(path):
             parts.append(f"{other} exits with errors")
         ok = not (errors or failed or timed_out or other)
         cells[(prog, tool)] = ", ".join(parts) + ("" if ok else " (check)")
-    progs = sorted({p for p, _ in cells})
-    out = ["| program | " + " | ".join(SANITIZE_TOOLS) + " |",
-           "|---|" + "---|" * len(SANITIZE_TOOLS)]
-    for prog in progs:
-        out.append(f"| {prog} | " + " | ".join(cells.get((prog, t), "not run")
-                                                for t in SANITIZE_TOOLS) + " |")
-    return out + [""]
+    return [[prog] + [cells.get((prog, t), "not run") for t in SANITIZE_TOOLS]
+            for prog in sorted({p for p, _ in cells})]
 
 
 def ceiling_shares(run):
@@ -402,12 +397,10 @@ def summarize(path, shown):
         out += inference(run.inference, run.torch)
     if not run.experiment and not run.inference:
         out += ["No experiment_cuda.json or bench_graphsage.json in this run.", ""]
-    checks = sanitizers(path)
-    if checks:
-        out += ["## compute-sanitizer", "",
-                "Each tool on every GPU test program (processes per test or case shard as "
-                "bench/device.sh runs them; the run folder's README says what a \"check\" "
-                "cell found):", ""] + checks
+    out += titled_table("## compute-sanitizer\n\nEach tool on every GPU test program (processes "
+                        "per test or case shard as bench/device.sh runs them; the run folder's "
+                        "README says what a \"check\" cell found):",
+                        ["program"] + SANITIZE_TOOLS, sanitizers(path))
     extra = {k: run.torch[k] for k in ("env", "copy_TBps", "sum_TBps") if k in (run.torch or {})}
     if extra:
         out += ["PyTorch in the same call: " + json.dumps(extra, sort_keys=True), ""]
