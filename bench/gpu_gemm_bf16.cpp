@@ -2,9 +2,8 @@
 // per weight shape, split-K off, the same for every m) against cuBLAS's own choice per m
 // (cublasGemmEx, bf16 in and out, float32 accumulation), on the LLM shapes [m x 4096] @ [4096 x
 // 4096] and [m x 4096] @ [4096 x 14336]; each row's note says whether row 0 kept its bits across
-// every m of the sweep. Also, as an experiment, the pinned algorithm with each other tile it
-// offers: its time per m and whether row 0 keeps the pinned tile's bits at every m. Raw device
-// buffers: samebits has no bf16 tensors yet. Also the accuracy
+// every m of the sweep (the pinned algorithm's tile follows m for m <= 512: src/cuda/gemm_lt.cpp).
+// Raw device buffers. Also the accuracy
 // of the portable float32 GEMM against cuBLAS on long k (max error / sum |a||b|).
 #include "cuda/gemm_cublas.hpp"
 #include "gpu_common.hpp"
@@ -94,28 +93,6 @@ void bench_bf16(Report& r) {
     r.add({"gemm", "gemm_bf16", fmt::format("bf16 row 0 over m = 1..8192, n = {}", n),
            "pinned cuBLASLt (batch-invariant)", "run_to_run", 0, 0,
            inv_pinned ? "row 0 bitwise the same for every m" : "ROW 0 CHANGED WITH m"});
-    // An experiment, not a variant: the pinned algorithm with each other tile it offers. If a
-    // tile keeps row 0's bits of the pinned tile at every m, the tile could follow m (small tiles
-    // for a few rows, where 128 x 128 gives n / 128 thread blocks) with the batch invariance kept.
-    for (int tile : pinned.sibling_tiles()) {
-      bool same = true;
-      for (std::size_t i = 0; i < std::size(ms_list); ++i) {
-        const std::int64_t m = ms_list[i];
-        auto run = [&] { pinned.run_with_tile(tile, a, w, c, m); };
-        run();
-        cudaDeviceSynchronize();
-        same = same && row0(c, n) == ref_pinned;
-        const double t = time_ms(run, m >= 4096 ? 20 : 50, 3);
-        r.add({"gemm", "gemm_bf16", fmt::format("bf16 [{} x 4096]@[4096 x {}]", m, n),
-               fmt::format("pinned algorithm, tile {} (experiment)", tile), "run_to_run", t,
-               2.0 * static_cast<double>(m * k + k * n + m * n),
-               fmt::format("{:.2f}x cuBLAS", blas_ms[i] / t)});
-      }
-      r.add({"gemm", "gemm_bf16", fmt::format("bf16 row 0 over m = 1..8192, n = {}", n),
-             fmt::format("pinned algorithm, tile {} (experiment)", tile), "run_to_run", 0, 0,
-             same ? "row 0 bitwise the pinned tile's for every m"
-                  : "row 0 differs from the pinned tile's"});
-    }
     r.add({"gemm", "gemm_bf16", fmt::format("bf16 row 0 over m = 1..8192, n = {}", n),
            "cublasGemmEx (heuristic per m)", "not_guaranteed", 0, 0,
            inv_blas ? "row 0 bitwise the same for every m" : "row 0 changed with m"});

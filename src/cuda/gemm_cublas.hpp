@@ -28,7 +28,11 @@ cublasContext* cublas_handle_for(int device, void* stream);
 // (the test and the benchmark check this on the GPU; cuBLASLt does not document it). The choice
 // (made at construction) is the first of cuBLASLt's heuristic candidates (for m = m_ref, then a
 // few other m) that runs every m, those with 128 x 128 tiles before the others: a fixed rule,
-// never a timing, so every process on the same GPU and library picks the same algorithm. Not
+// never a timing, so every process on the same GPU and library picks the same algorithm. For
+// m <= 512 the same algorithm may run with another of its tiles, the fastest of a short list by
+// timing among those whose rows are bitwise the pinned tile's (checked at construction on random
+// operands): the choice moves the speed, not the bits (src/cuda/gemm_lt.cpp). Construction
+// allocates n x k + 256 x (n + k) bf16 values for that check for a few milliseconds. Not
 // thread-safe; one stream at a time.
 class PinnedBf16Gemm {
 public:
@@ -39,12 +43,6 @@ public:
   // Throws CudaError when the pinned algorithm cannot run this m.
   void run(const void* a, const void* w, void* c, std::int64_t m) const;
   std::string describe() const;
-  // The other tile shapes the pinned algorithm offers (CUBLASLT_ALGO_CAP_TILE_IDS) that pass
-  // cuBLASLt's check at every m of the sweep, and a run with one of them instead of the pinned
-  // tile: for the benchmark's question whether the tile, chosen by m, leaves a row's bits alone
-  // (the k loop and the instruction are the same; cuBLASLt does not document it).
-  std::vector<int> sibling_tiles() const;
-  void run_with_tile(int tile, const void* a, const void* w, void* c, std::int64_t m) const;
 
 private:
   struct Impl;

@@ -1,6 +1,15 @@
 // The pinned cuBLASLt bf16 GEMM (src/cuda/gemm_cublas.hpp): one algorithm per weight shape, split-K
 // off, no workspace, the same for every m, so that a row's bits do not depend on the batch.
 //
+// The tile may follow m. On an H200 every one of the 131 other tiles the pinned algorithm offers
+// gave row 0 the pinned tile's bits at every m from 1 to 8192, for n = 4096 and 14336 (run 139,
+// bench/results/run139): the k loop and the instruction stay, only the cut of the output into
+// thread blocks moves. The 128 x 128 tile runs 0.61-0.93x cuBLAS at m <= 256 and a smaller one
+// 0.90-1.14x there, so the constructor times a short list of tiles at m = 1, 16, 64 and 256 and
+// keeps, for each, the fastest whose rows are bitwise the pinned tile's on the same random
+// operands (those that differ are never used). Timing picks only among tiles with the same bits,
+// so the choice moves the speed, never a result. Larger m keep the pinned tile (1.0-1.1x).
+//
 // Row-major c[m x n] = a[m x k] @ w[k x n] is, in cuBLASLt's column-major terms, c^T = w^T a^T:
 // an (n x m) result from w as an n x k matrix (ld n) and a as k x m (ld k). m is the column count
 // of that result, so batch invariance means the per-column work must not depend on how many
@@ -9,6 +18,9 @@
 #include "cuda/check.cuh"
 #include "cuda/gemm_cublas.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cstring>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -22,6 +34,52 @@ void check_lt(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS)
     throw CudaError(std::string("cuBLASLt call failed: ") + what + ": " +
                     cublasGetStatusString(st));
+}
+
+// The m of each tuned bucket and the bucket of an m (-1: the pinned tile).
+constexpr std::array<std::int64_t, 4> kTunedM = {1, 16, 64, 256};
+int bucket_of(std::int64_t m) {
+  return m <= 4 ? 0 : m <= 32 ? 1 : m <= 128 ? 2 : m <= 512 ? 3 : -1;
+}
+// Tiles tried for small m: those that were the fastest at some m <= 256 on an H200 (run 139), of
+// every shape family (64 x 8, 64 x 32, 64 x 64, 128 x 64, 256 x 64 and the wide ones).
+constexpr int kTileShortlist[] = {10, 13, 15, 18, 21, 312, 395, 487, 515};
+
+// A device buffer freed on scope exit (nullptr when cudaMalloc failed).
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(std::size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      p = nullptr;
+    }
+  }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// count bf16 values at d: a period of 65521 (prime) pseudo-random normals-ish from a xorshift,
+// doubled on the device until full.
+bool fill_random_bf16(void* d, std::size_t count, cudaStream_t s) {
+  const std::size_t period = std::min<std::size_t>(count, 65521);
+  std::vector<std::uint16_t> h(period);
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (auto& v : h) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    // sign, exponent 2^-3..2^3, 7 random mantissa bits
+    v = static_cast<std::uint16_t>(((x >> 63) << 15) | ((124 + (x >> 8) % 7) << 7) | (x & 127));
+  }
+  auto* bytes = static_cast<unsigned char*>(d);
+  if (cudaMemcpyAsync(bytes, h.data(), period * 2, cudaMemcpyHostToDevice, s) != cudaSuccess)
+    return false;
+  for (std::size_t done = period; done < count;) {
+    const std::size_t n = std::min(done, count - done);
+    if (cudaMemcpyAsync(bytes + done * 2, bytes, n * 2, cudaMemcpyDeviceToDevice, s) != cudaSuccess)
+      return false;
+    done += n;
+  }
+  return cudaStreamSynchronize(s) == cudaSuccess;
 }
 
 } // namespace
@@ -38,6 +96,15 @@ struct PinnedBf16Gemm::Impl {
   static constexpr std::size_t kWorkspace = std::size_t{1} << 20;
   void* workspace = nullptr;
   int algo_id = -1, tile = -1, stages = -1;
+  // The algorithm and tile of each bucket of small m (bucket_of); the pinned one until tuned.
+  std::array<cublasLtMatmulAlgo_t, kTunedM.size()> by_m{};
+  std::array<int, kTunedM.size()> tile_by_m{};
+
+  const cublasLtMatmulAlgo_t& algo_for(std::int64_t m) const {
+    const int b = bucket_of(m);
+    return b < 0 ? algo : by_m[static_cast<std::size_t>(b)];
+  }
+  void tune_small_m();
 
   // Layouts of a (k x m) and c (n x m) for this m; the caller destroys them.
   void layouts(std::int64_t m, cublasLtMatrixLayout_t& la, cublasLtMatrixLayout_t& lc) const {
@@ -166,19 +233,7 @@ PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_re
                                        sizeof s.tile, &got);
   cublasLtMatmulAlgoConfigGetAttribute(&s.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &s.stages,
                                        sizeof s.stages, &got);
-}
-
-PinnedBf16Gemm::~PinnedBf16Gemm() {
-  if (!impl_)
-    return;
-  cudaFree(impl_->workspace);
-  cublasLtMatrixLayoutDestroy(impl_->lw);
-  cublasLtMatmulDescDestroy(impl_->op);
-  cublasLtDestroy(impl_->lt);
-}
-
-void PinnedBf16Gemm::run(const void* a, const void* w, void* c, std::int64_t m) const {
-  check_lt(impl_->matmul(impl_->algo, a, w, c, m), "cublasLtMatmul (pinned algorithm)");
+  s.tune_small_m();
 }
 
 namespace {
@@ -192,38 +247,99 @@ bool with_tile(const cublasLtMatmulAlgo_t& pinned, int tile, cublasLtMatmulAlgo_
 
 } // namespace
 
-std::vector<int> PinnedBf16Gemm::sibling_tiles() const {
-  std::size_t bytes = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&impl_->algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0,
-                                        &bytes) != CUBLAS_STATUS_SUCCESS ||
-      bytes == 0)
-    return {};
-  std::vector<int> ids(bytes / sizeof(int));
-  std::size_t got = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&impl_->algo, CUBLASLT_ALGO_CAP_TILE_IDS, ids.data(),
-                                        ids.size() * sizeof(int), &got) != CUBLAS_STATUS_SUCCESS)
-    return {};
-  std::vector<int> out;
-  for (int tile : ids) {
+// For each bucket of small m, the fastest tile of the shortlist whose rows 0, m / 2 and m - 1 are
+// bitwise the pinned tile's on the same operands. Any failure (memory, a refused tile) leaves that
+// bucket, or all of them, on the pinned tile.
+void PinnedBf16Gemm::Impl::tune_small_m() {
+  by_m.fill(algo);
+  tile_by_m.fill(tile);
+  const std::int64_t m_max = kTunedM.back();
+  const DeviceBuffer a(static_cast<std::size_t>(m_max * k) * 2),
+      w(static_cast<std::size_t>(k * n) * 2), c(static_cast<std::size_t>(m_max * n) * 2);
+  if (!a.p || !w.p || !c.p || !fill_random_bf16(a.p, static_cast<std::size_t>(m_max * k), stream) ||
+      !fill_random_bf16(w.p, static_cast<std::size_t>(k * n), stream))
+    return;
+  std::vector<std::pair<int, cublasLtMatmulAlgo_t>> cands;
+  for (int t : kTileShortlist) {
     cublasLtMatmulAlgo_t al;
-    if (tile != impl_->tile && tile != CUBLASLT_MATMUL_TILE_UNDEFINED &&
-        with_tile(impl_->algo, tile, al) && impl_->fails_at(al).empty())
-      out.push_back(tile);
+    if (t != tile && with_tile(algo, t, al) && fails_at(al).empty())
+      cands.emplace_back(t, al);
   }
-  return out;
+  cudaEvent_t start, stop;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess)
+    return;
+  // Rows 0, m / 2 and m - 1 of c after one run (empty when the run failed).
+  auto rows_of = [&](const cublasLtMatmulAlgo_t& al, std::int64_t m) {
+    std::vector<std::uint16_t> h;
+    if (matmul(al, a.p, w.p, c.p, m) != CUBLAS_STATUS_SUCCESS)
+      return h;
+    h.resize(static_cast<std::size_t>(3 * n));
+    for (int i = 0; i < 3; ++i) {
+      const std::int64_t r = i == 0 ? 0 : i == 1 ? m / 2 : m - 1;
+      if (cudaMemcpyAsync(h.data() + i * n, static_cast<const std::uint16_t*>(c.p) + r * n,
+                          static_cast<std::size_t>(n) * 2, cudaMemcpyDeviceToHost,
+                          stream) != cudaSuccess)
+        return std::vector<std::uint16_t>{};
+    }
+    if (cudaStreamSynchronize(stream) != cudaSuccess)
+      return std::vector<std::uint16_t>{};
+    return h;
+  };
+  // Milliseconds per run over 5 runs after a warm-up one (the best of three such loops).
+  auto time_of = [&](const cublasLtMatmulAlgo_t& al, std::int64_t m) {
+    float best = 1e30f;
+    for (int loop = 0; loop < 3; ++loop) {
+      cudaEventRecord(start, stream);
+      for (int i = 0; i < 5; ++i)
+        matmul(al, a.p, w.p, c.p, m);
+      cudaEventRecord(stop, stream);
+      float ms = 0;
+      if (cudaEventSynchronize(stop) == cudaSuccess &&
+          cudaEventElapsedTime(&ms, start, stop) == cudaSuccess)
+        best = std::min(best, ms / 5);
+    }
+    return best;
+  };
+  for (std::size_t b = 0; b < kTunedM.size(); ++b) {
+    const std::int64_t m = kTunedM[b];
+    const auto want = rows_of(algo, m);
+    if (want.empty())
+      break;
+    float best = time_of(algo, m);
+    for (const auto& [t, al] : cands) {
+      if (rows_of(al, m) != want)
+        continue; // other bits: never used
+      // 3% better, so that near ties keep the pinned tile
+      if (const float ms = time_of(al, m); ms < 0.97f * best) {
+        best = ms;
+        by_m[b] = al;
+        tile_by_m[b] = t;
+      }
+    }
+  }
+  cudaGetLastError();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
 }
 
-void PinnedBf16Gemm::run_with_tile(int tile, const void* a, const void* w, void* c,
-                                   std::int64_t m) const {
-  cublasLtMatmulAlgo_t al;
-  if (!with_tile(impl_->algo, tile, al))
-    throw CudaError(fmt::format("cuBLASLt refuses tile {} for algo {}", tile, impl_->algo_id));
-  check_lt(impl_->matmul(al, a, w, c, m), "cublasLtMatmul (pinned algorithm, another tile)");
+PinnedBf16Gemm::~PinnedBf16Gemm() {
+  if (!impl_)
+    return;
+  cudaFree(impl_->workspace);
+  cublasLtMatrixLayoutDestroy(impl_->lw);
+  cublasLtMatmulDescDestroy(impl_->op);
+  cublasLtDestroy(impl_->lt);
+}
+
+void PinnedBf16Gemm::run(const void* a, const void* w, void* c, std::int64_t m) const {
+  check_lt(impl_->matmul(impl_->algo_for(m), a, w, c, m), "cublasLtMatmul (pinned algorithm)");
 }
 
 std::string PinnedBf16Gemm::describe() const {
-  return fmt::format("cuBLASLt algo {} tile {} stages {}, split-K 1, fixed 1 MiB workspace",
-                     impl_->algo_id, impl_->tile, impl_->stages);
+  const auto& t = impl_->tile_by_m;
+  return fmt::format("cuBLASLt algo {} tile {} stages {} (tiles for m <= 4, 32, 128, 512: {}, {}, "
+                     "{}, {}), split-K 1, fixed 1 MiB workspace",
+                     impl_->algo_id, impl_->tile, impl_->stages, t[0], t[1], t[2], t[3]);
 }
 
 } // namespace samebits::detail
