@@ -76,6 +76,8 @@ void bench_gemm(Report& r) {
       detail::GemmTuning t;
     };
     using detail::GemmTiles;
+    constexpr auto kAuto = detail::CpuGemmIsa::automatic;
+    constexpr auto kM8 = detail::GemmF64Mma::m8n8k4, kOff = detail::GemmF64Mma::off;
     const Sweep sweeps[] = {
         {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::wide, 4}},
         {"graph dW [128 x 1M]@[1M x 128]", 128, 128, 1 << 20, T, DType::f32, {GemmTiles::wide, 16}},
@@ -88,6 +90,24 @@ void bench_gemm(Report& r) {
         {"graph h@W2 [1M x 16]@[16x7]", 1 << 20, 7, 16, N, DType::f32, {GemmTiles::narrow, 0}},
         {"4096^3 f32", 4096, 4096, 4096, N, DType::f32, {GemmTiles::wide, 4}},
         {"4096^3 f64", 4096, 4096, 4096, N, DType::f64, {GemmTiles::wide, 4}},
+        // float64 wide tiles on the FP64 tensor cores (automatic: m16n8k4 on sm_90), with the
+        // older m8n8k4 instruction, and on the CUDA cores: the same bits
+        {"4096^3 f64", 4096, 4096, 4096, N, DType::f64, {GemmTiles::wide, 4, kAuto, kM8}},
+        {"4096^3 f64", 4096, 4096, 4096, N, DType::f64, {GemmTiles::wide, 4, kAuto, kOff}},
+        {"graph dW [128 x 1M]@[1M x 128] f64",
+         128,
+         128,
+         1 << 20,
+         T,
+         DType::f64,
+         {GemmTiles::wide, 16}},
+        {"graph dW [128 x 1M]@[1M x 128] f64",
+         128,
+         128,
+         1 << 20,
+         T,
+         DType::f64,
+         {GemmTiles::wide, 16, kAuto, kOff}},
     };
     for (const auto& w : sweeps) {
       Tensor a =

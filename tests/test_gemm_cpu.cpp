@@ -268,6 +268,17 @@ TEST(Gemm, LaunchChoiceCoversKInAlignedGroups) {
   EXPECT_EQ(wg.scratch_bytes(128, 128, 4), static_cast<std::size_t>(wg.groups) * 128 * 128 * 4);
   const auto cora = detail::choose_gemm_launch(16, 7, 2708, 4, automatic);
   EXPECT_EQ(cora.tiles, GemmTiles::deep);
+  // float64 wide tiles take the FP64 tensor cores unless the tuning says no; nothing else does.
+  using detail::GemmF64Mma;
+  EXPECT_EQ(sq.f64_mma, GemmF64Mma::off);
+  const auto sq64 = detail::choose_gemm_launch(4096, 4096, 4096, 8, automatic);
+  EXPECT_EQ(sq64.f64_mma, GemmF64Mma::automatic);
+  EXPECT_NE(sq64.describe().find("FP64 tensor cores"), std::string::npos);
+  for (GemmF64Mma f : {GemmF64Mma::m8n8k4, GemmF64Mma::off})
+    EXPECT_EQ(detail::choose_gemm_launch(4096, 4096, 4096, 8, {.f64_mma = f}).f64_mma, f);
+  EXPECT_EQ(detail::choose_gemm_launch(16, 7, 2708, 8, automatic).f64_mma, GemmF64Mma::off);
+  EXPECT_EQ(detail::choose_gemm_launch(4096, 4096, 4096, 8, {.tiles = GemmTiles::narrow}).f64_mma,
+            GemmF64Mma::off);
   // Thin outputs with many rows (GraphSAGE's layers on a large graph): one thread per row, the
   // narrowest column tile that covers n, k in one chunk when it fits a thread's counter.
   for (std::size_t elem : {4, 8}) {

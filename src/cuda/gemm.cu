@@ -6,7 +6,8 @@
 //   cuda.tiled_small     portable        cuda.tiled, preferred for short-k products with few
 //                                        outputs (it beats cuBLAS's launch there)
 //   cuda.cublas          run_to_run      cuBLAS (src/cuda/gemm_cublas.cu)
-//   cuda.tiled           portable        shared-memory tiles (src/cuda/gemm_kernels.cuh), or for
+//   cuda.tiled           portable        shared-memory tiles (src/cuda/gemm_kernels.cuh; float64
+//                                        wide tiles on the FP64 tensor cores from sm_80), or for
 //                                        thin outputs (n <= 32, many rows) one thread per row; each
 //                                        thread block sums one chunk of k, an aligned run of
 //                                        canonical blocks, with __fmaf_rn/__fma_rn chains and a
@@ -15,7 +16,8 @@
 //                                        the same tree: the CPU's bits for every launch shape
 //
 // How a product is cut (tile shape, blocks per chunk) is choose_gemm_launch's pure function of
-// the shape and the GemmTuning (src/ops/gemm.hpp): never of the GPU, and never of the bits.
+// the shape and the GemmTuning (src/ops/gemm.hpp): never of the GPU, and never of the bits. Only
+// whether float64 wide tiles run on the tensor cores depends on the GPU, with the same bits.
 #include "core/registry.hpp"
 #include "core/tuning.hpp"
 #include "cuda/check.cuh"
@@ -25,6 +27,8 @@
 #include "ops/gemm.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <bit>
 #include <climits>
 #include <cstdint>
@@ -46,6 +50,21 @@ template <class T> void launch_scale(const GemmArgs& g, Epilogue<T> epi, cudaStr
   gemm_scale<T><<<static_cast<unsigned>(blocks), 256, 0, s>>>(
       static_cast<T*>(g.c.data), g.c.strides[0], g.c.strides[1], g.m(), g.n(), epi);
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_scale");
+}
+
+// The current device's compute capability major version, asked once per device.
+int device_major() {
+  static std::array<std::atomic<int>, 64> known{}; // 0: not asked yet
+  int dev = 0;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= static_cast<int>(known.size()))
+    return 0;
+  int v = known[static_cast<std::size_t>(dev)].load(std::memory_order_relaxed);
+  if (v == 0) {
+    SAMEBITS_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev));
+    known[static_cast<std::size_t>(dev)].store(v, std::memory_order_relaxed);
+  }
+  return v;
 }
 
 template <class Cfg> void check_tile(const GemmLaunch& l) {
@@ -100,8 +119,14 @@ void launch_for(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileOut
       if (A.rs == 1 && A.cs != 1 && A.cs % kPerVec16<T> == 0 && aligned16(A.data))
         return launch_tiles<T, WideFloatTilesMFast>(g, l, epi, mode, scratch, s);
       return launch_tiles<T, WideFloatTiles>(g, l, epi, mode, scratch, s);
-    } else
+    } else {
+      const int major = l.f64_mma == GemmF64Mma::off ? 0 : device_major();
+      if (major >= 9 && l.f64_mma == GemmF64Mma::automatic)
+        return launch_tiles<T, WideDoubleMma16x8Tiles>(g, l, epi, mode, scratch, s);
+      if (major >= 8)
+        return launch_tiles<T, WideDoubleMmaTiles>(g, l, epi, mode, scratch, s);
       return launch_tiles<T, WideTiles>(g, l, epi, mode, scratch, s);
+    }
   case GemmTiles::deep:
     return launch_tiles<T, DeepTiles>(g, l, epi, mode, scratch, s);
   case GemmTiles::thin:

@@ -71,6 +71,57 @@ template <class Cfg> constexpr bool vec_m_of() {
   else
     return false;
 }
+// The double wide tiles on the FP64 tensor cores (sm_80 and later): each warp computes 64 x 32
+// outputs, 4 k at a time, as 8 x 4 products of 8 x 8 (mma.sync m8n8k4 .f64) or, on sm_90, as 4 x 4
+// products of 16 x 8 (m16n8k4, two of the former stacked along m). Both compute each output as the
+// chain of four correctly rounded fmas in ascending k from the accumulator, which is the canonical
+// order's step: the same bits as the CUDA-core tiles and the CPU. The probe in bench/gpu_dmma.cu
+// found 4194304 of 4194304 m8n8k4 outputs equal to that chain on an H200 (2659023 equal to the
+// descending one), and test_gemm_gpu checks both instructions against the CPU, bit for bit, with
+// signed zeros, subnormals, infinities and NaN among the operands. A thread's acc[i][j] is the
+// output (warp row + 8 i + lane / 4, warp column + 8 (j / 2) + 2 (lane % 4) + j % 2). The shared
+// tiles are padded to 132 doubles per k so that a fragment's 32 loads (8 rows x 4 k) hit every
+// bank once per half warp. On an H200, 4096^3 took 6.09 ms with m16n8k4, 8.16 with m8n8k4 and
+// 10.94 on the CUDA cores (run 139).
+struct WideDoubleMmaTiles {
+  static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
+  static constexpr bool PF = true, CONTIG = false, DB = true, VEC = false, MMA = true;
+};
+struct WideDoubleMma16x8Tiles : WideDoubleMmaTiles {
+  static constexpr bool MMA_16X8 = true;
+};
+template <class Cfg> constexpr bool mma_16x8_of() {
+  if constexpr (requires { Cfg::MMA_16X8; })
+    return Cfg::MMA_16X8;
+  else
+    return false;
+}
+template <class Cfg> constexpr bool mma_of() {
+  if constexpr (requires { Cfg::MMA; })
+    return Cfg::MMA;
+  else
+    return false;
+}
+
+// d = a * b + c over one 8 x 8 x 4 double product (one warp, the fragment layout above): the
+// tensor-core instruction, or on GPUs without it the same four fmas per output in ascending k
+// from the shared tiles (As[kk][row], Bs[kk][col]), which give the same bits.
+template <int SA, int SB>
+__device__ __forceinline__ void mma_8x8x4(double& d0, double& d1, double a, double b,
+                                          const double* As, const double* Bs, int row, int col) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  (void)As, (void)Bs, (void)row, (void)col;
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+      : "+d"(d0), "+d"(d1)
+      : "d"(a), "d"(b));
+#else
+  (void)a, (void)b;
+  for (int q = 0; q < 4; ++q) {
+    d0 = rn_fma(As[q * SA + row], Bs[q * SB + col], d0);
+    d1 = rn_fma(As[q * SA + row], Bs[q * SB + col + 1], d1);
+  }
+#endif
+}
 struct NarrowTiles {
   static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1;
   static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false;
@@ -106,16 +157,39 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
   // per 16-byte load. With TN adjacent columns they read 16 bytes of every 32, two threads on each
   // group of four banks: twice the wavefronts, and 4096^3 floats took 3.889 ms against 3.570 on an
   // H200 (run 138).
+  constexpr bool MMA = mma_of<Cfg>();
+  static_assert(!MMA || (std::is_same_v<T, double> && TM == 8 && TN == 8 && BK % 4 == 0 &&
+                         BM % 64 == 0 && BN % 32 == 0 && (BM / 64) * (BN / 32) * 32 == NT),
+                "FP64 mma tiles: warps of 64 x 32 outputs, 4 k per instruction");
   constexpr int NG = CONTIG ? 2 : 1, GW = TN / NG;
   static_assert(!CONTIG || GW % kPerVec16<T> == 0, "runs of whole 16-byte vectors");
   constexpr int NB = Cfg::DB ? 2 : 1;
   static_assert(!Cfg::DB || Cfg::PF, "two buffers go with the next step loaded ahead");
   // (BK, BM): the padding spreads the k-fast stores over the banks (4 keeps 16-byte alignment)
-  constexpr int PAD = CONTIG ? 4 : 1;
+  constexpr int PAD = CONTIG || MMA ? 4 : 1, PAD_B = MMA ? 4 : 0;
   __shared__ __align__(16) T As[NB][BK][BM + PAD];
-  __shared__ __align__(16) T Bs[NB][BK][BN]; // (BK, BN)
+  __shared__ __align__(16) T Bs[NB][BK][BN + PAD_B]; // (BK, BN)
   const int tid = static_cast<int>(threadIdx.x);
   const int tx = tid % RX, ty = tid / RX;
+  // MMA: this warp's first row and column in the tile, the lane's row in a fragment and its k
+  // (A, B) or column pair (C).
+  constexpr int WARP_COLS = MMA ? BN / 32 : 1;
+  const int lane = tid % 32, warp = tid / 32;
+  const int wm = warp / WARP_COLS * 64, wn = warp % WARP_COLS * 32, group = lane / 4,
+            tig = lane % 4;
+  // The tile position of the thread's output acc[i][j].
+  auto out_row = [&](int i) {
+    if constexpr (MMA)
+      return wm + i * 8 + group;
+    else
+      return ty + i * RY;
+  };
+  auto out_col = [&](int j) {
+    if constexpr (MMA)
+      return wn + (j / 2) * 8 + 2 * tig + j % 2;
+    else
+      return tx + j * RX;
+  };
   const i64 row0 = static_cast<i64>(blockIdx.x) * BM, col0 = static_cast<i64>(blockIdx.y) * BN;
   const i64 kb = static_cast<i64>(blockIdx.z) * k_chunk;
   const i64 ke = kb + k_chunk < k ? kb + k_chunk : k;
@@ -307,32 +381,70 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
   };
   // The products of one k step from buffer buf, each output's chain in ascending k.
   auto compute = [&](int buf) {
+    if constexpr (MMA) {
 #pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-      T ra[TM], rb[TN];
-      if constexpr (CONTIG) {
-        load16(&As[buf][kk][ty * TM], ra);
-#pragma unroll
-        for (int g = 0; g < NG; ++g) {
-          T run[GW];
-          load16(&Bs[buf][kk][g * (BN / NG) + tx * GW], run);
-#pragma unroll
-          for (int q = 0; q < GW; ++q)
-            rb[g * GW + q] = run[q];
-        }
-      } else {
+      for (int kk = 0; kk < BK; kk += 4) {
+        T fa[TM], fb[TN / 2];
 #pragma unroll
         for (int i = 0; i < TM; ++i)
-          ra[i] = As[buf][kk][ty + i * RY];
+          fa[i] = As[buf][kk + tig][wm + i * 8 + group];
 #pragma unroll
-        for (int j = 0; j < TN; ++j)
-          rb[j] = Bs[buf][kk][tx + j * RX];
+        for (int j = 0; j < TN / 2; ++j)
+          fb[j] = Bs[buf][kk + tig][wn + j * 8 + group];
+          // m16n8k4 exists from sm_90 on; elsewhere the 16 x 8 tiles compute as the 8 x 8 ones.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        constexpr bool wide_mma = mma_16x8_of<Cfg>();
+#else
+        constexpr bool wide_mma = false;
+#endif
+        if constexpr (wide_mma) {
+#pragma unroll
+          for (int i = 0; i < TM; i += 2)
+#pragma unroll
+            for (int j = 0; j < TN / 2; ++j)
+              asm("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, "
+                  "{%6}, {%0, %1, %2, %3};"
+                  : "+d"(acc[i][2 * j]), "+d"(acc[i][2 * j + 1]), "+d"(acc[i + 1][2 * j]),
+                    "+d"(acc[i + 1][2 * j + 1])
+                  : "d"(fa[i]), "d"(fa[i + 1]), "d"(fb[j]));
+        } else {
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN / 2; ++j)
+              mma_8x8x4<BM + PAD, BN + PAD_B>(acc[i][2 * j], acc[i][2 * j + 1], fa[i], fb[j],
+                                              &As[buf][kk][0], &Bs[buf][kk][0], out_row(i),
+                                              out_col(2 * j));
+        }
       }
+    } else {
 #pragma unroll
-      for (int i = 0; i < TM; ++i)
+      for (int kk = 0; kk < BK; ++kk) {
+        T ra[TM], rb[TN];
+        if constexpr (CONTIG) {
+          load16(&As[buf][kk][ty * TM], ra);
 #pragma unroll
-        for (int j = 0; j < TN; ++j)
-          acc[i][j] = rn_fma(ra[i], rb[j], acc[i][j]);
+          for (int g = 0; g < NG; ++g) {
+            T run[GW];
+            load16(&Bs[buf][kk][g * (BN / NG) + tx * GW], run);
+#pragma unroll
+            for (int q = 0; q < GW; ++q)
+              rb[g * GW + q] = run[q];
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+            ra[i] = As[buf][kk][ty + i * RY];
+#pragma unroll
+          for (int j = 0; j < TN; ++j)
+            rb[j] = Bs[buf][kk][tx + j * RX];
+        }
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j)
+            acc[i][j] = rn_fma(ra[i], rb[j], acc[i][j]);
+      }
     }
   };
   if constexpr (Cfg::DB) {
@@ -420,7 +532,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
     for (int i = 0; i < TM; ++i)
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
-        const i64 r = row0 + ty + i * RY, col = col0 + tx + j * RX;
+        const i64 r = row0 + out_row(i), col = col0 + out_col(j);
         if (r >= m || col >= n)
           continue;
         T* e = c + r * crs + col * ccs;

@@ -30,14 +30,17 @@ std::string GemmLaunch::describe() const {
                      : tiles == GemmTiles::deep ? "deep"
                      : tiles == GemmTiles::thin ? "thin"
                                                 : "narrow";
-  return fmt::format("{} tiles ({}x{}), {} k block(s) of {} per thread block, {} group(s){}", name,
-                     tile_rows, tile_cols, group_blocks, kGemmBlockK, groups,
+  return fmt::format("{} tiles ({}x{}{}), {} k block(s) of {} per thread block, {} group(s){}",
+                     name, tile_rows, tile_cols,
+                     f64_mma == GemmF64Mma::automatic ? ", FP64 tensor cores"
+                     : f64_mma == GemmF64Mma::m8n8k4  ? ", FP64 tensor cores, m8n8k4"
+                                                      : "",
+                     group_blocks, kGemmBlockK, groups,
                      groups > 1 ? " summed by a second kernel" : "");
 }
 
 GemmLaunch choose_gemm_launch(std::int64_t m, std::int64_t n, std::int64_t k, std::size_t elem,
                               const GemmTuning& t) {
-  (void)elem;
   const auto tiles_of = [&](std::int64_t r, std::int64_t c) {
     return ((m + r - 1) / r) * ((n + c - 1) / c);
   };
@@ -74,6 +77,7 @@ GemmLaunch choose_gemm_launch(std::int64_t m, std::int64_t n, std::int64_t k, st
     l.tile_rows = 32, l.tile_cols = 16;
     break;
   }
+  l.f64_mma = elem == 8 && l.tiles == GemmTiles::wide ? t.f64_mma : GemmF64Mma::off;
   const std::int64_t tiles = tiles_of(l.tile_rows, l.tile_cols);
   std::int64_t g = 1;
   if (t.group_blocks > 0) {

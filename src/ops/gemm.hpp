@@ -137,6 +137,9 @@ enum class CpuGemmIsa : std::uint8_t { automatic, generic, avx2, avx512 };
 // (one thread per row; the smallest of the three that covers n, 32 for larger n).
 enum class GemmTiles : std::uint8_t { automatic, wide, narrow, deep, thin };
 
+// How float64 wide tiles multiply (GemmTuning::f64_mma).
+enum class GemmF64Mma : std::uint8_t { automatic, m8n8k4, off };
+
 // Launch tuning of gemm (core/tuning.hpp: set_tuning / TuningGuard). Every value gives the same
 // bits at portable; the tests run each one.
 struct GemmTuning {
@@ -145,6 +148,10 @@ struct GemmTuning {
   // kGemmMaxGroupBlocks); 0 picks by shape.
   std::int64_t group_blocks = 0;
   CpuGemmIsa cpu_isa = CpuGemmIsa::automatic;
+  // float64 wide tiles on the FP64 tensor cores where the GPU has them (sm_80 and later):
+  // automatic takes the widest instruction the GPU has (m16n8k4 on sm_90, m8n8k4 before), m8n8k4
+  // that one on any of them, off the CUDA cores. Same bits (src/cuda/gemm_kernels.cuh).
+  GemmF64Mma f64_mma = GemmF64Mma::automatic;
 };
 
 // Whether this CPU runs that micro-kernel set (automatic and generic: always), and the name of
@@ -164,6 +171,8 @@ struct GemmLaunch {
   GemmTiles tiles = GemmTiles::narrow;
   std::int64_t tile_rows = 0, tile_cols = 0;
   std::int64_t group_blocks = 1, groups = 1;
+  // GemmTuning::f64_mma for float64 wide tiles, off for everything else
+  GemmF64Mma f64_mma = GemmF64Mma::off;
   std::size_t scratch_bytes(std::int64_t m, std::int64_t n, std::size_t elem) const {
     return groups > 1 ? static_cast<std::size_t>(groups * m * n) * elem : 0;
   }

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <limits>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -103,6 +104,7 @@ INSTANTIATE_TEST_SUITE_P(All, GemmGpuReference,
 
 // Launch tunings the portable tests run: automatic, each tile shape, and k cut into small chunks
 // (more thread blocks along k, sums combined by the second kernel) or one chunk per tile.
+using detail::GemmF64Mma;
 using detail::GemmTiles;
 using detail::GemmTuning;
 const GemmTuning kTunings[] = {{},
@@ -113,9 +115,13 @@ const GemmTuning kTunings[] = {{},
                                {.tiles = GemmTiles::wide, .group_blocks = 2},
                                {.tiles = GemmTiles::narrow, .group_blocks = 256},
                                {.tiles = GemmTiles::thin},
-                               {.tiles = GemmTiles::thin, .group_blocks = 1}};
+                               {.tiles = GemmTiles::thin, .group_blocks = 1},
+                               {.tiles = GemmTiles::wide, .f64_mma = GemmF64Mma::off},
+                               {.group_blocks = 1, .f64_mma = GemmF64Mma::off},
+                               {.tiles = GemmTiles::wide, .f64_mma = GemmF64Mma::m8n8k4}};
 std::string describe(const GemmTuning& t) {
-  return fmt::format("tiles {} group_blocks {}", static_cast<int>(t.tiles), t.group_blocks);
+  return fmt::format("tiles {} group_blocks {} f64_mma {}", static_cast<int>(t.tiles),
+                     t.group_blocks, static_cast<int>(t.f64_mma));
 }
 
 struct Case {
@@ -184,6 +190,70 @@ TEST(GemmGpu, PortableEqualsCpuBitwiseForEveryTileShape) {
             << describe(t) << ": " << last_explain();
       }
     }
+}
+
+// The float64 wide tiles on the FP64 tensor cores against the same tiles on the CUDA cores and
+// the CPU, bitwise, over generated shapes (k around the instruction's 4, the 8-deep step and the
+// 256-deep block; edges in m and n), with operands that mix signed zeros, infinities, NaN,
+// subnormals and wide exponents into random normals: the instruction must round, order and treat
+// special values exactly as the fma chain does.
+TEST(GemmGpu, Float64TensorCoresEqualCudaCoresAndCpu) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(0, 99);
+  auto spice = [&](Tensor& t) { // a few special values in place of normals
+    auto v = t.to_vector<double>();
+    for (auto& x : v) {
+      const int p = pick(rng);
+      if (p == 0)
+        x = 0.0;
+      else if (p == 1)
+        x = -0.0;
+      else if (p == 2)
+        x = std::ldexp(x, -1060); // subnormal
+      else if (p == 3)
+        x = std::ldexp(x, pick(rng) - 50);
+    }
+    if (!v.empty() && pick(rng) < 30)
+      v[static_cast<std::size_t>(pick(rng)) % v.size()] =
+          pick(rng) % 2 ? std::numeric_limits<double>::infinity() : std::nan("");
+    t = Tensor::from_vector(v, t.sizes());
+  };
+  int case_number = 0;
+  for (std::int64_t k : {1, 3, 4, 5, 8, 9, 255, 256, 257, 1031}) {
+    for (const auto& [m, n] :
+         {std::pair<std::int64_t, std::int64_t>{128, 128}, {130, 200}, {257, 129}, {1, 300}}) {
+      for (Transpose ta : {kN, kT}) {
+        if (!testing::case_in_shard(case_number++))
+          continue;
+        SCOPED_TRACE(fmt::format("m={} n={} k={} ta={}", m, n, k, ta == kT));
+        Tensor a = ta == kT ? testing::random_normal({k, m}, DType::f64, seed + 1)
+                            : testing::random_normal({m, k}, DType::f64, seed + 1);
+        Tensor b = testing::random_normal({k, n}, DType::f64, seed + 2);
+        spice(a);
+        spice(b);
+        Tensor c0 = testing::random_normal({m, n}, DType::f64, seed + 3);
+        Tensor cpu = c0.clone();
+        gemm(ta, kN, 0.75, a, b, 0.5, cpu, {.level = Determinism::portable});
+        Tensor ga = a.to(kGpu), gb = b.to(kGpu);
+        for (GemmF64Mma f : {GemmF64Mma::automatic, GemmF64Mma::m8n8k4, GemmF64Mma::off})
+          for (std::int64_t g : {0, 1}) {
+            const detail::TuningGuard<GemmTuning> o(
+                {.tiles = GemmTiles::wide, .group_blocks = g, .f64_mma = f});
+            Tensor gc = c0.to(kGpu);
+            gemm(ta, kN, 0.75, ga, gb, 0.5, gc, {.level = Determinism::portable});
+            EXPECT_EQ(last_explain().find("FP64 tensor cores") != std::string::npos,
+                      f != GemmF64Mma::off)
+                << last_explain();
+            EXPECT_TRUE(bitwise_equal(gc.to(Device::cpu()), cpu))
+                << "f64_mma " << static_cast<int>(f) << ", group_blocks " << g << ": "
+                << last_explain();
+          }
+      }
+    }
+  }
 }
 
 TEST(GemmGpu, PortableStridedOperandsEqualCpu) {
