@@ -304,6 +304,38 @@ inline std::vector<HalfCase> half_cases() {
                  }
                  return r;
                }});
+  // gemm: k over three canonical blocks, op(a) transposed or not, beta 0 (c never read) and beta
+  // -1 with alpha 0.5 (c read), and a thin output.
+  for (int variant = 0; variant < 3; ++variant) {
+    const char* names[] = {"gemm", "gemm_transposed_beta", "gemm_thin"};
+    c.push_back(
+        {names[variant], [variant](DType dt, Device dev, const Options& o, std::uint64_t seed) {
+           const std::int64_t m = variant == 2 ? 300 : 37, n = variant == 2 ? 7 : 29, k = 600;
+           const bool ta = variant == 1;
+           const double alpha = variant == 1 ? 0.5 : 1.0, beta = variant == 1 ? -1.0 : 0.0;
+           const Tensor a = ta ? half_normal({k, m}, dt, seed) : half_normal({m, k}, dt, seed);
+           const Tensor b = half_normal({k, n}, dt, seed + 1);
+           const Tensor c0 = half_normal({m, n}, dt, seed + 2);
+           Tensor out = on(c0, dev);
+           gemm(ta ? Transpose::yes : Transpose::no, Transpose::no, alpha, on(a, dev), on(b, dev),
+                beta, out, o);
+           HalfResult r{host(out), {}, {}, static_cast<double>(k + 2)};
+           const auto va = doubles(a), vb = doubles(b), vc = doubles(c0);
+           for (std::int64_t i = 0; i < m; ++i)
+             for (std::int64_t j = 0; j < n; ++j) {
+               double s = 0, sc = 0;
+               for (std::int64_t p = 0; p < k; ++p) {
+                 const double x = va[static_cast<std::size_t>(ta ? p * m + i : i * k + p)] *
+                                  vb[static_cast<std::size_t>(p * n + j)];
+                 s += x, sc += std::fabs(x);
+               }
+               const double old = vc[static_cast<std::size_t>(i * n + j)];
+               r.ref.push_back(alpha * s + beta * old);
+               r.scale.push_back(std::fabs(alpha) * sc + std::fabs(beta * old));
+             }
+           return r;
+         }});
+  }
   // Copies: index_select along dim 1 (odd row lengths: 2-byte words), gather along dim 0.
   c.push_back(
       {"index_select", [](DType dt, Device dev, const Options& o, std::uint64_t seed) {

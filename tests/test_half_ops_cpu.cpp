@@ -55,6 +55,39 @@ TEST(HalfOpsCpu, IndexAddIsTheFloat32ChainRoundedOnce) {
   }
 }
 
+// gemm on half tensors is the float32 gemm of their exact float32 copies, each output rounded
+// once, for both transposes and the alpha/beta rules (c's old value read only when beta != 0).
+TEST(HalfOpsCpu, GemmIsTheFloat32GemmRoundedOnce) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  for (DType dt : {DType::bf16, DType::f16})
+    for (Transpose ta : {Transpose::no, Transpose::yes})
+      for (Transpose tb : {Transpose::no, Transpose::yes})
+        for (const auto& [alpha, beta] :
+             {std::pair{1.0, 0.0}, {0.3, 1.0}, {-2.0, 0.7}, {0.0, 0.5}}) {
+          const std::int64_t m = 19, n = 23, k = 300;
+          const Tensor a = ta == Transpose::yes ? testing::half_normal({k, m}, dt, seed)
+                                                : testing::half_normal({m, k}, dt, seed);
+          const Tensor b = tb == Transpose::yes ? testing::half_normal({n, k}, dt, seed + 1)
+                                                : testing::half_normal({k, n}, dt, seed + 1);
+          Tensor c = testing::half_normal({m, n}, dt, seed + 2);
+          const auto to_f32 = [](const Tensor& h) {
+            Tensor f = Tensor::empty(h.sizes(), DType::f32);
+            convert(h, f);
+            return f;
+          };
+          Tensor cf = to_f32(c);
+          if (beta == 0)
+            fill(c, std::nan("")); // never read
+          gemm(ta, tb, alpha, a, b, beta, c, {.level = Determinism::portable});
+          gemm(ta, tb, alpha, to_f32(a), to_f32(b), beta, cf, {.level = Determinism::portable});
+          Tensor want = Tensor::empty({m, n}, dt);
+          convert(cf, want);
+          EXPECT_TRUE(bitwise_equal(c, want))
+              << to_string(dt) << " alpha " << alpha << " beta " << beta;
+        }
+}
+
 TEST(HalfOpsCpu, OpsWithoutHalfSupportSaySo) {
   const Tensor x = Tensor::zeros({4, 4}, DType::bf16);
   Tensor out = Tensor::zeros({4}, DType::bf16);

@@ -488,11 +488,42 @@ def test_mismatched_dtypes_raise_and_leave_the_output(target, values, device):
 @pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
 def test_ops_without_half_raise(dtype):
     a = torch.randn(4, 3).to(dtype)
-    for call, op in ((lambda: st.mm(a, a.t()), "gemm"), (lambda: st.addmm(a[:, 0], a, a.t()[:, :4]),
-                                                         "gemm"),
-                     (lambda: st.histc(a, 5, -1.0, 1.0), "histc")):
-        with pytest.raises(samebits.InvalidArgument, match=f"{op}.*float32 or float64"):
-            call()
+    with pytest.raises(samebits.InvalidArgument, match="histc.*float32 or float64"):
+        st.histc(a, 5, -1.0, 1.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
+def test_mm_and_addmm_are_the_float32_product_rounded_once(dtype, device):
+    g = _seed(dtype, device)
+    a = _values(g, dtype, 37, 300).to(device)
+    b = _values(g, dtype, 300, 21).to(device)
+    bias = _values(g, dtype, 21).to(device)
+    for level in ("run_to_run", "portable"):
+        got = st.mm(a, b, level=level)
+        assert got.dtype == dtype
+        assert torch.equal(got, st.mm(a.float(), b.float(), level=level).to(dtype))
+        got = st.addmm(bias, a, b, beta=0.5, alpha=2.0, level=level)
+        assert torch.equal(got, st.addmm(bias.float(), a.float(), b.float(), beta=0.5, alpha=2.0,
+                                         level=level).to(dtype))
+    # against float64: the float32 error of 300 terms plus half an ulp of the dtype
+    ref = a.double() @ b.double()
+    err = (st.mm(a, b).double() - ref).abs()
+    scale = a.double().abs() @ b.double().abs()
+    unit = 2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11
+    assert bool((err <= 2 * 302 * 2.0 ** -24 * scale + unit * ref.abs()).all())
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=HALF_IDS)
+def test_mm_half_backward_is_mm_of_the_gradients(dtype):
+    g = _seed(dtype)
+    a = _values(g, dtype, 6, 40).requires_grad_()
+    b = _values(g, dtype, 40, 5).requires_grad_()
+    out = st.mm(a, b, level="portable")
+    grad = _values(g, dtype, 6, 5)
+    out.backward(grad)
+    assert torch.equal(a.grad, st.mm(grad, b.detach().t(), level="portable"))
+    assert torch.equal(b.grad, st.mm(a.detach().t(), grad, level="portable"))
 
 
 # --- the core binding: DLPack, NumPy float16, arrays back out -------------------------------------

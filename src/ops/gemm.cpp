@@ -5,6 +5,7 @@
 #include "core/registry.hpp"
 #include "ops/checks.hpp"
 #include "ops/gemm.hpp"
+#include "ops/half_staging.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -102,7 +103,7 @@ GemmLaunch choose_gemm_launch(std::int64_t m, std::int64_t n, std::int64_t k, st
 
 void gemm(Transpose trans_a, Transpose trans_b, double alpha, const TensorView& a,
           const TensorView& b, double beta, const TensorView& c, const Options& opts) {
-  check_float("gemm", "a", a);
+  check_float_or_half("gemm", "a", a);
   check_same_dtype("gemm", a, b);
   check_same_dtype("gemm", a, c);
   check_same_device("gemm", {a, b, c});
@@ -121,6 +122,12 @@ void gemm(Transpose trans_a, Transpose trans_b, double alpha, const TensorView& 
         oa.shape[0], oa.shape[1], ob.shape[0], ob.shape[1], c.shape[0], c.shape[1],
         trans_a == Transpose::yes ? "" : "not ", trans_b == Transpose::yes ? "" : "not "));
   check_output("gemm", "c", c, {{"a", a}, {"b", b}});
+  if (is_half(a.dtype)) { // the float32 canonical order on exact copies, each output rounded once
+    const Tensor cf = staged_output(c, static_cast<float>(beta) != 0.0f, opts);
+    gemm(trans_a, trans_b, alpha, to_float32(a, opts.stream), to_float32(b, opts.stream), beta, cf,
+         opts);
+    return round_into(cf, c, opts.stream);
+  }
   dispatch("gemm", c.device, GemmArgs{oa, ob, c, alpha, beta}, opts);
 }
 

@@ -59,10 +59,16 @@
 //                                              tree: the bits of cpu.packed_tiles
 // How cuda.tiled cuts a product is a pure function of the shape (detail::choose_gemm_launch).
 //
+// bfloat16 and float16: the float32 canonical order on exact float32 copies of a and b (and of c
+// when beta, rounded to float32, is not 0), alpha and beta rounded to float32, then each output
+// rounded once to the half dtype (to nearest even), through the float32 variant of the level: the
+// same bits on the CPU and CUDA at portable.
+//
 // Preconditions: a, b and c are 2-D; op(a): [m, k], op(b): [k, n], c: [m, n]; all three the same
-// dtype (float32 or float64) and device. Any strides (leading dimensions) are accepted for a and
-// b; c must not reach an element twice (for instance a zero stride along a dimension of size > 1)
-// nor share an element with a or b: either is an InvalidArgument. Errors leave c untouched.
+// dtype (float32, float64, bfloat16 or float16) and device. Any strides (leading dimensions) are
+// accepted for a and b; c must not reach an element twice (for instance a zero stride along a
+// dimension of size > 1) nor share an element with a or b: either is an InvalidArgument. Errors
+// leave c untouched.
 #pragma once
 #include "samebits/determinism.hpp"
 #include "samebits/tensor.hpp"

@@ -5,8 +5,8 @@ thread's mode, see samebits.determinism). Outputs come from torch's allocator; t
 into them through zero-copy views, on CUDA on torch's current stream. Nothing here adds numerics of
 its own: every value is the C++ op's. The backward formulas are in _autograd.py.
 
-Dtypes: float32 and float64 everywhere; bfloat16 and float16 (HALF) in every op but histc, mm and
-addmm (samebits's histc and GEMM take float32/float64 only: a half tensor there raises
+Dtypes: float32 and float64 everywhere; bfloat16 and float16 (HALF) in every op but histc
+(samebits's histc takes float32/float64 only: a half tensor there raises
 samebits.InvalidArgument). A half op accumulates in float32 in the op's canonical order and rounds
 once to the output dtype (round to nearest even): within half a unit in the last place of the
 half dtype of the float32 result, and the same bits on the CPU and CUDA at portable; gathers
@@ -390,7 +390,8 @@ def _(input, dim=None, keepdim=False, *, level=None):
 
 @_op("mm", mutates_args=())
 def mm(input: Tensor, mat2: Tensor, *, level: Optional[str] = None) -> Tensor:
-    """torch.mm: [m, k] @ [k, n], float32 or float64 (not half), no TF32."""
+    """torch.mm: [m, k] @ [k, n], no TF32; bfloat16/float16 as the float32 product of their
+    values, each output rounded once."""
     out = input.new_empty((input.shape[0], mat2.shape[1]))
     _core.gemm(False, False, 1.0, input, mat2, 0.0, out, level, _stream(input))
     return out
@@ -405,7 +406,7 @@ def _(input, mat2, *, level=None):
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0, alpha: float = 1.0,
           level: Optional[str] = None) -> Tensor:
     """torch.addmm: beta * input + alpha * (mat1 @ mat2), input broadcast to [m, n]. beta == 0
-    ignores input (NaN there too), as torch does. float32 or float64 (not half)."""
+    ignores input (NaN there too), as torch does. Half dtypes as in mm."""
     out = input.expand(mat1.shape[0], mat2.shape[1]).contiguous()
     if out.data_ptr() == input.data_ptr() and out.numel() > 0:
         out = out.clone()

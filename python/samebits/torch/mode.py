@@ -24,8 +24,9 @@ backwards, cumsum, segment_reduce, bincount with half weights, nll_loss2d and gr
 backward. These accumulate in float32
 in the kernel's canonical order and round once to the output dtype (torch's own kernels round
 every atomic add on CUDA, and many CPU kernels every add); bincount widens half weights to
-float64, as torch does, and returns float64. Ops whose samebits kernel takes float32/float64 only
-(histc, and the resampling and pooling backwards, which are GEMMs) leave half calls to torch.
+float64, as torch does, and returns float64. histc, whose samebits kernel takes float32/float64
+only, and the resampling and pooling backwards (GEMMs, not yet routed for half) leave half calls
+to torch.
 A call whose tensors disagree in dtype (bfloat16 values into a float16 target, say) goes to
 torch's kernel too, which raises its own error, as without the mode.
 
