@@ -698,18 +698,10 @@ def test_mode_leaves_half_to_torch_where_samebits_has_no_half_kernel(dtype):
     x = _values(g, dtype, 500)
     out, calls = _run_mode("portable", lambda: torch.histc(x, 16, -2, 2))
     assert "histc" not in calls and torch.equal(out, torch.histc(x, 16, -2, 2))
-    img = _values(g, dtype, 1, 2, 5, 6)
-    fn = lambda t: torch.nn.functional.interpolate(t, size=(9, 8), mode="nearest")  # noqa: E731
-    go = _values(g, dtype, 1, 2, 9, 8)
-
-    def grad():
-        t = img.detach().requires_grad_()
-        fn(t).backward(go)
-        return t.grad
-    out, calls = _run_mode("portable", grad)
-    assert not calls and torch.equal(out, grad())
-    for name in ("aten::histc", "aten::upsample_nearest2d_backward", "aten::avg_pool3d_backward"):
-        assert name in st.covered_ops() and name not in st.covered_ops(dtype)
+    assert "aten::histc" in st.covered_ops() and "aten::histc" not in st.covered_ops(dtype)
+    # the interpolate and pooling backwards take half gradients (test_mode.py checks their values)
+    for name in ("aten::upsample_nearest2d_backward", "aten::avg_pool3d_backward"):
+        assert name in st.covered_ops(dtype)
     assert st.covered_ops(torch.int64) == []
 
 

@@ -101,7 +101,11 @@ def _pool_weights(out_size, in_size, k, stride, pad, count_include_pad, divided)
 
 def backward(grad, mats, level):
     """The input gradient: grad [B, O1..Ok] with each axis j contracted against mats[j]
-    ([Oj, Ij]), giving [B, I1..Ik]. One samebits GEMM per axis."""
+    ([Oj, Ij]), giving [B, I1..Ik]. One samebits GEMM per axis. A bfloat16/float16 gradient is
+    contracted in float32 (float32 weights, as torch's half kernels compute them) and rounded
+    once at the end."""
+    if grad.dtype in _ops.HALF:
+        return backward(grad.float(), mats, level).to(grad.dtype)
     k = len(mats)
     x = grad.contiguous()
     for j in range(k):

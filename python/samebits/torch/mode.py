@@ -20,13 +20,13 @@ padding and align_corners=True, is not replaced, nor the 3-D sampler).
 
 bfloat16 and float16 are covered where the samebits kernel takes them (HALF_OPS): index_add,
 scatter_add, scatter_reduce, index_put_(accumulate=True), the embedding and embedding_bag
-backwards, cumsum, segment_reduce, bincount with half weights, nll_loss2d and grid_sampler_2d's
-backward. These accumulate in float32
+backwards, cumsum, segment_reduce, bincount with half weights, nll_loss2d, grid_sampler_2d's
+backward and the interpolate and pooling backwards. These accumulate in float32
 in the kernel's canonical order and round once to the output dtype (torch's own kernels round
 every atomic add on CUDA, and many CPU kernels every add); bincount widens half weights to
-float64, as torch does, and returns float64. histc, whose samebits kernel takes float32/float64
-only, and the resampling and pooling backwards (GEMMs, not yet routed for half) leave half calls
-to torch.
+float64, as torch does, and returns float64. The interpolate and pooling backwards contract a
+half gradient in float32 and round once. histc, whose samebits kernel takes float32/float64 only,
+leaves half calls to torch.
 A call whose tensors disagree in dtype (bfloat16 values into a float16 target, say) goes to
 torch's kernel too, which raises its own error, as without the mode.
 
@@ -59,7 +59,9 @@ HALF_OPS = ("index_add", "index_add_", "index_add.out", "scatter_add", "scatter_
             "scatter_add.out", "scatter_reduce.two", "scatter_reduce_.two",
             "scatter_reduce.two_out", "_index_put_impl_", "embedding_dense_backward",
             "_embedding_bag_dense_backward", "cumsum", "cumsum_", "cumsum.out", "segment_reduce",
-            "bincount", "nll_loss2d_forward", "grid_sampler_2d_backward")
+            "bincount", "nll_loss2d_forward", "grid_sampler_2d_backward",
+            "upsample_nearest2d_backward", "upsample_bilinear2d_backward",
+            "upsample_bicubic2d_backward", "_adaptive_avg_pool2d_backward", "avg_pool3d_backward")
 
 _lock = threading.Lock()
 _stack = []          # (level, and the previous: deterministic flag, warn_only flag, CUDA index
@@ -509,7 +511,7 @@ def _resample_override(kind, with_align):
             align = rest[0] if with_align else False
             scales = rest[1:] if with_align else rest
             scales = tuple(scales) + (None,) * (2 - len(scales))
-            if not _supported(grad_output) or grad_output.dim() != 4:
+            if not _supported(grad_output, half=True) or grad_output.dim() != 4:
                 return original.call_boxed(keyset, grad_output, output_size, input_size, *rest)
             _count(run.name)
             n, c, ih, iw = (int(v) for v in input_size)
@@ -531,7 +533,7 @@ _OVERRIDES["upsample_bicubic2d_backward"] = _resample_override("cubic", True)
 @_override("_adaptive_avg_pool2d_backward")
 def _adaptive_avg_pool2d_backward(original):
     def run(keyset, grad_output, self):
-        if not (_supported(grad_output, self) and self.dim() in (3, 4)):
+        if not (_supported(grad_output, self, half=True) and self.dim() in (3, 4)):
             return original.call_boxed(keyset, grad_output, self)
         _count(run.name)
         ih, iw = self.shape[-2:]
@@ -548,7 +550,7 @@ def _adaptive_avg_pool2d_backward(original):
 def _avg_pool3d_backward(original):
     def run(keyset, grad_output, self, kernel_size, stride, padding, ceil_mode,
             count_include_pad, divisor_override=None):
-        if not (_supported(grad_output, self) and self.dim() in (4, 5)):
+        if not (_supported(grad_output, self, half=True) and self.dim() in (4, 5)):
             return original.call_boxed(keyset, grad_output, self, kernel_size, stride, padding,
                                        ceil_mode, count_include_pad, divisor_override)
         _count(run.name)
@@ -560,9 +562,9 @@ def _avg_pool3d_backward(original):
         mats = [_separable._pool_weights(outs[j], ins[j], k[j], st[j], pad[j], count_include_pad,
                                          divisor_override is None) for j in range(3)]
         g = grad_output.reshape((-1,) + tuple(outs))
-        if divisor_override is not None:
-            g = g / divisor_override
-        return _separable.backward(g, mats, _state["level"]).reshape(self.shape)
+        if divisor_override is not None:  # in float32 for half gradients, rounded once below
+            g = (g.float() if g.dtype in _HALF else g) / divisor_override
+        return _separable.backward(g, mats, _state["level"]).reshape(self.shape).to(self.dtype)
     return run
 
 
