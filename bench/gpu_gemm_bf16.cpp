@@ -1,4 +1,4 @@
-// GPU benchmarks of the batch-invariant bf16 GEMM (detail::PinnedBf16Gemm: one cuBLASLt algorithm
+// GPU benchmarks of the batch-invariant bf16 GEMM (detail::PinnedHalfGemm: one cuBLASLt algorithm
 // per weight shape, split-K off, the same for every m) against cuBLAS's own choice per m
 // (cublasGemmEx, bf16 in and out, float32 accumulation), on the LLM shapes [m x 4096] @ [4096 x
 // 4096] and [m x 4096] @ [4096 x 14336]; each row's note says whether row 0 kept its bits across
@@ -21,18 +21,14 @@ namespace samebits::bench {
 
 namespace {
 
-void* upload_bf16(std::int64_t count, std::uint64_t seed) {
-  const Tensor t = gpu_normal({count}, DType::f32, seed).to(Device::cpu());
-  std::vector<std::uint16_t> h(static_cast<std::size_t>(count));
-  for (std::int64_t i = 0; i < count; ++i) { // round to nearest even
-    const auto u = std::bit_cast<std::uint32_t>(t.data<float>()[i]);
-    h[static_cast<std::size_t>(i)] =
-        static_cast<std::uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-  }
+// count normal values rounded to dt (bfloat16 or float16), in a device buffer the caller frees.
+void* upload_half(std::int64_t count, std::uint64_t seed, DType dt) {
+  Tensor h = Tensor::empty({count}, dt);
+  convert(gpu_normal({count}, DType::f32, seed).to(Device::cpu()), h);
   void* d = nullptr;
-  if (cudaMalloc(&d, h.size() * 2) != cudaSuccess)
+  if (cudaMalloc(&d, static_cast<std::size_t>(count) * 2) != cudaSuccess)
     throw CudaError("cudaMalloc failed");
-  cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(d, h.view().data, static_cast<std::size_t>(count) * 2, cudaMemcpyHostToDevice);
   return d;
 }
 
@@ -42,16 +38,21 @@ std::vector<std::uint16_t> row0(const void* c, std::int64_t n) {
   return h;
 }
 
-void bench_bf16(Report& r) {
+// bfloat16 on both LLM shapes, float16 on the first.
+void bench_half(Report& r, DType dt) {
   const std::int64_t k = 4096, m_max = 8192;
   const std::int64_t ms_list[] = {1, 16, 64, 256, 1024, 4096, 8192};
-  void* a = upload_bf16(m_max * k, 11);
+  void* a = upload_half(m_max * k, 11, dt);
   cublasHandle_t h = detail::cublas_handle_for(0, nullptr);
-  for (std::int64_t n : {std::int64_t{4096}, std::int64_t{14336}}) {
-    void* w = upload_bf16(k * n, 12);
+  const cudaDataType_t type = dt == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  const char* name = dt == DType::bf16 ? "bf16" : "f16";
+  const std::vector<std::int64_t> ns =
+      dt == DType::bf16 ? std::vector<std::int64_t>{4096, 14336} : std::vector<std::int64_t>{4096};
+  for (std::int64_t n : ns) {
+    void* w = upload_half(k * n, 12, dt);
     void* c = nullptr;
     cudaMalloc(&c, static_cast<std::size_t>(m_max * n) * 2);
-    const detail::PinnedBf16Gemm pinned(n, k, 4096);
+    const detail::PinnedHalfGemm pinned(n, k, 4096, nullptr, dt);
     std::vector<std::uint16_t> ref_pinned, ref_blas;
     bool inv_pinned = true, inv_blas = true;
     std::vector<double> blas_ms; // per m of ms_list
@@ -59,9 +60,9 @@ void bench_bf16(Report& r) {
       const float one = 1, zero = 0;
       auto blas = [&] {
         cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                     static_cast<int>(k), &one, w, CUDA_R_16BF, static_cast<int>(n), a, CUDA_R_16BF,
-                     static_cast<int>(k), &zero, c, CUDA_R_16BF, static_cast<int>(n),
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                     static_cast<int>(k), &one, w, type, static_cast<int>(n), a, type,
+                     static_cast<int>(k), &zero, c, type, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT);
       };
       auto pin = [&] { pinned.run(a, w, c, m); };
       pin();
@@ -82,7 +83,7 @@ void bench_bf16(Report& r) {
       const double bytes = 2.0 * static_cast<double>(m * k + k * n + m * n);
       const double flops =
           2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-      const std::string shape = fmt::format("bf16 [{} x 4096]@[4096 x {}]", m, n);
+      const std::string shape = fmt::format("{} [{} x 4096]@[4096 x {}]", name, m, n);
       r.add({"gemm", "gemm_bf16", shape, "pinned cuBLASLt (batch-invariant)", "run_to_run", t_pin,
              bytes,
              fmt::format("{:.0f} GFLOP/s, {:.2f}x cuBLAS; {}", flops / (t_pin * 1e-3) / 1e9,
@@ -90,10 +91,10 @@ void bench_bf16(Report& r) {
       r.add({"gemm", "gemm_bf16", shape, "cublasGemmEx (heuristic per m)", "not_guaranteed", t_blas,
              bytes, fmt::format("{:.0f} GFLOP/s", flops / (t_blas * 1e-3) / 1e9)});
     }
-    r.add({"gemm", "gemm_bf16", fmt::format("bf16 row 0 over m = 1..8192, n = {}", n),
+    r.add({"gemm", "gemm_bf16", fmt::format("{} row 0 over m = 1..8192, n = {}", name, n),
            "pinned cuBLASLt (batch-invariant)", "run_to_run", 0, 0,
            inv_pinned ? "row 0 bitwise the same for every m" : "ROW 0 CHANGED WITH m"});
-    r.add({"gemm", "gemm_bf16", fmt::format("bf16 row 0 over m = 1..8192, n = {}", n),
+    r.add({"gemm", "gemm_bf16", fmt::format("{} row 0 over m = 1..8192, n = {}", name, n),
            "cublasGemmEx (heuristic per m)", "not_guaranteed", 0, 0,
            inv_blas ? "row 0 bitwise the same for every m" : "row 0 changed with m"});
     cudaFree(w);
@@ -149,7 +150,8 @@ void bench_gemm_bf16(Report& r) {
   if (r.quick)
     return;
   try {
-    bench_bf16(r);
+    bench_half(r, DType::bf16);
+    bench_half(r, DType::f16);
   } catch (const std::exception& e) { // the other rows still count
     r.add({"gemm", "gemm_bf16", "bf16 LLM shapes", "pinned cuBLASLt (batch-invariant)",
            "run_to_run", 0, 0, std::string("FAILED: ") + e.what()});

@@ -1,4 +1,4 @@
-// gemm's cuBLAS-backed CUDA variants (src/cuda/gemm_cublas.cu) and the pinned cuBLASLt bf16
+// gemm's cuBLAS-backed CUDA variants (src/cuda/gemm_cublas.cu) and the pinned cuBLASLt bf16/f16
 // GEMM (src/cuda/gemm_lt.cpp), declared for src/cuda/gemm.cu, the tests and the benchmarks.
 #pragma once
 #include "core/registry.hpp"
@@ -20,7 +20,8 @@ std::string cublas_why_not(const GemmArgs& g);
 // benchmarks' bf16 reference calls).
 cublasContext* cublas_handle_for(int device, void* stream);
 
-// A batch-invariant bf16 GEMM (float32 accumulation, bf16 output) for inference on raw device
+// A batch-invariant bf16 or f16 GEMM (float32 accumulation, output in the input dtype) for
+// inference on raw device
 // buffers, row-major: c[m x n] = a[m x k] @ w[k x n]. One cuBLASLt algorithm is chosen once per
 // (n, k) and then used for every m, with split-K off (CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 1, no
 // reduction scheme) and a fixed small workspace, so each output element is one tile's k loop,
@@ -32,14 +33,16 @@ cublasContext* cublas_handle_for(int device, void* stream);
 // m <= 512 the same algorithm may run with another of its tiles, the fastest of a short list by
 // timing among those whose rows are bitwise the pinned tile's (checked at construction on random
 // operands): the choice moves the speed, not the bits (src/cuda/gemm_lt.cpp). Construction
-// allocates n x k + 256 x (n + k) bf16 values for that check for a few milliseconds. Not
+// allocates n x k + 256 x (n + k) 2-byte values for that check for a few milliseconds. Not
 // thread-safe; one stream at a time.
-class PinnedBf16Gemm {
+class PinnedHalfGemm {
 public:
-  PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_ref, void* stream = nullptr);
-  ~PinnedBf16Gemm();
-  PinnedBf16Gemm(const PinnedBf16Gemm&) = delete;
-  PinnedBf16Gemm& operator=(const PinnedBf16Gemm&) = delete;
+  // dtype: of a, w and c, bfloat16 or float16 (else InvalidArgument).
+  PinnedHalfGemm(std::int64_t n, std::int64_t k, std::int64_t m_ref, void* stream = nullptr,
+                 DType dtype = DType::bf16);
+  ~PinnedHalfGemm();
+  PinnedHalfGemm(const PinnedHalfGemm&) = delete;
+  PinnedHalfGemm& operator=(const PinnedHalfGemm&) = delete;
   // Throws CudaError when the pinned algorithm cannot run this m.
   void run(const void* a, const void* w, void* c, std::int64_t m) const;
   std::string describe() const;

@@ -1,5 +1,5 @@
-// The pinned cuBLASLt bf16 GEMM (src/cuda/gemm_cublas.hpp): one algorithm per weight shape, split-K
-// off, no workspace, the same for every m, so that a row's bits do not depend on the batch.
+// The pinned cuBLASLt bf16/f16 GEMM (src/cuda/gemm_cublas.hpp): one algorithm per weight shape,
+// split-K off, no workspace, the same for every m, so that a row's bits do not depend on the batch.
 //
 // The tile may follow m. On an H200 every one of the 131 other tiles the pinned algorithm offers
 // gave row 0 the pinned tile's bits at every m from 1 to 8192, for n = 4096 and 14336 (run 139,
@@ -59,15 +59,16 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
 
-// count bf16 values at d: a period of 65521 (prime) pseudo-random normals-ish from a xorshift,
-// doubled on the device until full.
-bool fill_random_bf16(void* d, std::size_t count, cudaStream_t s) {
+// count 2-byte values at d: a period of 65521 (prime) pseudo-random values, finite and normal as
+// bfloat16 (magnitudes 1/8 to 16) and as float16 (1 to 4) alike, from a xorshift, doubled on the
+// device until full.
+bool fill_random_half(void* d, std::size_t count, cudaStream_t s) {
   const std::size_t period = std::min<std::size_t>(count, 65521);
   std::vector<std::uint16_t> h(period);
   std::uint64_t x = 0x9e3779b97f4a7c15ull;
   for (auto& v : h) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    // sign, exponent 2^-3..2^3, 7 random mantissa bits
+    // sign, bfloat16 exponent 2^-3..2^3 (float16: 2^0..2^1) and 7 random mantissa bits
     v = static_cast<std::uint16_t>(((x >> 63) << 15) | ((124 + (x >> 8) % 7) << 7) | (x & 127));
   }
   auto* bytes = static_cast<unsigned char*>(d);
@@ -84,7 +85,7 @@ bool fill_random_bf16(void* d, std::size_t count, cudaStream_t s) {
 
 } // namespace
 
-struct PinnedBf16Gemm::Impl {
+struct PinnedHalfGemm::Impl {
   cublasLtHandle_t lt = nullptr;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t lw = nullptr; // w: n x k, column-major view
@@ -96,6 +97,7 @@ struct PinnedBf16Gemm::Impl {
   static constexpr std::size_t kWorkspace = std::size_t{1} << 20;
   void* workspace = nullptr;
   int algo_id = -1, tile = -1, stages = -1;
+  cudaDataType_t type = CUDA_R_16BF; // of a, w and c: CUDA_R_16BF or CUDA_R_16F
   // The algorithm and tile of each bucket of small m (bucket_of); the pinned one until tuned.
   std::array<cublasLtMatmulAlgo_t, kTunedM.size()> by_m{};
   std::array<int, kTunedM.size()> tile_by_m{};
@@ -108,10 +110,10 @@ struct PinnedBf16Gemm::Impl {
 
   // Layouts of a (k x m) and c (n x m) for this m; the caller destroys them.
   void layouts(std::int64_t m, cublasLtMatrixLayout_t& la, cublasLtMatrixLayout_t& lc) const {
-    check_lt(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, static_cast<std::uint64_t>(k),
+    check_lt(cublasLtMatrixLayoutCreate(&la, type, static_cast<std::uint64_t>(k),
                                         static_cast<std::uint64_t>(m), k),
              "layout a");
-    check_lt(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, static_cast<std::uint64_t>(n),
+    check_lt(cublasLtMatrixLayoutCreate(&lc, type, static_cast<std::uint64_t>(n),
                                         static_cast<std::uint64_t>(m), n),
              "layout c");
   }
@@ -146,9 +148,14 @@ struct PinnedBf16Gemm::Impl {
   }
 };
 
-PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_ref, void* stream)
+PinnedHalfGemm::PinnedHalfGemm(std::int64_t n, std::int64_t k, std::int64_t m_ref, void* stream,
+                               DType dtype)
     : impl_(std::make_unique<Impl>()) {
+  if (dtype != DType::bf16 && dtype != DType::f16)
+    throw InvalidArgument(
+        fmt::format("PinnedHalfGemm: dtype must be bfloat16 or float16, got {}", to_string(dtype)));
   Impl& s = *impl_;
+  s.type = dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
   s.n = n, s.k = k, s.stream = static_cast<cudaStream_t>(stream);
   check_lt(cublasLtCreate(&s.lt), "cublasLtCreate");
   check_lt(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
@@ -157,7 +164,7 @@ PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_re
            "transa");
   check_lt(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop),
            "transb");
-  check_lt(cublasLtMatrixLayoutCreate(&s.lw, CUDA_R_16BF, static_cast<std::uint64_t>(n),
+  check_lt(cublasLtMatrixLayoutCreate(&s.lw, s.type, static_cast<std::uint64_t>(n),
                                       static_cast<std::uint64_t>(k), n),
            "layout w");
   cublasLtMatmulPreference_t pref;
@@ -223,9 +230,9 @@ PinnedBf16Gemm::PinnedBf16Gemm(std::int64_t n, std::int64_t k, std::int64_t m_re
     found = true;
   }
   if (!found)
-    throw CudaError(fmt::format("cuBLASLt offers no split-K-free bf16 algorithm that runs every m "
+    throw CudaError(fmt::format("cuBLASLt offers no split-K-free {} algorithm that runs every m "
                                 "for n = {}, k = {} ({} candidates:{})",
-                                n, k, cand.size(), why));
+                                to_string(dtype), n, k, cand.size(), why));
   std::size_t got = 0;
   cublasLtMatmulAlgoConfigGetAttribute(&s.algo, CUBLASLT_ALGO_CONFIG_ID, &s.algo_id,
                                        sizeof s.algo_id, &got);
@@ -250,14 +257,14 @@ bool with_tile(const cublasLtMatmulAlgo_t& pinned, int tile, cublasLtMatmulAlgo_
 // For each bucket of small m, the fastest tile of the shortlist whose rows 0, m / 2 and m - 1 are
 // bitwise the pinned tile's on the same operands. Any failure (memory, a refused tile) leaves that
 // bucket, or all of them, on the pinned tile.
-void PinnedBf16Gemm::Impl::tune_small_m() {
+void PinnedHalfGemm::Impl::tune_small_m() {
   by_m.fill(algo);
   tile_by_m.fill(tile);
   const std::int64_t m_max = kTunedM.back();
   const DeviceBuffer a(static_cast<std::size_t>(m_max * k) * 2),
       w(static_cast<std::size_t>(k * n) * 2), c(static_cast<std::size_t>(m_max * n) * 2);
-  if (!a.p || !w.p || !c.p || !fill_random_bf16(a.p, static_cast<std::size_t>(m_max * k), stream) ||
-      !fill_random_bf16(w.p, static_cast<std::size_t>(k * n), stream))
+  if (!a.p || !w.p || !c.p || !fill_random_half(a.p, static_cast<std::size_t>(m_max * k), stream) ||
+      !fill_random_half(w.p, static_cast<std::size_t>(k * n), stream))
     return;
   std::vector<std::pair<int, cublasLtMatmulAlgo_t>> cands;
   for (int t : kTileShortlist) {
@@ -322,7 +329,7 @@ void PinnedBf16Gemm::Impl::tune_small_m() {
   cudaEventDestroy(stop);
 }
 
-PinnedBf16Gemm::~PinnedBf16Gemm() {
+PinnedHalfGemm::~PinnedHalfGemm() {
   if (!impl_)
     return;
   cudaFree(impl_->workspace);
@@ -331,11 +338,11 @@ PinnedBf16Gemm::~PinnedBf16Gemm() {
   cublasLtDestroy(impl_->lt);
 }
 
-void PinnedBf16Gemm::run(const void* a, const void* w, void* c, std::int64_t m) const {
+void PinnedHalfGemm::run(const void* a, const void* w, void* c, std::int64_t m) const {
   check_lt(impl_->matmul(impl_->algo_for(m), a, w, c, m), "cublasLtMatmul (pinned algorithm)");
 }
 
-std::string PinnedBf16Gemm::describe() const {
+std::string PinnedHalfGemm::describe() const {
   const auto& t = impl_->tile_by_m;
   return fmt::format("cuBLASLt algo {} tile {} stages {} (tiles for m <= 4, 32, 128, 512: {}, {}, "
                      "{}, {}), split-K 1, fixed 1 MiB workspace",

@@ -1,7 +1,7 @@
 // gemm on CUDA: every variant against a float64 reference (all transposes, leading-dimension,
 // column-major and strided operands, alpha/beta rules); the portable kernel bitwise equal to the
 // CPU's portable variant for every launch tuning (tile shapes, k chunks); batch invariance of the
-// portable kernel and of the pinned cuBLASLt bf16 GEMM; accuracy against cuBLAS on long k; cuBLAS
+// portable kernel and of the pinned cuBLASLt bf16/f16 GEMM; accuracy against cuBLAS on long k; cuBLAS
 // run_to_run over 100 repeats and under concurrent streams; split-K's nondeterminism; bad input.
 #include "core/tuning.hpp"
 #include "cuda/gemm_cublas.hpp"
@@ -407,49 +407,56 @@ TEST(GemmGpu, PortableRowDoesNotDependOnTheBatch) {
   EXPECT_TRUE(bitwise_equal(cpu, want));
 }
 
-std::uint16_t to_bf16(float x) { // round to nearest even (finite inputs)
-  const auto u = std::bit_cast<std::uint32_t>(x);
-  return static_cast<std::uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-// The pinned cuBLASLt bf16 GEMM (run_to_run material for inference): the same row inside batches
-// of 1 to 4096 rows gives the same bits. Raw device buffers: samebits has no bf16 tensors yet.
-TEST(GemmGpu, PinnedBf16RowDoesNotDependOnTheBatch) {
+// The pinned cuBLASLt half GEMM (run_to_run material for inference), bfloat16 and float16: the
+// same row inside batches of 1 to 4096 rows gives the same bits (the tile changes with m up to
+// 512), and row 0 is the product within float32 accumulation plus one rounding to the dtype.
+TEST(GemmGpu, PinnedHalfRowDoesNotDependOnTheBatch) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::int64_t k = 4096, n = 4096, rows_max = 4096;
   if (!testing::within_work_limit(n * k)) // cuBLASLt's kernels, one row at a time
     GTEST_SKIP() << "above SAMEBITS_TEST_WORK_LIMIT";
-  auto upload = [&](std::int64_t count, std::uint64_t sd) {
-    const Tensor t = testing::random_normal({count}, DType::f32, sd);
-    std::vector<std::uint16_t> h(static_cast<std::size_t>(count));
-    for (std::int64_t i = 0; i < count; ++i)
-      h[static_cast<std::size_t>(i)] = to_bf16(t.data<float>()[i]);
-    void* d = nullptr;
-    EXPECT_EQ(cudaMalloc(&d, h.size() * 2), cudaSuccess);
-    cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice);
-    return d;
-  };
-  void* a = upload(rows_max * k, seed);
-  void* w = upload(k * n, seed + 1);
-  void* c = nullptr;
-  ASSERT_EQ(cudaMalloc(&c, static_cast<std::size_t>(rows_max * n) * 2), cudaSuccess);
-  const detail::PinnedBf16Gemm g(n, k, 4096);
-  std::vector<std::uint16_t> want(static_cast<std::size_t>(n)), got(want.size());
-  for (std::int64_t rows :
-       {1, 2, 3, 5, 8, 16, 31, 64, 100, 128, 255, 256, 1000, 1024, 2048, 4096}) {
-    if (!testing::within_work_limit(rows * n * k))
-      continue;
-    g.run(a, w, c, rows);
-    cudaMemcpy(got.data(), c, got.size() * 2, cudaMemcpyDeviceToHost); // row 0
-    if (rows == 1)
-      want = got;
-    EXPECT_EQ(got, want) << rows << " rows, " << g.describe();
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(to_string(dt)));
+    auto half_of = [&](std::int64_t count, std::uint64_t sd) {
+      Tensor h = Tensor::empty({count}, dt);
+      convert(testing::random_normal({count}, DType::f32, sd), h);
+      return h;
+    };
+    const Tensor ha = half_of(rows_max * k, seed), hw = half_of(k * n, seed + 1);
+    const Tensor a = ha.to(kGpu), w = hw.to(kGpu);
+    Tensor c = Tensor::empty({rows_max, n}, dt, kGpu);
+    const detail::PinnedHalfGemm g(n, k, 4096, nullptr, dt);
+    Tensor want;
+    for (std::int64_t rows :
+         {1, 2, 3, 5, 8, 16, 31, 64, 100, 128, 255, 256, 513, 1000, 1024, 2048, 4096}) {
+      if (!testing::within_work_limit(rows * n * k))
+        continue;
+      g.run(a.view().data, w.view().data, c.view().data, rows);
+      const Tensor row0 = Tensor::copy_of(c.view().slice(0, 0, 1), Device::cpu());
+      if (rows == 1)
+        want = row0;
+      EXPECT_TRUE(bitwise_equal(row0, want)) << rows << " rows, " << g.describe();
+    }
+    // row 0 against float64
+    const auto av = testing::to_doubles(ha), wv = testing::to_doubles(hw),
+               got = testing::to_doubles(want);
+    const double u = dt == DType::bf16 ? 0x1p-8 : 0x1p-11;
+    int bad = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double x = av[static_cast<std::size_t>(p)] * wv[static_cast<std::size_t>(p * n + j)];
+        ref += x, mag += std::fabs(x);
+      }
+      if (!(std::fabs(got[static_cast<std::size_t>(j)] - ref) <=
+            u * std::fabs(ref) + 2.0 * k * 0x1p-24 * mag) &&
+          bad++ < 5)
+        ADD_FAILURE() << "column " << j << ": " << got[static_cast<std::size_t>(j)] << ", float64 "
+                      << ref;
+    }
   }
-  cudaFree(a);
-  cudaFree(w);
-  cudaFree(c);
 }
 
 // On k >= 1024 the portable kernel's largest error relative to sum |a||b| against cuBLAS's (FP32,
