@@ -1,8 +1,9 @@
 // gemm on CUDA: every variant against a float64 reference (all transposes, leading-dimension,
 // column-major and strided operands, alpha/beta rules); the portable kernel bitwise equal to the
 // CPU's portable variant for every launch tuning (tile shapes, k chunks); batch invariance of the
-// portable kernel and of the pinned cuBLASLt bf16/f16 GEMM; accuracy against cuBLAS on long k; cuBLAS
-// run_to_run over 100 repeats and under concurrent streams; split-K's nondeterminism; bad input.
+// portable kernel and of the pinned cuBLASLt bf16/f16 GEMM; accuracy against cuBLAS on long k;
+// cuBLAS run_to_run over 100 repeats and under concurrent streams; split-K's nondeterminism; bad
+// input.
 #include "core/tuning.hpp"
 #include "cuda/gemm_cublas.hpp"
 #include "gemm_reference.hpp"
