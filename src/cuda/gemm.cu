@@ -23,12 +23,11 @@
 #include "cuda/check.cuh"
 #include "cuda/gemm_cublas.hpp"
 #include "cuda/gemm_kernels.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/register.hpp"
 #include "ops/gemm.hpp"
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <bit>
 #include <climits>
 #include <cstdint>
@@ -50,21 +49,6 @@ template <class T> void launch_scale(const GemmArgs& g, Epilogue<T> epi, cudaStr
   gemm_scale<T><<<static_cast<unsigned>(blocks), 256, 0, s>>>(
       static_cast<T*>(g.c.data), g.c.strides[0], g.c.strides[1], g.m(), g.n(), epi);
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_scale");
-}
-
-// The current device's compute capability major version, asked once per device.
-int device_major() {
-  static std::array<std::atomic<int>, 64> known{}; // 0: not asked yet
-  int dev = 0;
-  SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= static_cast<int>(known.size()))
-    return 0;
-  int v = known[static_cast<std::size_t>(dev)].load(std::memory_order_relaxed);
-  if (v == 0) {
-    SAMEBITS_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev));
-    known[static_cast<std::size_t>(dev)].store(v, std::memory_order_relaxed);
-  }
-  return v;
 }
 
 template <class Cfg> void check_tile(const GemmLaunch& l) {
@@ -120,7 +104,7 @@ void launch_for(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileOut
         return launch_tiles<T, WideFloatTilesMFast>(g, l, epi, mode, scratch, s);
       return launch_tiles<T, WideFloatTiles>(g, l, epi, mode, scratch, s);
     } else {
-      const int major = l.f64_mma == GemmF64Mma::off ? 0 : device_major();
+      const int major = l.f64_mma == GemmF64Mma::off ? 0 : compute_major();
       if (major >= 9 && l.f64_mma == GemmF64Mma::automatic)
         return launch_tiles<T, WideDoubleMma16x8Tiles>(g, l, epi, mode, scratch, s);
       if (major >= 8)

@@ -51,26 +51,24 @@ __device__ __forceinline__ void store_through16(T* e, const T (&acc)[N], const E
 // DB: two shared-memory buffers, so that a k step is stashed while the other is read (one
 // barrier per step instead of two). VEC: 16-byte global loads of whole tiles when A's rows run
 // along k and B's along n, aligned, and the tile lies inside the matrices.
-struct WideTiles {
+// The options a config leaves out are off: VEC_M (an m-fast A read by vectors), MMA (the FP64
+// tensor cores) and MMA_16X8 (their sm_90 m16n8k4 instruction).
+struct TileOptions {
+  static constexpr bool VEC_M = false, MMA = false, MMA_16X8 = false;
+};
+struct WideTiles : TileOptions {
   static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
   static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false;
 };
-struct WideFloatTiles {
+struct WideFloatTiles : TileOptions {
   static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;
-  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true, VEC_M = false;
+  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;
 };
 // The same with A's columns running along m (a transposed a: the weight gradient x^T @ dH), read
 // 16 bytes (W rows at one k) at a time and stored as they are into the k-major shared tile.
 struct WideFloatTilesMFast : WideFloatTiles {
   static constexpr bool VEC_M = true;
 };
-// Whether the tile config reads an m-fast A by vectors (only the configs that say so).
-template <class Cfg> constexpr bool vec_m_of() {
-  if constexpr (requires { Cfg::VEC_M; })
-    return Cfg::VEC_M;
-  else
-    return false;
-}
 // The double wide tiles on the FP64 tensor cores (sm_80 and later): each warp computes 64 x 32
 // outputs, 4 k at a time, as 8 x 4 products of 8 x 8 (mma.sync m8n8k4 .f64) or, on sm_90, as 4 x 4
 // products of 16 x 8 (m16n8k4, two of the former stacked along m). Both compute each output as the
@@ -83,25 +81,13 @@ template <class Cfg> constexpr bool vec_m_of() {
 // tiles are padded to 132 doubles per k so that a fragment's 32 loads (8 rows x 4 k) hit every
 // bank once per half warp. On an H200, 4096^3 took 6.09 ms with m16n8k4, 8.16 with m8n8k4 and
 // 10.94 on the CUDA cores (run 139).
-struct WideDoubleMmaTiles {
+struct WideDoubleMmaTiles : TileOptions {
   static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
   static constexpr bool PF = true, CONTIG = false, DB = true, VEC = false, MMA = true;
 };
 struct WideDoubleMma16x8Tiles : WideDoubleMmaTiles {
   static constexpr bool MMA_16X8 = true;
 };
-template <class Cfg> constexpr bool mma_16x8_of() {
-  if constexpr (requires { Cfg::MMA_16X8; })
-    return Cfg::MMA_16X8;
-  else
-    return false;
-}
-template <class Cfg> constexpr bool mma_of() {
-  if constexpr (requires { Cfg::MMA; })
-    return Cfg::MMA;
-  else
-    return false;
-}
 
 // d = a * b + c over one 8 x 8 x 4 double product (one warp, the fragment layout above): the
 // tensor-core instruction, or on GPUs without it the same four fmas per output in ascending k
@@ -122,11 +108,11 @@ __device__ __forceinline__ void mma_8x8x4(double& d0, double& d1, double a, doub
   }
 #endif
 }
-struct NarrowTiles {
+struct NarrowTiles : TileOptions {
   static constexpr int BM = 32, BN = 16, BK = 16, TM = 2, TN = 1;
   static constexpr bool PF = false, CONTIG = false, DB = false, VEC = false;
 };
-struct DeepTiles {
+struct DeepTiles : TileOptions {
   static constexpr int BM = 16, BN = 16, BK = 128, TM = 1, TN = 1;
   static constexpr bool PF = true, CONTIG = false, DB = false, VEC = false;
 };
@@ -157,7 +143,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
   // per 16-byte load. With TN adjacent columns they read 16 bytes of every 32, two threads on each
   // group of four banks: twice the wavefronts, and 4096^3 floats took 3.889 ms against 3.570 on an
   // H200 (run 138).
-  constexpr bool MMA = mma_of<Cfg>();
+  constexpr bool MMA = Cfg::MMA;
   static_assert(!MMA || (std::is_same_v<T, double> && TM == 8 && TN == 8 && BK % 4 == 0 &&
                          BM % 64 == 0 && BN % 32 == 0 && (BM / 64) * (BN / 32) * 32 == NT),
                 "FP64 mma tiles: warps of 64 x 32 outputs, 4 k per instruction");
@@ -197,7 +183,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
   constexpr int W = kPerVec16<T>;
   // Whole tiles by 16-byte loads: every k step that lies inside the chunk, in a block whose tile
   // lies inside m and n (the others take the element-wise path below).
-  constexpr bool VEC_M = vec_m_of<Cfg>();
+  constexpr bool VEC_M = Cfg::VEC_M;
   const bool a_vec_ok = VEC_M ? (A.rs == 1 && A.cs % W == 0) : (a_k_fast && A.rs % W == 0);
   const bool vec_block = Cfg::VEC && a_vec_ok && b_n_fast && B.rs % W == 0 && kb % W == 0 &&
                          aligned16(A.data) && aligned16(B.data) && row0 + BM <= m && col0 + BN <= n;
@@ -391,11 +377,10 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
 #pragma unroll
         for (int j = 0; j < TN / 2; ++j)
           fb[j] = Bs[buf][kk + tig][wn + j * 8 + group];
-          // m16n8k4 exists from sm_90 on; elsewhere the 16 x 8 tiles compute as the 8 x 8 ones.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        constexpr bool wide_mma = mma_16x8_of<Cfg>();
+        constexpr bool wide_mma = Cfg::MMA_16X8;
 #else
-        constexpr bool wide_mma = false;
+        constexpr bool wide_mma = false; // m16n8k4 is sm_90's: here 16 x 8 tiles compute as 8 x 8
 #endif
         if constexpr (wide_mma) {
 #pragma unroll

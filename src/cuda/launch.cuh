@@ -29,6 +29,14 @@ inline int sm_count() {
   return n;
 }
 
+// The compute capability's major version of the current device.
+inline int compute_major() {
+  int dev = 0, v = 0;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev));
+  SAMEBITS_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev));
+  return v;
+}
+
 // Blocks of `kernel` that fit on the whole device at once: the grid of a persistent kernel.
 // Cached per (device, kernel, block, smem): the occupancy query costs microseconds per call.
 template <class Kernel>
