@@ -5,11 +5,11 @@
 // every m of the sweep (the pinned algorithm's tile follows m for m <= 512: src/cuda/gemm_lt.cpp).
 // Raw device buffers. Also the accuracy
 // of the portable float32 GEMM against cuBLAS on long k (max error / sum |a||b|).
+#include "core/convert.hpp"
 #include "cuda/gemm_cublas.hpp"
 #include "gpu_common.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,15 +21,9 @@ namespace samebits::bench {
 
 namespace {
 
-// count normal values rounded to dt (bfloat16 or float16), in a device buffer the caller frees.
-void* upload_half(std::int64_t count, std::uint64_t seed, DType dt) {
-  Tensor h = Tensor::empty({count}, dt);
-  convert(gpu_normal({count}, DType::f32, seed).to(Device::cpu()), h);
-  void* d = nullptr;
-  if (cudaMalloc(&d, static_cast<std::size_t>(count) * 2) != cudaSuccess)
-    throw CudaError("cudaMalloc failed");
-  cudaMemcpy(d, h.view().data, static_cast<std::size_t>(count) * 2, cudaMemcpyHostToDevice);
-  return d;
+// count normal values rounded to dt (bfloat16 or float16), on the GPU.
+Tensor normal_half(std::int64_t count, std::uint64_t seed, DType dt) {
+  return detail::to_dtype(gpu_normal({count}, DType::f32, seed), dt);
 }
 
 std::vector<std::uint16_t> row0(const void* c, std::int64_t n) {
@@ -42,16 +36,18 @@ std::vector<std::uint16_t> row0(const void* c, std::int64_t n) {
 void bench_half(Report& r, DType dt) {
   const std::int64_t k = 4096, m_max = 8192;
   const std::int64_t ms_list[] = {1, 16, 64, 256, 1024, 4096, 8192};
-  void* a = upload_half(m_max * k, 11, dt);
+  const Tensor ta = normal_half(m_max * k, 11, dt);
+  const void* a = ta.view().data;
   cublasHandle_t h = detail::cublas_handle_for(0, nullptr);
   const cudaDataType_t type = dt == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
   const char* name = dt == DType::bf16 ? "bf16" : "f16";
   const std::vector<std::int64_t> ns =
       dt == DType::bf16 ? std::vector<std::int64_t>{4096, 14336} : std::vector<std::int64_t>{4096};
   for (std::int64_t n : ns) {
-    void* w = upload_half(k * n, 12, dt);
-    void* c = nullptr;
-    cudaMalloc(&c, static_cast<std::size_t>(m_max * n) * 2);
+    const Tensor tw = normal_half(k * n, 12, dt),
+                 tc = Tensor::empty({m_max, n}, dt, Device::cuda());
+    const void* w = tw.view().data;
+    void* c = tc.view().data;
     const detail::PinnedHalfGemm pinned(n, k, 4096, nullptr, dt);
     std::vector<std::uint16_t> ref_pinned, ref_blas;
     bool inv_pinned = true, inv_blas = true;
@@ -97,10 +93,7 @@ void bench_half(Report& r, DType dt) {
     r.add({"gemm", "gemm_bf16", fmt::format("{} row 0 over m = 1..8192, n = {}", name, n),
            "cublasGemmEx (heuristic per m)", "not_guaranteed", 0, 0,
            inv_blas ? "row 0 bitwise the same for every m" : "row 0 changed with m"});
-    cudaFree(w);
-    cudaFree(c);
   }
-  cudaFree(a);
 }
 
 // Largest |error| / sum |a||b| of the portable kernel and of cuBLAS on [m x k] @ [k x n], over

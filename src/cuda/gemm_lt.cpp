@@ -17,10 +17,10 @@
 // the heuristics' choice per m do not.
 #include "cuda/check.cuh"
 #include "cuda/gemm_cublas.hpp"
+#include "samebits/random.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -45,44 +45,6 @@ int bucket_of(std::int64_t m) {
 // every shape family (64 x 8, 64 x 32, 64 x 64, 128 x 64, 256 x 64 and the wide ones).
 constexpr int kTileShortlist[] = {10, 13, 15, 18, 21, 312, 395, 487, 515};
 
-// A device buffer freed on scope exit (nullptr when cudaMalloc failed).
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) {
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
-      cudaGetLastError();
-      p = nullptr;
-    }
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-// count 2-byte values at d: a period of 65521 (prime) pseudo-random values, finite and normal as
-// bfloat16 (magnitudes 1/8 to 16) and as float16 (1 to 4) alike, from a xorshift, doubled on the
-// device until full.
-bool fill_random_half(void* d, std::size_t count, cudaStream_t s) {
-  const std::size_t period = std::min<std::size_t>(count, 65521);
-  std::vector<std::uint16_t> h(period);
-  std::uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (auto& v : h) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    // sign, bfloat16 exponent 2^-3..2^3 (float16: 2^0..2^1) and 7 random mantissa bits
-    v = static_cast<std::uint16_t>(((x >> 63) << 15) | ((124 + (x >> 8) % 7) << 7) | (x & 127));
-  }
-  auto* bytes = static_cast<unsigned char*>(d);
-  if (cudaMemcpyAsync(bytes, h.data(), period * 2, cudaMemcpyHostToDevice, s) != cudaSuccess)
-    return false;
-  for (std::size_t done = period; done < count;) {
-    const std::size_t n = std::min(done, count - done);
-    if (cudaMemcpyAsync(bytes + done * 2, bytes, n * 2, cudaMemcpyDeviceToDevice, s) != cudaSuccess)
-      return false;
-    done += n;
-  }
-  return cudaStreamSynchronize(s) == cudaSuccess;
-}
-
 } // namespace
 
 struct PinnedHalfGemm::Impl {
@@ -97,7 +59,8 @@ struct PinnedHalfGemm::Impl {
   static constexpr std::size_t kWorkspace = std::size_t{1} << 20;
   void* workspace = nullptr;
   int algo_id = -1, tile = -1, stages = -1;
-  cudaDataType_t type = CUDA_R_16BF; // of a, w and c: CUDA_R_16BF or CUDA_R_16F
+  DType dtype = DType::bf16; // of a, w and c: bfloat16 or float16
+  cudaDataType_t type() const { return dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F; }
   // The algorithm and tile of each bucket of small m (bucket_of); the pinned one until tuned.
   std::array<cublasLtMatmulAlgo_t, kTunedM.size()> by_m{};
   std::array<int, kTunedM.size()> tile_by_m{};
@@ -110,10 +73,10 @@ struct PinnedHalfGemm::Impl {
 
   // Layouts of a (k x m) and c (n x m) for this m; the caller destroys them.
   void layouts(std::int64_t m, cublasLtMatrixLayout_t& la, cublasLtMatrixLayout_t& lc) const {
-    check_lt(cublasLtMatrixLayoutCreate(&la, type, static_cast<std::uint64_t>(k),
+    check_lt(cublasLtMatrixLayoutCreate(&la, type(), static_cast<std::uint64_t>(k),
                                         static_cast<std::uint64_t>(m), k),
              "layout a");
-    check_lt(cublasLtMatrixLayoutCreate(&lc, type, static_cast<std::uint64_t>(n),
+    check_lt(cublasLtMatrixLayoutCreate(&lc, type(), static_cast<std::uint64_t>(n),
                                         static_cast<std::uint64_t>(m), n),
              "layout c");
   }
@@ -155,7 +118,7 @@ PinnedHalfGemm::PinnedHalfGemm(std::int64_t n, std::int64_t k, std::int64_t m_re
     throw InvalidArgument(
         fmt::format("PinnedHalfGemm: dtype must be bfloat16 or float16, got {}", to_string(dtype)));
   Impl& s = *impl_;
-  s.type = dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  s.dtype = dtype;
   s.n = n, s.k = k, s.stream = static_cast<cudaStream_t>(stream);
   check_lt(cublasLtCreate(&s.lt), "cublasLtCreate");
   check_lt(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
@@ -164,7 +127,7 @@ PinnedHalfGemm::PinnedHalfGemm(std::int64_t n, std::int64_t k, std::int64_t m_re
            "transa");
   check_lt(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop),
            "transb");
-  check_lt(cublasLtMatrixLayoutCreate(&s.lw, s.type, static_cast<std::uint64_t>(n),
+  check_lt(cublasLtMatrixLayoutCreate(&s.lw, s.type(), static_cast<std::uint64_t>(n),
                                       static_cast<std::uint64_t>(k), n),
            "layout w");
   cublasLtMatmulPreference_t pref;
@@ -261,11 +224,23 @@ void PinnedHalfGemm::Impl::tune_small_m() {
   by_m.fill(algo);
   tile_by_m.fill(tile);
   const std::int64_t m_max = kTunedM.back();
-  const DeviceBuffer a(static_cast<std::size_t>(m_max * k) * 2),
-      w(static_cast<std::size_t>(k * n) * 2), c(static_cast<std::size_t>(m_max * n) * 2);
-  if (!a.p || !w.p || !c.p || !fill_random_half(a.p, static_cast<std::size_t>(m_max * k), stream) ||
-      !fill_random_half(w.p, static_cast<std::size_t>(k * n), stream))
+  // Normal operands in the GEMM's dtype (fill_normal waits for the device), from the allocator
+  // of this GEMM's stream.
+  Tensor ta, tw, tc;
+  try {
+    int dev = 0;
+    SAMEBITS_CUDA_CHECK(cudaGetDevice(&dev));
+    const Device on = Device::cuda(dev);
+    ta = Tensor::empty({m_max, k}, dtype, on, Stream{stream});
+    tw = Tensor::empty({k, n}, dtype, on, Stream{stream});
+    tc = Tensor::empty({m_max, n}, dtype, on, Stream{stream});
+    fill_normal(ta, 1, 0);
+    fill_normal(tw, 2, 0);
+  } catch (const std::exception&) {
     return;
+  }
+  const void *a = ta.view().data, *w = tw.view().data;
+  void* c = tc.view().data;
   std::vector<std::pair<int, cublasLtMatmulAlgo_t>> cands;
   for (int t : kTileShortlist) {
     cublasLtMatmulAlgo_t al;
@@ -278,12 +253,12 @@ void PinnedHalfGemm::Impl::tune_small_m() {
   // Rows 0, m / 2 and m - 1 of c after one run (empty when the run failed).
   auto rows_of = [&](const cublasLtMatmulAlgo_t& al, std::int64_t m) {
     std::vector<std::uint16_t> h;
-    if (matmul(al, a.p, w.p, c.p, m) != CUBLAS_STATUS_SUCCESS)
+    if (matmul(al, a, w, c, m) != CUBLAS_STATUS_SUCCESS)
       return h;
     h.resize(static_cast<std::size_t>(3 * n));
     for (int i = 0; i < 3; ++i) {
       const std::int64_t r = i == 0 ? 0 : i == 1 ? m / 2 : m - 1;
-      if (cudaMemcpyAsync(h.data() + i * n, static_cast<const std::uint16_t*>(c.p) + r * n,
+      if (cudaMemcpyAsync(h.data() + i * n, static_cast<const std::uint16_t*>(c) + r * n,
                           static_cast<std::size_t>(n) * 2, cudaMemcpyDeviceToHost,
                           stream) != cudaSuccess)
         return std::vector<std::uint16_t>{};
@@ -292,13 +267,13 @@ void PinnedHalfGemm::Impl::tune_small_m() {
       return std::vector<std::uint16_t>{};
     return h;
   };
-  // Milliseconds per run over 5 runs after a warm-up one (the best of three such loops).
+  // Milliseconds per run over 5 runs (the best of three such loops), after rows_of's run.
   auto time_of = [&](const cublasLtMatmulAlgo_t& al, std::int64_t m) {
     float best = 1e30f;
     for (int loop = 0; loop < 3; ++loop) {
       cudaEventRecord(start, stream);
       for (int i = 0; i < 5; ++i)
-        matmul(al, a.p, w.p, c.p, m);
+        matmul(al, a, w, c, m);
       cudaEventRecord(stop, stream);
       float ms = 0;
       if (cudaEventSynchronize(stop) == cudaSuccess &&
