@@ -5,7 +5,6 @@
 // every m of the sweep (the pinned algorithm's tile follows m for m <= 512: src/cuda/gemm_lt.cpp).
 // Raw device buffers. Also the accuracy
 // of the portable float32 GEMM against cuBLAS on long k (max error / sum |a||b|).
-#include "core/convert.hpp"
 #include "cuda/gemm_cublas.hpp"
 #include "gpu_common.hpp"
 
@@ -23,7 +22,9 @@ namespace {
 
 // count normal values rounded to dt (bfloat16 or float16), on the GPU.
 Tensor normal_half(std::int64_t count, std::uint64_t seed, DType dt) {
-  return detail::to_dtype(gpu_normal({count}, DType::f32, seed), dt);
+  Tensor h = Tensor::empty({count}, dt, Device::cuda());
+  convert(gpu_normal({count}, DType::f32, seed), h);
+  return h;
 }
 
 std::vector<std::uint16_t> row0(const void* c, std::int64_t n) {
