@@ -46,8 +46,8 @@ __device__ __forceinline__ void store_through16(T* e, const T (&acc)[N], const E
 // reads them from shared memory, and writes its rows of c, 16 bytes at a time (else they are RY
 // and RX apart, one element each).
 // The float wide tiles also load the next k step ahead (PF), 16 k deep, into two buffers, 16 bytes
-// at a time where they can (DB, VEC); the double ones stay element-wise (16-byte loads made them
-// slower on an H200).
+// at a time where they can (DB, VEC); the double CUDA-core tiles stay element-wise (16-byte loads
+// made them slower on an H200), the m16n8k4 tensor-core ones do not.
 // DB: two shared-memory buffers, so that a k step is stashed while the other is read (one
 // barrier per step instead of two). VEC: 16-byte global loads of whole tiles when A's rows run
 // along k and B's along n, aligned, and the tile lies inside the matrices.
@@ -79,14 +79,16 @@ struct WideFloatTilesMFast : WideFloatTiles {
 // signed zeros, subnormals, infinities and NaN among the operands. A thread's acc[i][j] is the
 // output (warp row + 8 i + lane / 4, warp column + 8 (j / 2) + 2 (lane % 4) + j % 2). The shared
 // tiles are padded to 132 doubles per k so that a fragment's 32 loads (8 rows x 4 k) hit every
-// bank once per half warp. On an H200, 4096^3 took 6.09 ms with m16n8k4, 8.16 with m8n8k4 and
-// 10.94 on the CUDA cores (run 139).
+// bank once per half warp. On an H200, 4096^3 took 6.09 ms with m16n8k4 (5.05 with 16-byte
+// loads, run 140), 8.16 with m8n8k4 and 10.94 on the CUDA cores (run 139).
 struct WideDoubleMmaTiles : TileOptions {
   static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
   static constexpr bool PF = true, CONTIG = false, DB = true, VEC = false, MMA = true;
 };
+// The m16n8k4 tiles load whole tiles 16 bytes at a time where they can (VEC): 4096^3 took 5.05 ms
+// against 6.46 element-wise on an H200 (run 140).
 struct WideDoubleMma16x8Tiles : WideDoubleMmaTiles {
-  static constexpr bool MMA_16X8 = true;
+  static constexpr bool MMA_16X8 = true, VEC = true;
 };
 
 // d = a * b + c over one 8 x 8 x 4 double product (one warp, the fragment layout above): the
