@@ -247,9 +247,13 @@ void PinnedHalfGemm::Impl::tune_small_m() {
     if (t != tile && with_tile(algo, t, al) && fails_at(al).empty())
       cands.emplace_back(t, al);
   }
-  cudaEvent_t start, stop;
-  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess)
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+    if (start != nullptr) // the second failed: give the first back
+      cudaEventDestroy(start);
+    cudaGetLastError();
     return;
+  }
   // Rows 0, m / 2 and m - 1 of c after one run (empty when the run failed).
   auto rows_of = [&](const cublasLtMatmulAlgo_t& al, std::int64_t m) {
     std::vector<std::uint16_t> h;
