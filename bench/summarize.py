@@ -5,7 +5,8 @@ family against PyTorch measured in the same call, GEMM against cuBLAS, and the G
 and inference. Reads from RUN_DIR: gpu_bench.json (samebits_bench_gpu --out), and where present
 run.json (commit, date, command), torch_baseline.json or torch.txt (torch_reference.py),
 experiment_cuda.json (samebits experiment --json), bench_graphsage.json (samebits bench graphsage
---json). Prints Markdown; the output depends on the files alone, so the committed baseline can be
+--json), bench_torch.json (python/bench/bench_torch.py), pyg_reference.json and pyg_samebits.json
+(examples/pyg_cora.py --json). Prints Markdown; the output depends on the files alone, so the committed baseline can be
 checked against its input.
 
 usage: bench/summarize.py RUN_DIR        print the baseline of the run in RUN_DIR
@@ -372,6 +373,77 @@ def inference(inf, torch):
     return out + [""]
 
 
+OVERHEAD_OPS = [("index_add", "index_add"), ("index_add_plan", "index_add with a plan"),
+                ("index_add_ng", "index_add, not_guaranteed"), ("scatter_add", "scatter_add"),
+                ("index_select", "index_select"), ("gather", "gather"), ("cumsum", "cumsum"),
+                ("sum", "sum"), ("mm", "mm")]
+
+
+def us(x):
+    return f"{x:.1f}" if isinstance(x, (int, float)) else "-"
+
+
+def python_package(b):
+    """samebits.torch against torch in one call (python/bench/bench_torch.py's JSON): the host's
+    cost per call on tiny CUDA inputs, and the anchor shapes at run_to_run against torch's default
+    and deterministic modes, and against the C++ figure of the same call where it was given."""
+    ov = b.get("overhead_us", {})
+    cells = [[label, us(r.get("torch")), us(r.get("samebits")), us(r.get("deferred")),
+              us(r.get("extra")), us(r.get("extra_deferred"))]
+             for key, label in OVERHEAD_OPS if (r := ov.get(key))]
+    out = titled_table("Per call on tiny CUDA inputs, microseconds (median; \"deferred\": index "
+                       "checks deferred, the drop-in mode's default; \"extra\": over torch's own "
+                       "op):", ["op", "torch", "samebits.torch", "deferred", "extra",
+                                "extra, deferred"], cells)
+    rows = []
+    for a in b.get("anchors", []):
+        cpp = a.get("loop_vs_cpp")
+        rows.append([a["op"], a["shape"], ms(a.get("torch_default_ms")),
+                     ms(a.get("torch_deterministic_ms")), ms(a.get("samebits_run_to_run_ms")),
+                     f"{a['samebits_run_to_run_ms'] / a['torch_deterministic_ms']:.2f}x",
+                     "-" if cpp is None else f"{cpp:.2f}x"])
+    out += titled_table("Anchor shapes, ms (samebits.torch at run_to_run, every call sorting; "
+                        "\"/ det\": over torch's deterministic mode; \"/ C++\": the same index "
+                        "passed again in a loop, over samebits_bench_gpu's figure of this call):",
+                        ["op", "shape", "torch default", "torch deterministic", "samebits.torch",
+                         "/ det", "/ C++"], rows)
+    return out
+
+
+PYG_MODES = [("torch", "torch default"), ("torch_det", "torch deterministic"),
+             ("run_to_run", "samebits run_to_run"), ("portable", "samebits portable")]
+
+
+def pyg_models(ref, own):
+    """PyG's own models on Cora under the drop-in mode (examples/pyg_cora.py's JSON): ms per
+    training and distinct weight sets per mode, and SAGEConv inference on the synthetic graph."""
+    rows = (ref or {}).get("rows", []) + (own or {}).get("rows", [])
+    by = {(r["model"], r["mode"]): r for r in rows}
+    cells = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        base = by.get((model, "torch"), {}).get("ms")
+
+        def cell(mode):
+            r = by.get((model, mode))
+            if r is None:
+                return "-"
+            x = f", {r['ms'] / base:.2f}x" if base and mode != "torch" else ""
+            return f"{ms(r['ms'])}{x} ({r['distinct']} of {r['runs']})"
+        cells.append([model] + [cell(m) for m, _ in PYG_MODES])
+    epochs = (ref or own or {}).get("epochs")
+    out = titled_table(f"PyG's models on Cora, ms per training of {epochs} epochs, x torch default "
+                       "(distinct weight sets of runs):", ["model"] + [t for _, t in PYG_MODES],
+                       cells)
+    syn = (ref or {}).get("synthetic") or (own or {}).get("synthetic")
+    if syn:
+        out += titled_table("SAGEConv inference on the synthetic graph (1M nodes, 20M edges, 128 "
+                            "features), ms (outputs that differ of repeats):",
+                            [t for m, t in PYG_MODES if m in syn],
+                            [[f"{ms(syn[m]['ms'])} ({syn[m]['differ']} of {syn[m]['reps']})"
+                              for m, _ in PYG_MODES if m in syn]])
+    return out
+
+
 def summarize(path, shown):
     run = Run(path)
     out = header(run, shown)
@@ -397,6 +469,14 @@ def summarize(path, shown):
         out += inference(run.inference, run.torch)
     if not run.experiment and not run.inference:
         out += ["No experiment_cuda.json or bench_graphsage.json in this run.", ""]
+    package = load(path, "bench_torch.json")
+    pyg_ref, pyg_own = load(path, "pyg_reference.json"), load(path, "pyg_samebits.json")
+    if package or pyg_ref or pyg_own:
+        out += ["## samebits.torch", ""]
+        if package:
+            out += python_package(package)
+        if pyg_ref or pyg_own:
+            out += pyg_models(pyg_ref, pyg_own)
     out += titled_table("## compute-sanitizer\n\nEach tool on every GPU test program (processes "
                         "per test or case shard as bench/device.sh runs them; the run folder's "
                         "README says what a \"check\" cell found):",

@@ -5,9 +5,11 @@
 
 Times are medians over repeats (CUDA events on the GPU, perf_counter on the CPU). "raw" is the
 samebits._core binding called directly on the same tensors: the C++ op plus the binding, without
-the custom-op dispatch; the difference to "samebits" is what torch.library adds. On CUDA the
+the Python wrapper (its route, output allocation and argument handling), with waiting and with
+deferred checks ("raw def"); the difference to "samebits" is what the wrapper adds. On CUDA the
 device work of one call of each tiny op (torch's and samebits' with deferred checks) is listed
-too: kernels and memsets a call and their device time, from torch.profiler.
+too: kernels and memsets a call and their device time, and the CUDA runtime calls the host made
+for it, from torch.profiler.
 """
 import argparse
 import json
@@ -53,14 +55,17 @@ def device_work(fn, device, calls=20):
         for _ in range(calls):
             fn()
         _sync(device)
-    names, device_us = {}, 0.0
+    names, runtime, device_us = {}, {}, 0.0
     for e in prof.events():
         if e.device_type != torch.autograd.DeviceType.CUDA:
+            if e.name.startswith("cuda"):  # the CUDA runtime calls the host made
+                runtime[e.name] = runtime.get(e.name, 0) + 1
             continue
         names[e.name] = names.get(e.name, 0) + 1
         device_us += e.time_range.elapsed_us()
     return {"launches": sum(names.values()) / calls, "device_us": device_us / calls,
-            "names": {n: c / calls for n, c in sorted(names.items())}}
+            "names": {n: c / calls for n, c in sorted(names.items())},
+            "runtime_calls": {n: c / calls for n, c in sorted(runtime.items())}}
 
 
 def op_ms(fn, device, repeats):
@@ -101,6 +106,7 @@ def tiny_cases(device):
     plan = st.IndexPlan(idx, x.shape[0])
     core_plan = _core.IndexPlan(idx, x.shape[0], s)
     sel = torch.empty(32, 4, device=device)
+    scan, total, prod = torch.empty_like(v), torch.empty((), device=device), torch.empty_like(a)
     return {
         "index_add": (lambda: torch.index_add(x, 0, idx, src),
                       lambda: st.index_add(x, 0, idx, src, level="run_to_run"),
@@ -116,14 +122,20 @@ def tiny_cases(device):
                          lambda: (out.copy_(x), _core.index_add(out, idx, src, 1.0,
                                                                 "not_guaranteed", s))),
         "scatter_add": (lambda: torch.scatter_add(x, 0, gidx, src),
-                        lambda: st.scatter_add(x, 0, gidx, src, level="run_to_run"), None),
+                        lambda: st.scatter_add(x, 0, gidx, src, level="run_to_run"),
+                        lambda: (out.copy_(x), _core.scatter_add(out, 0, gidx, src, "run_to_run",
+                                                                 s))),
         "index_select": (lambda: torch.index_select(src, 0, idx),
                          lambda: st.index_select(src, 0, idx, level="run_to_run"),
                          lambda: _core.index_select(src, 0, idx, sel, "run_to_run", s)),
-        "gather": (lambda: torch.gather(src, 0, gidx), lambda: st.gather(src, 0, gidx), None),
-        "cumsum": (lambda: torch.cumsum(v, 0), lambda: st.cumsum(v, 0, level="run_to_run"), None),
-        "sum": (lambda: torch.sum(v), lambda: st.sum(v, level="run_to_run"), None),
-        "mm": (lambda: torch.mm(a, b), lambda: st.mm(a, b, level="run_to_run"), None),
+        "gather": (lambda: torch.gather(src, 0, gidx), lambda: st.gather(src, 0, gidx),
+                   lambda: _core.gather(src, 0, gidx, sel, None, s)),
+        "cumsum": (lambda: torch.cumsum(v, 0), lambda: st.cumsum(v, 0, level="run_to_run"),
+                   lambda: _core.cumsum(v, 0, scan, "run_to_run", s)),
+        "sum": (lambda: torch.sum(v), lambda: st.sum(v, level="run_to_run"),
+                lambda: _core.sum(v, total, "run_to_run", s)),
+        "mm": (lambda: torch.mm(a, b), lambda: st.mm(a, b, level="run_to_run"),
+               lambda: _core.gemm(False, False, 1.0, a, b, 0.0, prod, "run_to_run", s)),
     }
 
 
@@ -187,17 +199,22 @@ def main():
     print(f"per-call time on tiny inputs ({device}), microseconds")
     print("(samebits: index checks that wait, the default; deferred: samebits.index_checks("
           "'deferred'), the drop-in mode's default)")
-    print(f"{'op':14s} {'torch':>8s} {'samebits':>9s} {'deferred':>9s} {'raw':>8s} "
+    print(f"{'op':14s} {'torch':>8s} {'samebits':>9s} {'deferred':>9s} {'raw':>8s} {'raw def':>8s} "
           f"{'extra':>8s} {'extra def':>9s}")
     for op, (ref, ours, raw) in tiny_cases(device).items():
         t_ref, t_ours = per_call_us(ref, device, calls), per_call_us(ours, device, calls)
         with samebits.index_checks("deferred"):
             t_def = per_call_us(ours, device, calls)
         t_raw = per_call_us(raw, device, calls) if raw else None
+        t_raw_def = None
+        if raw:
+            with samebits.index_checks("deferred"):
+                t_raw_def = per_call_us(raw, device, calls)
         result["overhead_us"][op] = {"torch": t_ref, "samebits": t_ours, "deferred": t_def,
-                                     "raw": t_raw, "extra": t_ours - t_ref,
-                                     "extra_deferred": t_def - t_ref}
-        raw_text = f"{t_raw:8.2f}" if t_raw is not None else f"{'-':>8s}"
+                                     "raw": t_raw, "raw_deferred": t_raw_def,
+                                     "extra": t_ours - t_ref, "extra_deferred": t_def - t_ref}
+        raw_text = (f"{t_raw:8.2f} {t_raw_def:8.2f}" if t_raw is not None
+                    else f"{'-':>8s} {'-':>8s}")
         print(f"{op:14s} {t_ref:8.2f} {t_ours:9.2f} {t_def:9.2f} {raw_text} {t_ours - t_ref:8.2f} "
               f"{t_def - t_ref:9.2f}")
     if device.type == "cuda":
@@ -212,6 +229,10 @@ def main():
             print(f"{op:14s} torch {theirs['launches']:4.1f} launches {theirs['device_us']:6.2f} us"
                   f" | samebits {mine['launches']:4.1f} launches {mine['device_us']:6.2f} us: "
                   + ", ".join(f"{n} x{c:g}" for n, c in mine["names"].items()))
+            print(f"{'':14s} runtime calls: torch "
+                  + ", ".join(f"{n} x{c:g}" for n, c in theirs["runtime_calls"].items())
+                  + " | samebits " + ", ".join(f"{n} x{c:g}"
+                                              for n, c in mine["runtime_calls"].items()))
     print(f"\nanchor shapes ({device}), ms: torch default, torch deterministic, samebits "
           "run_to_run (one call between events), the same back to back with deferred checks")
     cpp_rows = []

@@ -89,3 +89,28 @@ def test_bench_torch_finds_the_cpp_figure_of_each_anchor():
     assert bench_torch.cpp_ms(rows, "index_add", 2_000_000, 100_000, 64) == 0.18
     assert bench_torch.cpp_ms(rows, "scatter_add", 1_000_000, 2708, 128) == 0.16
     assert bench_torch.cpp_ms(rows, "index_add", 2_000_000, 1000, 64) is None
+
+
+def test_pyg_mode_profile_tables_the_outermost_aten_ops():
+    pytest.importorskip("torch_geometric")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import pyg_mode_profile as prof
+    finally:
+        sys.path.remove(str(BENCH))
+    from torch.profiler import ProfilerActivity, profile
+    x = torch.randn(8, 4, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        for _ in range(3):
+            torch.index_select(x, 0, torch.tensor([1, 2, 2])).sum().backward()
+    table = prof.outer_ops(p.events())
+    # index_select's own callees (empty, resize...) are inside it, not rows of their own.
+    assert table["aten::index_select"]["calls"] == 3
+    assert table["aten::sum"]["calls"] == 3
+    assert "aten::empty" not in table or table["aten::empty"]["calls"] < 20
+    assert all(row["cpu_us"] > 0 for row in table.values())
+    base = {"aten::sum": dict(table["aten::sum"])}
+    more = {"aten::sum": dict(table["aten::sum"], launches=5)}
+    text = prof.per_op_table(base, more)
+    assert "sum" in text and "0/5" in text.replace(" ", "")
+    assert len(prof.per_op_table(base, base).splitlines()) == 1  # the header: nothing differs
