@@ -114,3 +114,14 @@ def test_pyg_mode_profile_tables_the_outermost_aten_ops():
     text = prof.per_op_table(base, more)
     assert "sum" in text and "0/5" in text.replace(" ", "")
     assert len(prof.per_op_table(base, base).splitlines()) == 1  # the header: nothing differs
+
+
+def test_host_cost_quick_times_every_layer(tmp_path):
+    out = tmp_path / "host_cost.json"
+    subprocess.run([sys.executable, str(BENCH / "host_cost.py"), "--device", "cpu", "--quick",
+                    "--json", str(out)], check=True, capture_output=True, timeout=300)
+    rows = json.loads(out.read_text())["host_us"]
+    assert set(rows) == {"scatter_add_ F=5", "index_add_ F=5", "index_select F=5"}
+    for row in rows.values():
+        assert set(row) == {"torch", "mode", "wrapper", "raw"}
+        assert all(v > 0 for v in row.values()), row
