@@ -44,7 +44,8 @@ def host_us(fn, device, calls):
 
 def cases(device, edges, nodes, widths):
     """name -> {layer: call}: PyG's scatter of messages (scatter_add_ with the index expanded
-    over the features), index_add_, and the gather of messages (index_select)."""
+    over the features), index_add_, the gather of messages (index_select) and the backward of
+    indexing the training nodes (index_put_ with accumulate)."""
     g = torch.Generator().manual_seed(3)
     idx = torch.randint(0, nodes, (edges,), generator=g).to(device)
     s = _ops._stream(idx)
@@ -67,6 +68,16 @@ def cases(device, edges, nodes, widths):
             "torch": lambda x=x: x.index_select(0, idx),
             "wrapper": lambda x=x: st.index_select(x, 0, idx, level=LEVEL),
             "raw": lambda x=x, sel=sel: _core.index_select(x, 0, idx, sel, LEVEL, s)}
+    # The backward of out[train_mask] (140 training nodes of Cora, 7 classes): index_put_ with
+    # accumulate=True, which the mode runs as an index_add of rows.
+    train = min(140, nodes)
+    rows = torch.randperm(nodes, generator=g)[:train].to(device)
+    vals = torch.randn(train, 7, generator=g).to(device)
+    grad = torch.zeros(nodes, 7, device=device)
+    out["index_put_ accumulate F=7"] = {
+        "torch": lambda: grad.index_put_((rows,), vals, accumulate=True),
+        "wrapper": lambda: _ops._index_add_into(grad, 0, rows, vals, 1.0, LEVEL),
+        "raw": lambda: _core.index_add(grad, rows, vals, 1.0, LEVEL, s)}
     for calls in out.values():
         calls["mode"] = calls["torch"]  # the same torch call, run inside the mode
     return out

@@ -100,6 +100,18 @@ def case_index_put_negative_int32(g, dtype, device):
             lambda: x.double().index_put_((i,), v.double(), accumulate=True))
 
 
+def case_index_put_broadcast_values(g, dtype, device):
+    # One index vector with values broadcast over the indexing result ([3] and [1, 3]).
+    x, v = rand(g, 9, 3, dtype=dtype, device=device), rand(g, 1, 3, dtype=dtype, device=device)
+    i = ints(g, 9, 25, device=device) - 3
+    return ("_index_put_impl_",
+            lambda: torch.cat([x.clone().index_put_((i,), v, accumulate=True),
+                               x.clone().index_put_((i,), v[0], accumulate=True)]),
+            lambda: torch.cat([x.double().clone().index_put_((i,), v.double(), accumulate=True),
+                               x.double().clone().index_put_((i,), v[0].double(),
+                                                             accumulate=True)]))
+
+
 def case_index_put_two_indices(g, dtype, device):
     x, v = rand(g, 4, 5, 3, dtype=dtype, device=device), rand(g, 20, 3, dtype=dtype,
                                                                  device=device)
@@ -169,6 +181,7 @@ def case_segment_reduce(g, dtype, device):
 
 CASES = [case_index_add, case_index_add_inplace_dim1, case_scatter_add_pyg,
          case_scatter_add_general, case_index_put_accumulate, case_index_put_negative_int32,
+         case_index_put_broadcast_values,
          case_index_put_two_indices,
          case_embedding_backward, case_gather_backward, case_index_select_backward,
          case_bincount_weights, case_histc, case_cumsum, case_segment_reduce] + [
@@ -209,6 +222,26 @@ def test_same_bits_as_the_samebits_op(level):
     assert torch.equal(a, st.index_add(x, 0, i, s, level=level))
     assert torch.equal(b, st.scatter_add(torch.zeros(30, 8), 0, i.view(-1, 1).expand(500, 8).
                                          contiguous(), s, level=level))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_expanded_index_views_of_other_vectors_scatter_their_own_values(device):
+    # The row scatter takes the expanded vector itself when the index is exactly its expand
+    # (index._base), else a strided view: slices, steps and a transposed expand.
+    g = gen(8)
+    base = ints(g, 12, 240, device=device)
+    s = rand(g, 60, 5, device=device, dtype=torch.float64)
+    forms = {"whole": base[:60], "offset": base[100:160], "step": base[::4],
+             "contiguous copy": base[7:67].clone()}
+    for name, vec in forms.items():
+        idx = vec.view(-1, 1).expand_as(s)
+        with st.deterministic("portable"):
+            got = s.new_zeros(12, 5).scatter_add_(0, idx, s)
+        want = s.new_zeros(12, 5).scatter_add_(0, idx.contiguous(), s)
+        check_close(got, want, torch.float64)
+        with st.deterministic("portable"):
+            got_t = s.t().new_zeros(5, 12).scatter_add_(1, vec.view(1, -1).expand(5, 60), s.t())
+        check_close(got_t, want.t(), torch.float64)
 
 
 def test_mode_restores_torch_on_exit():

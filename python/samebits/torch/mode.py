@@ -77,7 +77,7 @@ def _supported(*tensors, index=None, half=False):
     (those go through torch, which dispatches them further)."""
     # Plain attributes only (t.device builds a torch.device per access): this runs on every call
     # of a covered op.
-    if getattr(_thread, "torch_kernel", False):
+    if _thread.torch_kernel:
         return False  # inside a fallback to torch's kernel (_samebits_or_torch): torch's all down
     dtype = tensors[0].dtype
     if dtype not in (_FLOAT_HALF if half else _FLOAT):
@@ -108,7 +108,11 @@ def reset_calls():
 
 
 _fell_back = set()  # ops that have warned that they ran torch's deterministic kernel
-_thread = threading.local()  # torch_kernel: this thread is inside such a fallback
+class _ThreadState(threading.local):
+    torch_kernel = False  # this thread is inside such a fallback (a class default: no getattr)
+
+
+_thread = _ThreadState()
 
 
 def _samebits_or_torch(name, samebits_call, torch_call):
@@ -165,21 +169,29 @@ def _row_index(dim, index, src):
     """The index vector when `index` is a vector expanded (stride 0) along every dim but `dim`,
     as PyG's scatter passes it: then scatter_add along dim is an index_add of whole slices, which
     samebits runs as a row scatter. None otherwise."""
-    if index.dim() < 2 or index.shape != src.shape:
+    shape = index.shape
+    if len(shape) < 2 or shape != src.shape:
         return None
-    strides, shape = index.stride(), index.shape
+    strides = index.stride()
     for d, step in enumerate(strides):
         if step != 0 and d != dim and shape[d] != 1:
             return None
-    # index[0, ..., :, ..., 0] in one call (this runs on every PyG aggregation).
+    # This runs on every PyG aggregation: the vector that was expanded (index.view(-1, 1)
+    # .expand_as(src) keeps it as _base) when it is that view exactly, else one as_strided.
+    base = index._base
+    if (base is not None and base.dim() == 1 and base.shape[0] == shape[dim]
+            and base.stride(0) == strides[dim] and base.data_ptr() == index.data_ptr()):
+        return base
     return index.as_strided((shape[dim],), (strides[dim],))
 
 
 def _scatter_add_into(out, dim, index, src):
     level = _state["level"]
-    dim = dim % max(out.dim(), 1)
+    ndim = out.dim()
+    dim = dim % max(ndim, 1)
     rows = _row_index(dim, index, src)
-    if rows is not None and all(out.shape[d] == src.shape[d] for d in range(out.dim()) if d != dim):
+    if rows is not None and (out.shape[1:] == src.shape[1:] if dim == 0 else
+                             all(out.shape[d] == src.shape[d] for d in range(ndim) if d != dim)):
         _ops._index_add_into(out, dim, rows, src, 1.0, level)
     else:
         _ops._core.scatter_add(out, dim, index, src, level, _ops._stream(out))
@@ -278,6 +290,16 @@ def _flat_index(self, indices, values):
     device = self.get_device()
     if any(i.get_device() != device for i in indices):
         return None
+    if len(indices) == 1 and indices[0].dim() == 1:
+        # One index vector (the backward of x[mask] or x[idx]): self and values as they are when
+        # values has the indexing result's shape (no broadcast, view or copy: this runs on every
+        # such backward).
+        i, size = indices[0], self.shape[0]
+        rest = self.shape[1:]
+        vals = values
+        if values.shape != (i.shape[0],) + rest:
+            vals = values.expand((i.shape[0],) + rest)
+        return self, torch.where(i < 0, i + size, i), vals
     try:
         idx = torch.broadcast_tensors(*indices)
     except RuntimeError:
