@@ -22,17 +22,32 @@ DISPATCHER, DIRECT, EAGER_AUTOGRAD = 0, 1, 2
 _AUTOGRAD = {}  # op name -> (setup_context, backward)
 
 
+# Bound once: route runs on every call.
+_dispatch_stack = _C._len_torch_dispatch_stack
+_function_mode = _C._is_torch_function_mode_enabled
+_functorch = _C._are_functorch_transforms_active
+_grad_enabled = _C.is_grad_enabled
+_compiling = torch.compiler.is_compiling
+
+
 def route(args, kwargs):
-    if (torch.compiler.is_compiling() or _C._len_torch_dispatch_stack()
-            or _C._is_torch_function_mode_enabled() or _C._are_functorch_transforms_active()):
+    if _dispatch_stack() or _function_mode() or _functorch() or _compiling():
         return DISPATCHER
-    grad = _C.is_grad_enabled()
+    grad = _grad_enabled()
     needs_grad = False
-    for a in (*args, *kwargs.values()):
+    for a in args:
         if isinstance(a, Tensor):
             if type(a) not in _PLAIN:
                 return DISPATCHER
-            needs_grad = needs_grad or (grad and a.requires_grad)
+            if grad and a.requires_grad:
+                needs_grad = True
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, Tensor):
+                if type(a) not in _PLAIN:
+                    return DISPATCHER
+                if grad and a.requires_grad:
+                    needs_grad = True
     return EAGER_AUTOGRAD if needs_grad else DIRECT
 
 

@@ -50,13 +50,15 @@ def _empty_like(input: Tensor) -> Tensor:
 
 def _index_add_into(out, dim, index, source, alpha, level):
     # The C++ op adds along dim 0; other dims are the same op on views with `dim` moved first.
-    dim = _dim(dim, out.dim())
-    if out.dim() == 0:
-        out, source = out.reshape(1), source.reshape(1)
-    elif dim != 0:
-        out, source = out.movedim(dim, 0), source.movedim(dim, 0)
-    _core.index_add(out, index.reshape(-1) if index.dim() == 0 else index, source, alpha, level,
-                    _stream(out))
+    if dim != 0 or out.dim() == 0 or index.dim() == 0:  # (dim 0 of a tensor: as it is)
+        dim = _dim(dim, out.dim())
+        if out.dim() == 0:
+            out, source = out.reshape(1), source.reshape(1)
+        elif dim != 0:
+            out, source = out.movedim(dim, 0), source.movedim(dim, 0)
+        if index.dim() == 0:
+            index = index.reshape(-1)
+    _core.index_add(out, index, source, alpha, level, _stream(out))
 
 
 @_op("index_add", mutates_args=())
