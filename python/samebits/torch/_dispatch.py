@@ -31,7 +31,8 @@ _compiling = torch.compiler.is_compiling
 
 
 def route(args, kwargs):
-    if _dispatch_stack() or _function_mode() or _functorch() or _compiling():
+    # is_compiling first: under torch.compile it is True and the C queries are never traced.
+    if _compiling() or _dispatch_stack() or _function_mode() or _functorch():
         return DISPATCHER
     grad = _grad_enabled()
     needs_grad = False
