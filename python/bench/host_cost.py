@@ -5,12 +5,14 @@ samebits.torch function the mode calls, and the samebits._core binding alone (de
 checks, the mode's default, for the three samebits layers). Each call starts on an idle device (a
 synchronize before it, outside the timing); the figure is the median host time until the call
 returns: what the host spends to issue it, the critical path of a training bound by its launches.
-The differences between layers say where the mode's extra host time goes.
+The differences between layers say where the mode's extra host time goes. On CUDA the device
+time of one call of torch's op and of the binding is listed too (torch.profiler).
 
     python python/bench/host_cost.py --json out/host_cost.json
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -83,8 +85,17 @@ def cases(device, edges, nodes, widths):
     return out
 
 
+def device_us(fn, device):
+    """Device time of one call's kernels and memsets (torch.profiler; CUDA only, else None)."""
+    if device.type != "cuda":
+        return None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_torch import device_work
+    return device_work(fn, device)["device_us"]
+
+
 def measure(device, calls, edges, nodes, widths):
-    rows = {}
+    rows, kernels = {}, {}
     for name, fns in cases(device, edges, nodes, widths).items():
         row = {"torch": host_us(fns["torch"], device, calls)}
         with st.deterministic(level=LEVEL):
@@ -92,8 +103,10 @@ def measure(device, calls, edges, nodes, widths):
         with samebits.index_checks("deferred"):
             for layer in ("wrapper", "raw"):
                 row[layer] = host_us(fns[layer], device, calls)
+            kernels[name] = {"torch": device_us(fns["torch"], device),
+                             "raw": device_us(fns["raw"], device)}
         rows[name] = row
-    return rows
+    return rows, kernels
 
 
 def main():
@@ -108,7 +121,7 @@ def main():
     edges, nodes, widths, calls = 10556, 2708, (1433, 16, 7), a.calls
     if a.quick:
         edges, nodes, widths, calls = 300, 40, (5,), 5
-    rows = measure(device, calls, edges, nodes, widths)
+    rows, kernels = measure(device, calls, edges, nodes, widths)
     print(f"host time per call ({device}, E={edges} N={nodes}), microseconds, median of {calls}; "
           f"mode - torch is the mode's extra host time")
     print(f"{'op':22s}" + "".join(f"{c:>9s}" for c in LAYERS) + f"{'mode-torch':>11s}"
@@ -117,10 +130,14 @@ def main():
         print(f"{name:22s}" + "".join(f"{r[c]:9.2f}" for c in LAYERS) +
               f"{r['mode'] - r['torch']:11.2f}{r['mode'] - r['wrapper']:10.2f}"
               f"{r['wrapper'] - r['raw']:9.2f}")
+    if device.type == "cuda":
+        print("device time per call (kernels and memsets, torch.profiler), microseconds")
+        for name, k in kernels.items():
+            print(f"{name:22s} torch {k['torch']:8.2f}   samebits raw {k['raw']:8.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": str(device), "edges": edges, "nodes": nodes, "calls": calls,
-                       "level": LEVEL, "host_us": rows}, f, indent=1)
+                       "level": LEVEL, "host_us": rows, "device_us": kernels}, f, indent=1)
     return 0
 
 
