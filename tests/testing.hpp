@@ -7,6 +7,7 @@
 // GraphSAGE kernels of nn/); a CTest check refuses any other.
 #pragma once
 #include "samebits/samebits.hpp"
+#include "samebits/stream.hpp"
 
 #include <cstdint>
 #include <gtest/gtest.h>
@@ -83,6 +84,24 @@ public:
 
 private:
   int saved_;
+};
+
+// Sets the CUDA index checks for its lifetime and drops any deferred error left pending.
+class ChecksScope {
+public:
+  explicit ChecksScope(CudaIndexChecks c) : was_(cuda_index_checks()) { set_cuda_index_checks(c); }
+  ~ChecksScope() {
+    try {
+      check_index_errors(Device::cuda());
+    } catch (const IndexOutOfRange&) {
+    }
+    set_cuda_index_checks(was_);
+  }
+  ChecksScope(const ChecksScope&) = delete;
+  ChecksScope& operator=(const ChecksScope&) = delete;
+
+private:
+  CudaIndexChecks was_;
 };
 
 // Sets the byte limit of automatic plan reuse for its lifetime (0: every call sorts), starting

@@ -26,6 +26,8 @@ void release_blas_handle(int device, Stream stream);
 // The bytes a CUDA allocation of `bytes` really holds (its size class in the caching allocator).
 std::size_t cuda_allocation_bytes(std::size_t bytes);
 void cuda_free(void* p, int device, Stream stream = {});
+// Whether work queued on `stream` now goes into a CUDA graph being captured (CUDA builds only).
+bool cuda_stream_capturing(Stream stream);
 void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
 // Copies `src` into `dst` (same sizes and dtype, non-negative strides, both on one CUDA device,
 // not overlapping, dst reaching each element once) with one kernel on the default stream, and

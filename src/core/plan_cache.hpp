@@ -23,6 +23,10 @@ struct PlanKey {
   const void* data = nullptr;
   DType dtype = DType::i64;
   std::int64_t n = 0, stride = 1, num_keys = 0;
+  // Short indices are compared on the device by the sort itself, on one stream (its entry's
+  // buffers are that stream's): the stream is then part of the key. 0 for the other entries.
+  std::uintptr_t stream = 0;
+  bool on_device = false;
   auto operator<=>(const PlanKey&) const = default;
 };
 

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 #include <exception>
 #include <memory>
+#include <mutex>
 
 namespace samebits::detail {
 
@@ -98,13 +99,26 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
 // layouts only).
 void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 
+// A one-block sort's memory of the last index it sorted (automatic reuse of short indices,
+// short_plan below): copy holds the index values of that sort (int32, n of them) and *valid is 1
+// when they were all in range. A sort given one compares the index with the copy first; when
+// they are equal it leaves vals_out and offsets as they are (they hold that sort's result, kept
+// with the copy) and only sets *bad to all ones. Otherwise it sorts, then keeps the index in copy
+// and sets *valid. The one-block layouts only, and no carried values.
+struct KeptIndex {
+  int* copy = nullptr;
+  unsigned long long* valid = nullptr;
+};
+
 // The same for a 1-D index (int32/int64, any stride) in one call, with keys in [0, b.num_keys):
 // vals_out holds values32[i * vstride] (or i) in stable key order and offsets the CSR offsets;
 // keys_* are not kept. The layout says which sort: the one-block sort, the counting sort, or
 // build_vector_keys and the radix sort. *bad (when set) ends as the first position whose value is
 // outside the range, or all ones; such a value sorts as key 0. The callers need not set *bad.
+// `kept` (the one-block sorts of positions only): see KeptIndex.
 void sort_index_vector(const TensorView& index, const void* values32, std::int64_t vstride,
-                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream);
+                       const SortBuffers& b, unsigned long long* bad, cudaStream_t stream,
+                       KeptIndex kept = {});
 
 // Reads *bad (waits for the stream); -1 when every index was in range.
 std::int64_t first_bad_position(const unsigned long long* bad, cudaStream_t stream);
@@ -125,6 +139,24 @@ CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cuda
 void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
 // Whether automatic plan reuse looks at this index at all (large enough, on CUDA, int-sized keys).
 bool plan_reuse_applies(const TensorView& index, std::int64_t num_keys);
+
+// Automatic reuse of short indices (fewer than kPlanCacheMinSources entries, sorted by a one-block
+// sort): no wait for the host. short_plan gives the buffers that the sort of `index` on `stream`
+// writes (order, offsets and the check's record `bad`) and the KeptIndex to pass to it, all kept
+// in the plan cache under the index's address and the stream: a later call with equal contents
+// finds its sort done. Empty when the cache is off or full of larger entries, the stream is being
+// captured into a CUDA graph, or no memory is left. `hold` keeps the entry and `lock` keeps other
+// threads off it until the caller has queued the sort and every read of its buffers.
+struct ShortPlan {
+  int* order = nullptr;
+  int* offsets = nullptr;
+  unsigned long long* bad = nullptr;
+  KeptIndex kept;
+  std::shared_ptr<void> hold;
+  std::unique_lock<std::mutex> lock; // after hold: unlocked before the entry can go
+  explicit operator bool() const { return order != nullptr; }
+};
+ShortPlan short_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
 
 class Registry;
 void register_cuda_index_plan(Registry& r);

@@ -35,19 +35,10 @@ std::size_t cuda_allocation_bytes(std::size_t bytes) {
   return size_class(bytes == 0 ? 1 : bytes);
 }
 
-namespace {
-
-struct Cache {
-  std::mutex m;
-  // (device, size class, stream) -> blocks freed on that stream
-  std::map<std::tuple<int, std::size_t, void*>, std::vector<void*>> free_blocks;
-  std::map<void*, std::size_t> sizes;
-};
-
 // Whether work queued on `stream` now goes into a CUDA graph being captured. Never asked of the
 // legacy default stream, which cannot be captured (and asking it during another stream's capture
-// would end that capture). A failed query counts as capturing: the block is then kept.
-bool capturing(Stream stream) {
+// would end that capture). A failed query counts as capturing.
+bool cuda_stream_capturing(Stream stream) {
   if (stream.handle == nullptr)
     return false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -57,6 +48,15 @@ bool capturing(Stream stream) {
   }
   return status != cudaStreamCaptureStatusNone;
 }
+
+namespace {
+
+struct Cache {
+  std::mutex m;
+  // (device, size class, stream) -> blocks freed on that stream
+  std::map<std::tuple<int, std::size_t, void*>, std::vector<void*>> free_blocks;
+  std::map<void*, std::size_t> sizes;
+};
 
 Cache& cache() {
   static auto* c = new Cache; // never destroyed: device memory outlives static destructors
@@ -150,7 +150,7 @@ void* cuda_allocate(std::size_t bytes, int device, Stream stream) {
 void cuda_free(void* p, int device, Stream stream) {
   if (p == nullptr)
     return;
-  const bool in_graph = capturing(stream);
+  const bool in_graph = cuda_stream_capturing(stream); // a failed query keeps the block
   auto& k = cache();
   std::lock_guard lock(k.m);
   auto it = k.sizes.find(p);

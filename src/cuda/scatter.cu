@@ -42,6 +42,7 @@
 
 #include <climits>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace samebits::detail {
@@ -135,14 +136,37 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     }
     const bool direct = std::is_same_v<T, float> && rw.F == 1;
     const SortLayout layout = sort_layout(rw.L, rw.M, true, direct);
-    DeviceScratch scratch(layout.scratch_bytes + 256, a.out.device, Stream{stream});
+    // A short index sorted by one block: its sort's buffers are kept for the next call on this
+    // stream, which compares the index with the kept copy on the device and sorts only when it
+    // differs (short_plan; same bits either way, no wait).
+    ShortPlan kept;
+    if (layout.block && !direct)
+      kept = short_plan(vec, rw.M, stream);
+    std::optional<DeviceScratch> scratch;
+    if (!kept)
+      scratch.emplace(layout.scratch_bytes + 256, a.out.device, Stream{stream});
     const WaitOnUnwind wait_on_error(stream);
-    auto* bad = scratch.take<unsigned long long>(1);
-    const SortBuffers sb = sort_buffers(scratch, layout);
+    auto* bad = kept ? kept.bad : scratch->take<unsigned long long>(1);
+    SortBuffers sb;
+    if (kept) { // the one-block sorts use vals_out and offsets alone
+      sb.n = layout.n;
+      sb.num_keys = layout.num_keys;
+      sb.block = true;
+      sb.block16 = layout.block16;
+      sb.block_count = layout.block_count;
+      sb.vals_out = kept.order;
+      sb.offsets = kept.offsets;
+    } else {
+      sb = sort_buffers(*scratch, layout);
+    }
     // No wait after the sort (which sets *bad): bad keys were sorted as 0, and the pull reads the
     // check's result itself and writes nothing when it found one. One round trip to the host per
     // call.
-    sort_index_vector(vec, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream);
+    sort_index_vector(vec, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream, kept.kept);
+    if (kept)
+      append_last_explain("; the short index is compared on the device with the copy kept for "
+                          "this stream and sorted only when it differs (automatic reuse of short "
+                          "indices)");
     Pull<T> p = rows_pull<T>(a, rw);
     p.order = sb.vals_out;
     p.offsets = sb.offsets;

@@ -20,23 +20,7 @@
 namespace samebits {
 namespace {
 
-// Sets the checks for the test and drops any error it left pending.
-class ChecksScope {
-public:
-  explicit ChecksScope(CudaIndexChecks c) : was_(cuda_index_checks()) { set_cuda_index_checks(c); }
-  ~ChecksScope() {
-    try {
-      check_index_errors(Device::cuda());
-    } catch (const IndexOutOfRange&) {
-    }
-    set_cuda_index_checks(was_);
-  }
-  ChecksScope(const ChecksScope&) = delete;
-  ChecksScope& operator=(const ChecksScope&) = delete;
-
-private:
-  CudaIndexChecks was_;
-};
+using testing::ChecksScope;
 
 // One op call: writes `out` from inputs built for `seed`; `bad` plants one out-of-range index
 // (or, for segment_reduce, one decreasing offset).

@@ -103,6 +103,13 @@ IndexPlan make_index_plan(const TensorView& index, std::int64_t num_targets,
 // below (default 1 GiB, or SAMEBITS_PLAN_CACHE_BYTES), least recently used first out, and are
 // all given back when a device allocation would otherwise fail. last_explain() says when a call
 // reused a plan.
+//
+// Shorter indices (up to 16384 entries, those one block sorts) are remembered too, per address
+// and stream, without any wait: the sort itself first compares the index with the copy it kept
+// on the device and, when they are equal and were all in range, leaves its last result in place
+// (no sort; a stale result cannot be served, since the device decides on the contents of the
+// moment). These entries count in stored, entries and bytes but not in hits and misses, which
+// the host never learns.
 constexpr std::int64_t kPlanCacheMinSources = 65536;
 struct PlanCacheStats {
   std::int64_t hits = 0;   // calls that reused a plan
