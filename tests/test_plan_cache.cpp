@@ -113,6 +113,45 @@ TEST(PlanCache, AtMostMaxEntriesAndNothingLargerThanTheLimit) {
   EXPECT_EQ(c.find(key(100)), nullptr);
 }
 
+PlanKey short_key(std::uintptr_t address) {
+  PlanKey k = key(address, 10556, 2708);
+  k.stream = 7;
+  k.on_device = true;
+  return k;
+}
+
+// Short indices sorted on the device make room among themselves: however many fresh ones come,
+// they never push a long index's plan out, and at most kMaxShortEntries are kept.
+TEST(PlanCache, ShortEntriesNeverPushOutALongIndexsPlan) {
+  PlanCache c(1000);
+  c.store(key(1), entry(1), 300);
+  c.store(key(2), entry(2), 300);
+  for (std::uintptr_t a = 100; a < 100 + 3 * PlanCache::kMaxEntries; ++a) {
+    ASSERT_TRUE(c.wants(short_key(a), 40));
+    c.store(short_key(a), entry(static_cast<int>(a)), 40);
+  }
+  EXPECT_NE(c.find(key(1)), nullptr);
+  EXPECT_NE(c.find(key(2)), nullptr);
+  EXPECT_EQ(c.stats().entries, 2 + PlanCache::kMaxShortEntries);
+  const std::uintptr_t last = 100 + 3 * PlanCache::kMaxEntries - 1;
+  EXPECT_NE(c.find(short_key(last)), nullptr);                               // newest kept
+  EXPECT_EQ(c.find(short_key(last - PlanCache::kMaxShortEntries)), nullptr); // older dropped
+  // A short entry that only fits by dropping a long one is not stored (nor wanted).
+  EXPECT_FALSE(c.wants(short_key(1), 450));
+  c.store(short_key(1), entry(-1), 450);
+  EXPECT_EQ(c.find(short_key(1)), nullptr);
+  EXPECT_NE(c.find(key(1)), nullptr);
+  EXPECT_NE(c.find(key(2)), nullptr);
+  // It fits once the short ones are out of its way; a long index still takes any room.
+  EXPECT_TRUE(c.wants(short_key(2), 400));
+  c.store(short_key(2), entry(-2), 400);
+  EXPECT_NE(c.find(short_key(2)), nullptr);
+  EXPECT_EQ(c.stats().bytes, 1000u);
+  c.store(key(3), entry(3), 300);
+  EXPECT_NE(c.find(key(3)), nullptr);
+  EXPECT_LE(c.stats().bytes, 1000u);
+}
+
 TEST(PlanCache, LimitZeroTurnsItOffAndFreesEverything) {
   PlanCache c(1000);
   auto e = entry(1);

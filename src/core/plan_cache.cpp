@@ -25,6 +25,24 @@ void PlanCache::shrink(std::size_t bytes, std::size_t entries, std::list<Slot>& 
     take(std::prev(slots_.end()), into);
 }
 
+bool PlanCache::make_short_room(std::size_t bytes, std::list<Slot>& into) {
+  std::size_t shorts = static_cast<std::size_t>(
+      std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.key.on_device; }));
+  auto full = [&] {
+    return shorts >= kMaxShortEntries || slots_.size() >= kMaxEntries || bytes_ + bytes > limit_;
+  };
+  for (auto it = slots_.end(); full() && it != slots_.begin();) {
+    --it; // from the least recently used
+    if (!it->key.on_device)
+      continue;
+    auto next = std::next(it);
+    take(it, into);
+    --shorts;
+    it = next;
+  }
+  return !full();
+}
+
 std::shared_ptr<void> PlanCache::find(const PlanKey& key) {
   std::lock_guard lock(m_);
   auto it = slot_of(key);
@@ -71,7 +89,18 @@ void PlanCache::record(const PlanKey& key, bool hit) {
 
 bool PlanCache::wants(const PlanKey& key, std::size_t bytes) const {
   std::lock_guard lock(m_);
-  return limit_ > 0 && bytes <= limit_ && !is_volatile(key);
+  if (limit_ == 0 || bytes > limit_ || is_volatile(key))
+    return false;
+  if (!key.on_device)
+    return true;
+  // A short entry fits when the long ones leave it room (make_short_room drops short ones only).
+  std::size_t longs = 0, long_bytes = 0;
+  for (const Slot& s : slots_)
+    if (!s.key.on_device) {
+      ++longs;
+      long_bytes += s.bytes;
+    }
+  return longs < kMaxEntries && long_bytes + bytes <= limit_;
 }
 
 void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes) {
@@ -81,7 +110,12 @@ void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size
     return;
   if (auto it = slot_of(key); it != slots_.end())
     take(it, dropped);
-  shrink(limit_ - bytes, kMaxEntries - 1, dropped); // room for this one
+  if (key.on_device) {
+    if (!make_short_room(bytes, dropped))
+      return;
+  } else {
+    shrink(limit_ - bytes, kMaxEntries - 1, dropped); // room for this one
+  }
   slots_.push_front({key, std::move(entry), bytes});
   bytes_ += bytes;
   ++stored_;

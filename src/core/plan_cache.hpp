@@ -36,6 +36,10 @@ public:
   static constexpr int kVolatileAfter = 2;
   static constexpr std::size_t kMaxEntries = 16;
   static constexpr std::size_t kMaxVolatileKeys = 64;
+  // Entries of short indices (PlanKey::on_device) kept at once. They make room among themselves
+  // only: a training whose short indices are fresh tensors every step never pushes a long
+  // index's plan (whose sort costs far more) out of the cache.
+  static constexpr std::size_t kMaxShortEntries = 8;
 
   explicit PlanCache(std::size_t limit_bytes) : limit_(limit_bytes) {}
 
@@ -47,7 +51,9 @@ public:
   // Whether an index with this key and entry size should be remembered now.
   bool wants(const PlanKey& key, std::size_t bytes) const;
   // Remembers `entry` under `key` (replacing any), dropping the least recently used entries to
-  // stay within the byte limit and kMaxEntries.
+  // stay within the byte limit and kMaxEntries (for a short index's key: the least recently used
+  // short entries alone, at most kMaxShortEntries of them; nothing is stored when that is not
+  // room enough).
   void store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes);
   // Drops the entry of `key` (a plan that could not be built, say) without counting a miss.
   void forget(const PlanKey& key);
@@ -72,6 +78,8 @@ private:
   void take(std::list<Slot>::iterator it, std::list<Slot>& into);
   // Drops least recently used slots until at most `bytes` and `entries` are kept.
   void shrink(std::size_t bytes, std::size_t entries, std::list<Slot>& into);
+  // Makes room for a short entry of `bytes` by dropping short slots only; false when it cannot.
+  bool make_short_room(std::size_t bytes, std::list<Slot>& into);
   Streak* streak_of(const PlanKey& key);
   bool is_volatile(const PlanKey& key) const;
 

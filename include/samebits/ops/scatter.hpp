@@ -108,8 +108,9 @@ IndexPlan make_index_plan(const TensorView& index, std::int64_t num_targets,
 // and stream, without any wait: the sort itself first compares the index with the copy it kept
 // on the device and, when they are equal and were all in range, leaves its last result in place
 // (no sort; a stale result cannot be served, since the device decides on the contents of the
-// moment). These entries count in stored, entries and bytes but not in hits and misses, which
-// the host never learns.
+// moment). At most 8 such entries are kept, least recently used first out, and they never push a
+// longer index's plan out. They count in stored, entries and bytes but not in hits and misses,
+// which the host never learns.
 constexpr std::int64_t kPlanCacheMinSources = 65536;
 struct PlanCacheStats {
   std::int64_t hits = 0;   // calls that reused a plan
