@@ -585,7 +585,10 @@ SortLayout sort_layout(std::int64_t n, std::int64_t num_keys, bool allow_countin
   return l;
 }
 
-SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
+namespace {
+
+// The layout's sizes and which sort it is; no buffers yet.
+SortBuffers sort_of(const SortLayout& l) {
   SortBuffers b;
   b.n = l.n;
   b.num_keys = l.num_keys;
@@ -593,6 +596,22 @@ SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
   b.block = l.block;
   b.block16 = l.block16;
   b.block_count = l.block_count;
+  return b;
+}
+
+} // namespace
+
+SortBuffers block_sort_buffers(const SortLayout& l, int* vals_out, int* offsets) {
+  if (!l.block)
+    throw Error("scatter: internal error: given buffers for a sort other than a one-block sort");
+  SortBuffers b = sort_of(l);
+  b.vals_out = vals_out;
+  b.offsets = offsets;
+  return b;
+}
+
+SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& l) {
+  SortBuffers b = sort_of(l);
   if (l.block) {
     // vals_out and offsets only
   } else if (l.counting) {

@@ -87,6 +87,9 @@ struct SortBuffers {
   bool block_count = false;
 };
 SortBuffers sort_buffers(DeviceScratch& scratch, const SortLayout& layout);
+// The same for a one-block layout with its two buffers given (vals_out [n], offsets
+// [num_keys + 1]): the one-block sorts use no other.
+SortBuffers block_sort_buffers(const SortLayout& layout, int* vals_out, int* offsets);
 
 // keys_in[i] = index[i] (1-D view, int32/int64, any stride), vals_in[i] = values32[i * vstride]
 // when values32 is set (32-bit payloads, e.g. float bits), else i. A value outside [0, m) lowers

@@ -147,18 +147,8 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
       scratch.emplace(layout.scratch_bytes + 256, a.out.device, Stream{stream});
     const WaitOnUnwind wait_on_error(stream);
     auto* bad = kept ? kept.bad : scratch->take<unsigned long long>(1);
-    SortBuffers sb;
-    if (kept) { // the one-block sorts use vals_out and offsets alone
-      sb.n = layout.n;
-      sb.num_keys = layout.num_keys;
-      sb.block = true;
-      sb.block16 = layout.block16;
-      sb.block_count = layout.block_count;
-      sb.vals_out = kept.order;
-      sb.offsets = kept.offsets;
-    } else {
-      sb = sort_buffers(*scratch, layout);
-    }
+    const SortBuffers sb = kept ? block_sort_buffers(layout, kept.order, kept.offsets)
+                                : sort_buffers(*scratch, layout);
     // No wait after the sort (which sets *bad): bad keys were sorted as 0, and the pull reads the
     // check's result itself and writes nothing when it found one. One round trip to the host per
     // call.
