@@ -19,7 +19,8 @@ using namespace samebits;
 
 namespace samebits::python {
 void bind_ops(nb::module_& m);
-void bind_distributed(nb::module_& m); // distributed.cpp
+void bind_distributed(nb::module_& m);    // distributed.cpp
+void bind_torch_mode_api(nb::module_& m); // torch_mode_api.cpp
 } // namespace samebits::python
 
 namespace {
@@ -180,4 +181,5 @@ NB_MODULE(_core, m) {
 
   python::bind_ops(m);
   python::bind_distributed(m);
+  python::bind_torch_mode_api(m);
 }

@@ -726,10 +726,12 @@ def test_cuda_grid_sample_and_nll_loss2d_are_portable():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("kernels", ["python", "cpp"])
 def test_where_samebits_has_no_variant_run_to_run_falls_back_to_torch_and_portable_refuses(
-        monkeypatch):
+        monkeypatch, request, kernels):
     # As for SAGEConv on a 20M-edge graph of 128 features on CUDA (2.56e9 gathered values, past
-    # the 32-bit keys of the sort): samebits raises NondeterministicError before writing.
+    # the 32-bit keys of the sort): samebits raises NondeterministicError before writing. The
+    # C++ kernels hand such a call to the Python kernel, which falls back or raises.
     import warnings
 
     import samebits
@@ -739,12 +741,20 @@ def test_where_samebits_has_no_variant_run_to_run_falls_back_to_torch_and_portab
     def refuse(*args, **kwargs):
         raise samebits.NondeterministicError("index_add on cuda at run_to_run: no variant")
 
+    if kernels == "python":
+        monkeypatch.setattr(sbmode, "_cpp", None)
+    elif sbmode._cpp is None:
+        pytest.skip("samebits was built without the mode's C++ kernels")
+    else:
+        sbmode._cpp._refuse_for_test(True)
+        request.addfinalizer(lambda: sbmode._cpp._refuse_for_test(False))
     monkeypatch.setattr(ops, "_index_add_into", refuse)
     monkeypatch.setattr(sbmode, "_fell_back", set())
     g = torch.Generator().manual_seed(11)
     x, idx = torch.randn(40, 3, generator=g), torch.randint(0, 7, (40,), generator=g)
     want = torch.zeros(7, 3).index_add_(0, idx, x)
     with st.deterministic("run_to_run"):
+        sbmode.reset_calls()
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             got = torch.zeros(7, 3).index_add_(0, idx, x)

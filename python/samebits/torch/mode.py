@@ -36,10 +36,18 @@ samebits does not replace either runs torch's deterministic kernel or throws; in
 `with deterministic():` such an error carries a note saying that samebits has no replacement for
 it.
 
+Where the package was built against this torch (samebits._torch_mode), the scatters (index_add,
+scatter_add, scatter_reduce; functional and in place) are C++ kernels: the same work without the
+Python kernel's host time per call. They hand whatever is not their plain case to the Python kernel
+of the op (a refusal at run_to_run, an argument to reshape) and raise samebits' errors as they are;
+SAMEBITS_TORCH_MODE=python in the environment keeps the Python kernels for every op.
+
 The overrides are process-wide (the dispatcher has no per-thread kernels): enable() and the
 context manager affect every thread, and nest: the innermost level applies until it ends.
 """
 import contextlib
+import functools
+import os
 import threading
 import warnings
 
@@ -49,6 +57,23 @@ import samebits as _sb
 
 from .. import _level_name
 from . import _grid_sample, _ops, _separable
+
+
+def _load_cpp():
+    """samebits._torch_mode, the C++ kernels of the scatters below (index_add, scatter_add,
+    scatter_reduce, functional and in place), where the package was built against this torch;
+    None where it was not, or with SAMEBITS_TORCH_MODE=python in the environment (the Python
+    kernels then serve every op: same bits, more host time per call)."""
+    if os.environ.get("SAMEBITS_TORCH_MODE", "") == "python":
+        return None
+    try:
+        from .. import _torch_mode
+    except ImportError:
+        return None
+    return _torch_mode
+
+
+_cpp = _load_cpp()
 
 _FLOAT = (torch.float32, torch.float64)
 _HALF = _ops.HALF
@@ -100,11 +125,23 @@ def calls():
     """How many calls of each covered aten op samebits ran since the last reset_calls() (calls
     that fell back to torch's kernel are not counted): what a test or a user checks to see that
     the mode took effect."""
-    return dict(_calls)
+    merged = dict(_calls)
+    if _cpp is not None:
+        for name, n in _cpp.calls().items():
+            merged[name] = merged.get(name, 0) + n
+    return {name: n for name, n in merged.items() if n}
 
 
 def reset_calls():
     _calls.clear()
+    if _cpp is not None:
+        _cpp.reset_calls()
+
+
+def uses_cpp_kernels():
+    """True when the mode's scatters run as C++ kernels (samebits._torch_mode), False when every
+    covered op runs its Python kernel."""
+    return _cpp is not None
 
 
 _fell_back = set()  # ops that have warned that they ran torch's deterministic kernel
@@ -135,10 +172,14 @@ def _samebits_or_torch(name, samebits_call, torch_call):
         # torch's deterministic kernel may call other covered ops (index_add through
         # index_put_ on CUDA): those run torch's kernels too, not samebits' again.
         _thread.torch_kernel = True
+        if _cpp is not None:
+            _cpp.set_torch_kernel(True)
         try:
             return torch_call()
         finally:
             _thread.torch_kernel = False
+            if _cpp is not None:
+                _cpp.set_torch_kernel(False)
 
 
 def _same_device(*tensors):
@@ -605,23 +646,49 @@ def covered_ops(dtype=None):
     return sorted("aten::" + n for n in names)
 
 
+# The ops whose C++ kernel (samebits._torch_mode) replaces the Python one when it is there.
+_CPP_OPS = ("index_add", "index_add_", "scatter_add", "scatter_add_", "scatter_reduce.two",
+            "scatter_reduce_.two")
+
+
+def _python_kernels():
+    """{aten overload name: {key: its Python kernel}} for every covered op and dispatch key that
+    has a kernel of torch's (the one each kernel falls back to)."""
+    kernels = {}
+    for name, make in _OVERRIDES.items():
+        for key in ("CPU", "CUDA"):
+            if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::" + name, key):
+                continue
+            kernel = make(torch.library.get_kernel("aten::" + name, key))
+            kernel.name = name
+            kernels.setdefault(name, {})[key] = kernel
+    return kernels
+
+
 def _install(level):
     global _library
     _state["level"] = level
     if _library is not None:
+        if _cpp is not None:
+            _cpp.set_level(level)
         return
+    kernels = _python_kernels()
+    in_cpp = set()
+    if _cpp is not None:
+        # The C++ kernels hand what is not their plain case to the Python kernel of their op and
+        # key (with the key set torch would pass it bound).
+        in_cpp = set(_cpp.install(level, {
+            name: {key: functools.partial(k, torch._C.DispatchKeySet(getattr(
+                torch._C.DispatchKey, key))) for key, k in kernels[name].items()}
+            for name in _CPP_OPS if name in kernels}))
     lib = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         # torch warns once that an aten kernel is overridden: that is the point of the mode.
         warnings.simplefilter("ignore", UserWarning)
-        for name, make in _OVERRIDES.items():
-            for key in ("CPU", "CUDA"):
-                if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::" + name, key):
-                    continue
-                original = torch.library.get_kernel("aten::" + name, key)
-                kernel = make(original)
-                kernel.name = name
-                lib.impl(name, kernel, key, with_keyset=True)
+        for name, per_key in kernels.items():
+            for key, kernel in per_key.items():
+                if f"{name}:{key}" not in in_cpp:
+                    lib.impl(name, kernel, key, with_keyset=True)
     _library = lib
 
 
@@ -630,6 +697,8 @@ def _uninstall():
     if _library is not None:
         _library._destroy()
         _library = None
+        if _cpp is not None:
+            _cpp.uninstall()
     _state["level"] = None
 
 
@@ -676,6 +745,8 @@ def disable():
         _sb.set_cuda_index_checks(checks)
         if _stack:
             _state["level"] = _stack[-1][0]
+            if _cpp is not None:
+                _cpp.set_level(_state["level"])
         else:
             _uninstall()
 
