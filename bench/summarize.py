@@ -411,13 +411,17 @@ def python_package(b):
 
 
 PYG_MODES = [("torch", "torch default"), ("torch_det", "torch deterministic"),
-             ("run_to_run", "samebits run_to_run"), ("portable", "samebits portable")]
+             ("run_to_run", "samebits run_to_run"), ("portable", "samebits portable"),
+             ("run_to_run_python", "samebits run_to_run, Python kernels")]
 
 
-def pyg_models(ref, own):
+def pyg_models(ref, own, python_kernels=None):
     """PyG's own models on Cora under the drop-in mode (examples/pyg_cora.py's JSON): ms per
-    training and distinct weight sets per mode, and SAGEConv inference on the synthetic graph."""
+    training and distinct weight sets per mode (python_kernels: the mode with its Python kernels
+    for every op, as SAMEBITS_TORCH_MODE=python runs it), and SAGEConv inference on the synthetic
+    graph."""
     rows = (ref or {}).get("rows", []) + (own or {}).get("rows", [])
+    rows += [dict(r, mode=r["mode"] + "_python") for r in (python_kernels or {}).get("rows", [])]
     by = {(r["model"], r["mode"]): r for r in rows}
     cells = []
     for model in dict.fromkeys(r["model"] for r in rows):
@@ -471,12 +475,13 @@ def summarize(path, shown):
         out += ["No experiment_cuda.json or bench_graphsage.json in this run.", ""]
     package = load(path, "bench_torch.json")
     pyg_ref, pyg_own = load(path, "pyg_reference.json"), load(path, "pyg_samebits.json")
+    pyg_py = load(path, "pyg_python_kernels.json")
     if package or pyg_ref or pyg_own:
         out += ["## samebits.torch", ""]
         if package:
             out += python_package(package)
         if pyg_ref or pyg_own:
-            out += pyg_models(pyg_ref, pyg_own)
+            out += pyg_models(pyg_ref, pyg_own, pyg_py)
     out += titled_table("## compute-sanitizer\n\nEach tool on every GPU test program (processes "
                         "per test or case shard as bench/device.sh runs them; the run folder's "
                         "README says what a \"check\" cell found):",
