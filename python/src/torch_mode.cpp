@@ -539,4 +539,5 @@ NB_MODULE(_torch_mode, m) {
       c.store(0);
   });
   m.attr("cuda") = bool(SAMEBITS_TORCH_MODE_CUDA);
+  m.attr("torch_version") = SAMEBITS_TORCH_VERSION; // the torch it was built against
 }

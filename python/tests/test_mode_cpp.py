@@ -212,3 +212,8 @@ def test_an_environment_variable_keeps_the_python_kernels(monkeypatch):
     assert sbmode._load_cpp() is None
     monkeypatch.delenv("SAMEBITS_TORCH_MODE")
     assert sbmode._load_cpp() is sbmode._cpp
+
+
+def test_a_build_against_another_torch_is_left_alone(monkeypatch):
+    monkeypatch.setattr(sbmode._cpp, "torch_version", "0.0.0")
+    assert sbmode._load_cpp() is None

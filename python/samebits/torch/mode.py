@@ -61,7 +61,8 @@ from . import _grid_sample, _ops, _separable
 
 def _load_cpp():
     """samebits._torch_mode, the C++ kernels of the scatters below (index_add, scatter_add,
-    scatter_reduce, functional and in place), where the package was built against this torch;
+    scatter_reduce, functional and in place), where the package was built against this torch
+    (the same version);
     None where it was not, or with SAMEBITS_TORCH_MODE=python in the environment (the Python
     kernels then serve every op: same bits, more host time per call)."""
     if os.environ.get("SAMEBITS_TORCH_MODE", "") == "python":
@@ -70,7 +71,8 @@ def _load_cpp():
         from .. import _torch_mode
     except ImportError:
         return None
-    return _torch_mode
+    # Built against another torch (one upgraded since): its C++ ABI may differ.
+    return _torch_mode if _torch_mode.torch_version == torch.__version__ else None
 
 
 _cpp = _load_cpp()
