@@ -70,7 +70,21 @@ struct Installed {
 
 const TorchModeApi* api = nullptr;
 nb::handle raise_pending; // samebits._core._raise_pending (kept for the life of the process)
-Installed* installed = nullptr;
+// What is installed, shared with the calls in flight: uninstall() may run while another thread is
+// inside a kernel, which keeps what it uses until it returns. Never destroyed at exit (after
+// Python has ended, the Python kernels could not be released).
+auto* const installed = new std::atomic<std::shared_ptr<Installed>>();
+
+std::shared_ptr<Installed> current() {
+  return installed->load();
+}
+
+// Releases an Installed with the GIL held (it holds Python objects); the last call in flight may
+// drop it on a thread without the GIL.
+void release(Installed* state) {
+  pybind11::gil_scoped_acquire gil;
+  delete state;
+}
 std::atomic<int> level{1};                         // a Determinism value
 std::array<std::atomic<std::int64_t>, kOps> calls; // samebits' calls per op
 thread_local bool torch_kernel = false;   // inside a fallback to torch's kernel: torch's all down
@@ -287,11 +301,12 @@ nb::object as_python(const c10::IValue& v) {
 
 // Runs the op's Python kernel on the call's arguments (the last n on the stack; from `first_kw`
 // on they are keyword-only, named kw_names) and leaves its result there in their place.
-void run_python_kernel(Op op, Key key, torch::jit::Stack* stack, std::size_t n,
-                       std::size_t first_kw, const std::vector<const char*>& kw_names) {
+void run_python_kernel(const Installed& state, Op op, Key key, torch::jit::Stack* stack,
+                       std::size_t n, std::size_t first_kw,
+                       const std::vector<const char*>& kw_names) {
   pybind11::gil_scoped_acquire gil;
   auto args = torch::jit::last(*stack, n);
-  nb::object fn = installed->python_kernels[static_cast<std::size_t>(op)][key];
+  nb::object fn = state.python_kernels[static_cast<std::size_t>(op)][key];
   nb::object result;
   try {
     nb::list positional;
@@ -393,6 +408,9 @@ std::optional<ApiResult> run_samebits(Op op, c10::ArrayRef<c10::IValue> args, at
 
 template <Op op, Key key>
 void kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const std::shared_ptr<Installed> state = current();
+  if (!state) // the mode ended as this call began: torch's kernel, now back, runs it
+    return handle.redispatchBoxed(keys, stack);
   const Call& call = call_of(op);
   if (!torch_kernel) {
     at::Tensor result;
@@ -403,11 +421,11 @@ void kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys, torch::
       return;
     }
     if (r == ApiResult::nondeterministic) // also what the C++ side leaves to Python
-      return run_python_kernel(op, key, stack, call.n, call.first_kw, call.kw_names);
+      return run_python_kernel(*state, op, key, stack, call.n, call.first_kw, call.kw_names);
     if (r == ApiResult::other)
       raise_samebits_error();
   }
-  installed->torch_kernels[static_cast<std::size_t>(op)][key]->callBoxed(handle, keys, stack);
+  state->torch_kernels[static_cast<std::size_t>(op)][key]->callBoxed(handle, keys, stack);
 }
 
 template <Op op> void register_op(torch::Library& lib, Key key) {
@@ -445,7 +463,7 @@ struct Silent : c10::WarningHandler {
 // Python kernel of each, with its key set bound) on the keys that have a kernel for them; returns
 // what it overrode, as "name:KEY".
 std::vector<std::string> install(const std::string& level_name, nb::dict python_kernels) {
-  if (installed)
+  if (current())
     throw std::runtime_error("samebits._torch_mode.install: already installed");
   const int lv = api->parse_level(level_name.c_str());
   if (lv < 0)
@@ -486,16 +504,16 @@ std::vector<std::string> install(const std::string& level_name, nb::dict python_
     }
     state->libraries.push_back(std::move(lib));
   }
-  installed = state.release();
+  installed->store(std::shared_ptr<Installed>(state.release(), release));
   return done;
 }
 
 void uninstall() {
-  if (!installed)
+  const std::shared_ptr<Installed> state = current();
+  if (!state)
     return;
-  std::unique_ptr<Installed> state(installed);
-  installed = nullptr;
-  state->libraries.clear(); // torch's kernels are back from here on
+  state->libraries.clear(); // torch's kernels are back from here on: no call starts in ours
+  installed->store(nullptr);
 }
 
 } // namespace

@@ -217,3 +217,31 @@ def test_an_environment_variable_keeps_the_python_kernels(monkeypatch):
 def test_a_build_against_another_torch_is_left_alone(monkeypatch):
     monkeypatch.setattr(sbmode._cpp, "torch_version", "0.0.0")
     assert sbmode._load_cpp() is None
+
+
+def test_the_mode_can_end_while_another_thread_runs_covered_calls():
+    import threading
+
+    g = torch.Generator().manual_seed(SEED)
+    x, src = torch.randn(64, 8, generator=g), torch.randn(256, 8, generator=g)
+    idx = torch.randint(0, 64, (256,), generator=g)
+    want = torch.index_add(x, 0, idx, src).double()
+    stop, errors = threading.Event(), []
+
+    def calls():
+        try:
+            while not stop.is_set():
+                torch.testing.assert_close(torch.index_add(x, 0, idx, src).double(), want)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=calls)
+    t.start()
+    try:
+        for _ in range(40):
+            with st.deterministic("run_to_run"):
+                torch.index_add(x, 0, idx, src)
+    finally:
+        stop.set()
+        t.join()
+    assert not errors, errors
