@@ -227,10 +227,15 @@ std::optional<TensorView> row_index(int dim, const at::Tensor& index, const at::
   return v;
 }
 
+// dim modulo out's dims (at least 1), as Python's % wraps it: the scatters' dim rule in the mode.
+std::int64_t wrapped_dim(std::int64_t dim, const at::Tensor& out) {
+  const std::int64_t nd = std::max<std::int64_t>(out.dim(), 1);
+  return ((dim % nd) + nd) % nd;
+}
+
 std::optional<ApiResult> scatter_add_into(const at::Tensor& out, std::int64_t dim,
                                           const at::Tensor& index, const at::Tensor& src) {
-  const std::int64_t nd = std::max<std::int64_t>(out.dim(), 1);
-  dim = ((dim % nd) + nd) % nd;
+  dim = wrapped_dim(dim, out);
   if (const std::optional<TensorView> rows = row_index(static_cast<int>(dim), index, src)) {
     bool slices = src.dim() == out.dim();
     for (std::int64_t d = 0; slices && d < out.dim(); ++d)
@@ -260,8 +265,7 @@ std::optional<ApiResult> scatter_reduce_into(const at::Tensor& out, std::int64_t
   std::optional<TensorView> o = view_of(out), i = view_of(index), s = view_of(src);
   if (!o || !i || !s)
     return std::nullopt;
-  const std::int64_t nd = std::max<std::int64_t>(out.dim(), 1);
-  dim = ((dim % nd) + nd) % nd;
+  dim = wrapped_dim(dim, out);
   return api->scatter_reduce(*o, static_cast<int>(dim), *i, *s, reduce, include_self,
                              level.load(std::memory_order_relaxed), stream_of(out));
 }
@@ -382,12 +386,11 @@ std::optional<ApiResult> run_samebits(Op op, c10::ArrayRef<c10::IValue> args, at
       return std::nullopt;
     alpha = a.toDouble();
   } else if (op == Op::scatter_reduce || op == Op::scatter_reduce_) {
-    reduce = api->parse_reduce(args[4].toStringRef().c_str());
     // torch's names only (parse_reduce also takes samebits' "max" and "min")
     const std::string& name = args[4].toStringRef();
-    if (reduce < 0 ||
-        !(name == "sum" || name == "prod" || name == "mean" || name == "amax" || name == "amin"))
+    if (!(name == "sum" || name == "prod" || name == "mean" || name == "amax" || name == "amin"))
       return std::nullopt;
+    reduce = api->parse_reduce(name.c_str());
     include_self = args[5].toBool();
   }
   if (refuse_for_test.load(std::memory_order_relaxed))
@@ -408,23 +411,25 @@ std::optional<ApiResult> run_samebits(Op op, c10::ArrayRef<c10::IValue> args, at
 
 template <Op op, Key key>
 void kernel(const c10::OperatorHandle& handle, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  const std::shared_ptr<Installed> state = current();
-  if (!state) // the mode ended as this call began: torch's kernel, now back, runs it
-    return handle.redispatchBoxed(keys, stack);
   const Call& call = call_of(op);
+  std::optional<ApiResult> r;
   if (!torch_kernel) {
     at::Tensor result;
-    const std::optional<ApiResult> r = run_samebits(op, torch::jit::last(*stack, call.n), result);
+    r = run_samebits(op, torch::jit::last(*stack, call.n), result);
     if (r == ApiResult::ok) {
       torch::jit::drop(*stack, call.n);
       torch::jit::push(*stack, std::move(result));
       return;
     }
-    if (r == ApiResult::nondeterministic) // also what the C++ side leaves to Python
-      return run_python_kernel(*state, op, key, stack, call.n, call.first_kw, call.kw_names);
     if (r == ApiResult::other)
       raise_samebits_error();
   }
+  // Another kernel runs the call: what install() kept (samebits' run above needs none of it).
+  const std::shared_ptr<Installed> state = current();
+  if (!state) // the mode ended as this call began: torch's kernel, now back, runs it
+    return handle.redispatchBoxed(keys, stack);
+  if (r == ApiResult::nondeterministic) // also what the C++ side leaves to Python
+    return run_python_kernel(*state, op, key, stack, call.n, call.first_kw, call.kw_names);
   state->torch_kernels[static_cast<std::size_t>(op)][key]->callBoxed(handle, keys, stack);
 }
 

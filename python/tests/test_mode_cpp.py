@@ -49,10 +49,9 @@ def run(fn, level, cpp):
     with ctx:
         with st.deterministic(level):
             sbmode.reset_calls()
-            before = dict(sbmode._cpp.calls()) if cpp else {}
             out = fn()
             counted = sbmode.calls()
-            by_cpp = cpp and dict(sbmode._cpp.calls()) != before
+            by_cpp = cpp and bool(sbmode._cpp.calls())
     return out, counted, by_cpp
 
 
@@ -63,22 +62,19 @@ def case_inputs(g, op, dim, nd, index_dtype, expanded, strided_src, dtype, devic
     d = dim % nd
     rand = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype).to(device)
     target = rand(*shape)
+    src_shape = list(shape)
+    src_shape[d] = n
     if op.startswith("index_add"):
-        src_shape = list(shape)
-        src_shape[d] = n
         index = torch.randint(0, shape[d], (n,), generator=g)
-    else:
-        src_shape = list(shape)
-        src_shape[d] = n
-        if expanded:  # PyG's index.view(...).expand_as(src): one vector along dim
-            vec = torch.randint(0, shape[d], (n,), generator=g)
-            view = [1] * nd
-            view[d] = n
-            index = vec.view(view).expand(src_shape)
-        else:  # index.size(d) <= src.size(d), self.size(d) off dim: some one smaller
-            src_shape = [max(1, s - int(torch.randint(0, 2, (1,), generator=g)))
-                         if k != d else n for k, s in enumerate(shape)]
-            index = torch.randint(0, shape[d], src_shape, generator=g)
+    elif expanded:  # PyG's index.view(...).expand_as(src): one vector along dim
+        vec = torch.randint(0, shape[d], (n,), generator=g)
+        view = [1] * nd
+        view[d] = n
+        index = vec.view(view).expand(src_shape)
+    else:  # index.size(d) <= src.size(d), self.size(d) off dim: some one smaller
+        src_shape = [max(1, s - int(torch.randint(0, 2, (1,), generator=g)))
+                     if k != d else n for k, s in enumerate(shape)]
+        index = torch.randint(0, shape[d], src_shape, generator=g)
     index = index.to(index_dtype).to(device)
     if strided_src:  # strides that are not row-major: a transposed tensor's view
         src = rand(*reversed(src_shape)).permute(*reversed(range(nd)))
