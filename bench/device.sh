@@ -205,10 +205,11 @@ if has pyg; then
   PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda --runs "${PYG_RUNS:-1000}" \
     --modes run_to_run --json "$OUT/pyg_samebits.json" 2>&1 | tee -a "$log"
   # The same with the mode's Python kernels for every op (SAMEBITS_TORCH_MODE=python), against
-  # its C++ scatters above: PYG_REF_RUNS trainings.
-  SAMEBITS_TORCH_MODE=python PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda \
-    --runs "${PYG_REF_RUNS:-100}" --modes run_to_run --json "$OUT/pyg_python_kernels.json" 2>&1 |
-    tee -a "$log"
+  # its C++ scatters above: PYG_REF_RUNS trainings (PYG_PYTHON_KERNELS=0 leaves them out).
+  [[ ${PYG_PYTHON_KERNELS:-1} == 0 ]] ||
+    SAMEBITS_TORCH_MODE=python PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda \
+      --runs "${PYG_REF_RUNS:-100}" --modes run_to_run --json "$OUT/pyg_python_kernels.json" 2>&1 |
+      tee -a "$log"
 fi
 if has pygprofile; then
   # Where the mode's time goes in a PyG training (python/bench/pyg_mode_profile.py), for each

@@ -29,20 +29,31 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def per_call_us(fn, device, calls):
-    """Wall time per call of a loop of `calls` calls (median of 5 loops), in microseconds: on the
+def loop_us(fn, device, calls):
+    """Wall time per call of one loop of `calls` calls, then a synchronize, in microseconds: on the
     GPU with tiny inputs this is the host-side cost, launches included."""
-    for _ in range(20):
+    t0 = time.perf_counter()
+    for _ in range(calls):
         fn()
     _sync(device)
-    loops = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        _sync(device)
-        loops.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(loops)
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def per_call_us(configs, device, calls, rounds=7):
+    """Per-call time of each (name, fn, deferred) configuration: `rounds` rounds, each timing one
+    loop of every configuration in turn, so that a slow stretch of the host falls on all of them;
+    the figure is a configuration's fastest loop (the host's cost without the interruptions)."""
+    for _, fn, deferred in configs:  # warm-up
+        with samebits.index_checks("deferred" if deferred else "wait"):
+            for _ in range(20):
+                fn()
+    _sync(device)
+    loops = {name: [] for name, _, _ in configs}
+    for _ in range(rounds):
+        for name, fn, deferred in configs:
+            with samebits.index_checks("deferred" if deferred else "wait"):
+                loops[name].append(loop_us(fn, device, calls))
+    return {name: min(v) for name, v in loops.items()}
 
 
 def device_work(fn, device, calls=20):
@@ -192,7 +203,7 @@ def main():
                         "anchors' loop figures are compared with its C++ figures")
     args = parser.parse_args()
     device = torch.device(args.device)
-    calls, repeats = (200, 5) if args.quick else (2000, 20)
+    calls, repeats = (200, 5) if args.quick else (1000, 20)
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "samebits": samebits.__version__,
               "git_revision": _core.git_revision(), "overhead_us": {}, "anchors": []}
@@ -202,14 +213,12 @@ def main():
     print(f"{'op':14s} {'torch':>8s} {'samebits':>9s} {'deferred':>9s} {'raw':>8s} {'raw def':>8s} "
           f"{'extra':>8s} {'extra def':>9s}")
     for op, (ref, ours, raw) in tiny_cases(device).items():
-        t_ref, t_ours = per_call_us(ref, device, calls), per_call_us(ours, device, calls)
-        with samebits.index_checks("deferred"):
-            t_def = per_call_us(ours, device, calls)
-        t_raw = per_call_us(raw, device, calls) if raw else None
-        t_raw_def = None
+        configs = [("torch", ref, False), ("samebits", ours, False), ("deferred", ours, True)]
         if raw:
-            with samebits.index_checks("deferred"):
-                t_raw_def = per_call_us(raw, device, calls)
+            configs += [("raw", raw, False), ("raw_deferred", raw, True)]
+        t = per_call_us(configs, device, calls)
+        t_ref, t_ours, t_def = t["torch"], t["samebits"], t["deferred"]
+        t_raw, t_raw_def = t.get("raw"), t.get("raw_deferred")
         result["overhead_us"][op] = {"torch": t_ref, "samebits": t_ours, "deferred": t_def,
                                      "raw": t_raw, "raw_deferred": t_raw_def,
                                      "extra": t_ours - t_ref, "extra_deferred": t_def - t_ref}
@@ -250,8 +259,7 @@ def main():
         # Back to back with deferred checks, as a training loop calls it: the host's work for a
         # call overlaps the device's for the one before (the events above also time the Python
         # wrapper's work before the first kernel starts).
-        with samebits.index_checks("deferred"):
-            t_loop = per_call_us(ours, device, max(repeats, 10)) / 1e3
+        t_loop = per_call_us([("loop", ours, True)], device, max(repeats, 10), rounds=3)["loop"] / 1e3
         row = {"shape": shape, "op": op, "torch_default_ms": t_default,
                "torch_deterministic_ms": t_det, "samebits_run_to_run_ms": t_ours,
                "samebits_deferred_loop_ms": t_loop, "vs_deterministic": t_det / t_ours}
