@@ -253,42 +253,97 @@ int key_bits(std::int64_t num_keys) {
                          static_cast<std::uint64_t>(std::max<std::int64_t>(num_keys - 1, 1)))));
 }
 
-// --- a one-block sort's kept index (KeptIndex) ------------------------------------------------
+// --- a one-block sort's kept indices (KeptIndex) ----------------------------------------------
 //
-// Whether the index equals the kept copy of the last valid sort, decided by the whole block (every
-// thread gets the same answer; a barrier when a copy is valid). Eight loads in flight per thread:
-// one block reads the index and the copy, about 3 us for Cora's 10556 positions.
+// The slot whose copy equals the index (-1: none), decided by the whole block (every thread gets
+// the same answer). Eight positions in flight per thread, each compared with every filled slot:
+// one block reads the index and up to four copies, a few microseconds for Cora's 13264 positions.
+// On a match the chosen addresses name that slot's result.
 constexpr int kKeptBatch = 8;
 
+__device__ void choose_slot(const KeptIndex& kept, int slot) {
+  const unsigned long long now = kept.words[kKeptSlots] + 1;
+  kept.words[kKeptSlots] = now;
+  kept.words[slot] = now;
+  kept.words[kKeptSlots + 1] = reinterpret_cast<unsigned long long>(kept.order[slot]);
+  kept.words[kKeptSlots + 2] = reinterpret_cast<unsigned long long>(kept.offsets[slot]);
+}
+
 template <class I>
-__device__ bool kept_index_matches(const I* idx, std::int64_t stride, int n, KeptIndex kept) {
-  if (kept.copy == nullptr || *kept.valid == 0)
-    return false; // the same for every thread: nothing writes *valid before the sort's barriers
-  int differs = 0;
+__device__ int kept_index_match(const I* idx, std::int64_t stride, int n, const KeptIndex& kept) {
+  if (kept.words == nullptr)
+    return -1;
+  // Nothing writes the words before the block's barriers below: every thread reads the same.
+  unsigned filled = 0;
+#pragma unroll
+  for (int s = 0; s < kKeptSlots; ++s)
+    filled |= kept.words[s] != 0 ? 1u << s : 0u;
+  if (filled == 0)
+    return -1;
+  __shared__ unsigned differs_any;
+  if (threadIdx.x == 0)
+    differs_any = 0;
+  __syncthreads();
+  unsigned differs = 0;
   const int step = static_cast<int>(blockDim.x);
   for (int i0 = static_cast<int>(threadIdx.x); i0 < n; i0 += step * kKeptBatch) {
+    std::int64_t v[kKeptBatch];
 #pragma unroll
     for (int u = 0; u < kKeptBatch; ++u) {
       const int i = i0 + u * step;
-      if (i < n)
-        differs |= static_cast<std::int64_t>(idx[i * stride]) != kept.copy[i];
+      v[u] = i < n ? static_cast<std::int64_t>(idx[i * stride]) : 0;
+    }
+#pragma unroll
+    for (int s = 0; s < kKeptSlots; ++s) {
+      if ((filled >> s & 1u) == 0)
+        continue;
+#pragma unroll
+      for (int u = 0; u < kKeptBatch; ++u) {
+        const int i = i0 + u * step;
+        if (i < n && v[u] != kept.copy[s][i])
+          differs |= 1u << s;
+      }
     }
   }
-  return __syncthreads_or(differs) == 0;
+  if (differs != 0)
+    atomicOr(&differs_any, differs);
+  __syncthreads(); // (every thread has also read the words)
+  const unsigned same = filled & ~differs_any;
+  if (same == 0)
+    return -1;
+  const int slot = __ffs(static_cast<int>(same)) - 1;
+  if (threadIdx.x == 0)
+    choose_slot(kept, slot);
+  return slot;
 }
 
-// After a sort (first_bad final): keeps the index as the copy when every value was in range.
+// Where a sort that matched no slot writes: an empty slot, else the least recently used one (the
+// same for every thread: the words are read before the sort's barriers, written after them).
+__device__ int kept_victim(const KeptIndex& kept) {
+  int slot = 0;
+  for (int s = 1; s < kKeptSlots; ++s)
+    if (kept.words[s] < kept.words[slot])
+      slot = s;
+  return slot;
+}
+
+// After a sort into slot `slot` (first_bad final): keeps the index with it when every value was
+// in range, else leaves the slot empty; either way the pull reads the slot.
 template <class I>
-__device__ void keep_index(const I* idx, std::int64_t stride, int n, KeptIndex kept,
-                           unsigned long long first_bad) {
-  if (kept.copy == nullptr)
+__device__ void keep_index(const I* idx, std::int64_t stride, int n, const KeptIndex& kept,
+                           int slot, unsigned long long first_bad) {
+  if (kept.words == nullptr)
     return;
   const bool ok = first_bad == ~0ull;
   if (ok)
     for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x))
-      kept.copy[i] = static_cast<int>(idx[i * stride]);
-  if (threadIdx.x == 0)
-    *kept.valid = ok ? 1 : 0;
+      kept.copy[slot][i] = static_cast<int>(idx[i * stride]);
+  __syncthreads(); // every thread has read the words (kept_victim)
+  if (threadIdx.x == 0) {
+    choose_slot(kept, slot);
+    if (!ok)
+      kept.words[slot] = 0;
+  }
 }
 
 // --- one-block sort for short indices -------------------------------------------------------
@@ -309,10 +364,15 @@ __global__ void __launch_bounds__(kBlockThreads)
                       const int* values32, std::int64_t vstride, int* vals_out, int* offsets,
                       unsigned long long* bad, KeptIndex kept) {
   using Sort = cub::BlockRadixSort<Key, kBlockThreads, Items, Val>;
-  if (kept_index_matches(idx, stride, n, kept)) { // the kept sort's result stands
+  if (kept_index_match(idx, stride, n, kept) >= 0) { // a kept sort's result stands
     if (bad != nullptr && threadIdx.x == 0)
       *bad = ~0ull;
     return;
+  }
+  const int slot = kept.words != nullptr ? kept_victim(kept) : 0;
+  if (kept.words != nullptr) {
+    vals_out = kept.order[slot];
+    offsets = kept.offsets[slot];
   }
   __shared__ union {
     typename Sort::TempStorage sort;
@@ -358,7 +418,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   if (bad != nullptr && threadIdx.x == 0)
     *bad = first_bad;
-  keep_index(idx, stride, n, kept, first_bad); // first_bad is final since the sort's barriers
+  keep_index(idx, stride, n, kept, slot, first_bad); // first_bad is final since the sort's barriers
 }
 
 constexpr int kBlockItems32 = static_cast<int>(kBlockSortMaxPositions / kBlockThreads);
@@ -393,10 +453,15 @@ __global__ void __launch_bounds__(kBlockCountThreads)
   __shared__ unsigned long long first_bad;
   __shared__ unsigned short cnt[kBlockCountWarps * kBlockCountMaxKeys]; // [warp][key]
   const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
-  if (kept_index_matches(idx, stride, n, kept)) { // the kept sort's result stands
+  if (kept_index_match(idx, stride, n, kept) >= 0) { // a kept sort's result stands
     if (bad != nullptr && threadIdx.x == 0)
       *bad = ~0ull;
     return;
+  }
+  const int slot = kept.words != nullptr ? kept_victim(kept) : 0;
+  if (kept.words != nullptr) {
+    vals_out = kept.order[slot];
+    offsets = kept.offsets[slot];
   }
   if (threadIdx.x == 0)
     first_bad = ~0ull;
@@ -468,7 +533,7 @@ __global__ void __launch_bounds__(kBlockCountThreads)
   }
   if (bad != nullptr && threadIdx.x == 0)
     *bad = first_bad;
-  keep_index(idx, stride, n, kept, first_bad); // first_bad is final since the counts' barrier
+  keep_index(idx, stride, n, kept, slot, first_bad); // first_bad is final since the counts' barrier
 }
 
 template <class I>
@@ -663,7 +728,7 @@ void sort_index_vector(const TensorView& index, const void* values32, std::int64
   const auto* v32 = static_cast<const int*>(values32);
   if (b.block16 && values32 != nullptr)
     throw Error("scatter: internal error: values to carry given to the 16-bit block sort");
-  if (kept.copy != nullptr && (!b.block || values32 != nullptr))
+  if (kept.on() && (!b.block || values32 != nullptr))
     throw Error("scatter: internal error: a kept index given to a sort other than the one-block "
                 "sort of positions");
   if (b.block) { // writes *bad itself

@@ -102,15 +102,26 @@ void build_vector_keys(const TensorView& index, std::int64_t m, const void* valu
 // layouts only).
 void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 
-// A one-block sort's memory of the last index it sorted (automatic reuse of short indices,
-// short_plan below): copy holds the index values of that sort (int32, n of them) and *valid is 1
-// when they were all in range. A sort given one compares the index with the copy first; when
-// they are equal it leaves vals_out and offsets as they are (they hold that sort's result, kept
-// with the copy) and only sets *bad to all ones. Otherwise it sorts, then keeps the index in copy
-// and sets *valid. The one-block layouts only, and no carried values.
+// A one-block sort's memory of the indices it sorted (automatic reuse of short indices,
+// short_plan below): kKeptSlots slots, each the int32 values of an index that was sorted and
+// found valid (copy, n of them) with that sort's result (order, n, and offsets, num_keys + 1), and
+// `words`: per slot its last use (0: empty), a clock, then the addresses of the order and offsets
+// that the pull is to read (Pull::chosen). A sort given one compares the index with every filled
+// slot in one pass; at the first equal slot it points the two addresses at that slot's result and
+// sets *bad to all ones: nothing is sorted or copied. Otherwise it sorts into an empty slot, or
+// the least recently used one, points the addresses there, and keeps the index's values with it
+// when they were all in range (else the slot is left empty). The sort's own vals_out and offsets
+// are not written then. Every thread of the block decides alike, and only this block, on one
+// stream, touches the slots. The one-block layouts only, and no carried values.
+constexpr int kKeptSlots = 4;
+constexpr int kKeptWords = kKeptSlots + 3;
 struct KeptIndex {
-  int* copy = nullptr;
-  unsigned long long* valid = nullptr;
+  int* copy[kKeptSlots] = {};
+  int* order[kKeptSlots] = {};
+  int* offsets[kKeptSlots] = {};
+  unsigned long long* words = nullptr; // [kKeptWords]: last uses, the clock, the chosen addresses
+  bool on() const { return words != nullptr; }
+  const unsigned long long* chosen() const { return words + kKeptSlots + 1; }
 };
 
 // The same for a 1-D index (int32/int64, any stride) in one call, with keys in [0, b.num_keys):
@@ -144,20 +155,20 @@ void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t
 bool plan_reuse_applies(const TensorView& index, std::int64_t num_keys);
 
 // Automatic reuse of short indices (fewer than kPlanCacheMinSources entries, sorted by a one-block
-// sort): no wait for the host. short_plan gives the buffers that the sort of `index` on `stream`
-// writes (order, offsets and the check's record `bad`) and the KeptIndex to pass to it, all kept
-// in the plan cache under the index's address and the stream: a later call with equal contents
-// finds its sort done. Empty when the cache is off or full of larger entries, the stream is being
-// captured into a CUDA graph, or no memory is left. `hold` keeps the entry and `lock` keeps other
-// threads off it until the caller has queued the sort and every read of its buffers.
+// sort): no wait for the host. short_plan gives the check's record `bad` and the KeptIndex to pass
+// to the sort of `index` on `stream` (its slots hold the order and offsets the pull reads), all
+// kept in the plan cache under the index's length, num_keys and the stream, not its address: a
+// later call with contents equal to one of the slots finds its sort done, even from a fresh tensor
+// (PyG layers build their edge indices anew every step). Empty when the cache is off or full of
+// larger entries, the stream is being captured into a CUDA graph, or no memory is left. `hold`
+// keeps the entry and `lock` keeps other threads off it until the caller has queued the sort and
+// every read of its buffers.
 struct ShortPlan {
-  int* order = nullptr;
-  int* offsets = nullptr;
   unsigned long long* bad = nullptr;
   KeptIndex kept;
   std::shared_ptr<void> hold;
   std::unique_lock<std::mutex> lock; // after hold: unlocked before the entry can go
-  explicit operator bool() const { return order != nullptr; }
+  explicit operator bool() const { return kept.on(); }
 };
 ShortPlan short_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream);
 

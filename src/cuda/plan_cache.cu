@@ -164,39 +164,39 @@ CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cuda
 
 namespace {
 
-// A short index's entry: the copy of the index that its one-block sort last sorted, that sort's
-// order and offsets, and two words: the check's record (bad), then valid. Every buffer is
-// allocated for the entry's stream, and only kernels on that stream touch them: freed without a
-// wait, the memory is handed out again only behind that work.
+// A short index shape's entry (its length and num_keys, on one stream): kKeptSlots slots of
+// indices sorted before with their results, and the words: the check's record (bad), then
+// KeptIndex's (last uses, clock, the addresses the pull reads). Every buffer is allocated for the
+// entry's stream, and only kernels on that stream touch them: freed without a wait, the memory
+// is handed out again only behind that work.
 struct ShortEntry {
-  Tensor copy;    // int32[n]
-  Tensor order;   // int32[n]
-  Tensor offsets; // int32[num_keys + 1]
-  Tensor words;   // int64[2]: bad, valid
-  std::mutex m;   // held from the sort's launch to the last launch that reads the buffers
+  Tensor slots; // int32[kKeptSlots][2 n + num_keys + 1]: copy, order, offsets
+  Tensor words; // int64[1 + kKeptWords]
+  std::mutex m; // held from the sort's launch to the last launch that reads the buffers
 };
 
+std::int64_t slot_words(std::int64_t n, std::int64_t num_keys) {
+  return 2 * n + num_keys + 1;
+}
+
 std::size_t short_entry_bytes(std::int64_t n, std::int64_t num_keys) {
-  return 2 * cuda_allocation_bytes(static_cast<std::size_t>(4 * n)) +
-         cuda_allocation_bytes(static_cast<std::size_t>(4 * (num_keys + 1))) +
-         cuda_allocation_bytes(16);
+  return cuda_allocation_bytes(static_cast<std::size_t>(4 * kKeptSlots * slot_words(n, num_keys))) +
+         cuda_allocation_bytes(8 * (1 + kKeptWords));
 }
 
 std::shared_ptr<ShortEntry> new_short_entry(const TensorView& index, std::int64_t num_keys,
                                             cudaStream_t stream) {
-  const std::int64_t n = index.numel();
   const Stream st{stream};
   auto e = std::make_shared<ShortEntry>();
   try {
-    e->copy = Tensor::empty({n}, DType::i32, index.device, st);
-    e->order = Tensor::empty({n}, DType::i32, index.device, st);
-    e->offsets = Tensor::empty({num_keys + 1}, DType::i32, index.device, st);
-    e->words = Tensor::empty({2}, DType::i64, index.device, st);
+    e->slots = Tensor::empty({kKeptSlots * slot_words(index.numel(), num_keys)}, DType::i32,
+                             index.device, st);
+    e->words = Tensor::empty({1 + kKeptWords}, DType::i64, index.device, st);
   } catch (const CudaError&) {
     return nullptr; // no memory to spare: the call sorts in its own scratch
   }
-  // valid = 0: the first sort compares with nothing
-  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(e->words.view().data, 0, 16, stream));
+  // every slot empty and the clock at 0: the first sort compares with nothing
+  SAMEBITS_CUDA_CHECK(cudaMemsetAsync(e->words.view().data, 0, 8 * (1 + kKeptWords), stream));
   return e;
 }
 
@@ -208,7 +208,8 @@ ShortPlan short_plan(const TensorView& index, std::int64_t num_keys, cudaStream_
       num_keys >= std::numeric_limits<int>::max() || stream == cudaStreamPerThread ||
       cuda_stream_capturing(Stream{stream}))
     return {}; // (the per-thread default stream's handle names a different stream per thread)
-  PlanKey key = key_of(index, num_keys);
+  // Not the address, stride or dtype: the sort compares values, wherever they lie.
+  PlanKey key{index.device.index, nullptr, DType::i64, n, 0, num_keys};
   key.stream = reinterpret_cast<std::uintptr_t>(stream);
   key.on_device = true;
   std::shared_ptr<void> held = plan_cache().find(key);
@@ -225,11 +226,16 @@ ShortPlan short_plan(const TensorView& index, std::int64_t num_keys, cudaStream_
   auto& e = *static_cast<ShortEntry*>(held.get());
   ShortPlan p;
   p.lock = std::unique_lock(e.m);
-  p.order = e.order.data<std::int32_t>();
-  p.offsets = e.offsets.data<std::int32_t>();
   auto* words = static_cast<unsigned long long*>(e.words.view().data);
   p.bad = words;
-  p.kept = KeptIndex{e.copy.data<std::int32_t>(), words + 1};
+  p.kept.words = words + 1;
+  int* slots = e.slots.data<std::int32_t>();
+  const std::int64_t per = slot_words(n, num_keys);
+  for (int s = 0; s < kKeptSlots; ++s) {
+    p.kept.copy[s] = slots + s * per;
+    p.kept.order[s] = slots + s * per + n;
+    p.kept.offsets[s] = slots + s * per + 2 * n;
+  }
   p.hold = std::move(held);
   return p;
 }

@@ -136,30 +136,36 @@ template <class T> void run_sort_pull(const ScatterArgs& a, cudaStream_t stream)
     }
     const bool direct = std::is_same_v<T, float> && rw.F == 1;
     const SortLayout layout = sort_layout(rw.L, rw.M, true, direct);
-    // A short index sorted by one block: its sort's buffers are kept for the next call on this
-    // stream, which compares the index with the kept copy on the device and sorts only when it
-    // differs (short_plan; same bits either way, no wait).
-    ShortPlan kept;
+    // A short index sorted by one block: its sort's result is kept for the next calls on this
+    // stream with an index of its length and targets, which compare the index with the kept
+    // copies on the device and sort only when none is equal (short_plan; same bits either way,
+    // no wait).
+    ShortPlan reuse;
     if (layout.block && !direct)
-      kept = short_plan(vec, rw.M, stream);
+      reuse = short_plan(vec, rw.M, stream);
     std::optional<DeviceScratch> scratch;
-    if (!kept)
+    if (!reuse)
       scratch.emplace(layout.scratch_bytes + 256, a.out.device, Stream{stream});
     const WaitOnUnwind wait_on_error(stream);
-    auto* bad = kept ? kept.bad : scratch->take<unsigned long long>(1);
-    const SortBuffers sb = kept ? block_sort_buffers(layout, kept.order, kept.offsets)
-                                : sort_buffers(*scratch, layout);
+    auto* bad = reuse ? reuse.bad : scratch->take<unsigned long long>(1);
+    // Kept: the sort writes into (or finds) a slot of the entry and names it in
+    // reuse.kept.chosen().
+    const SortBuffers sb =
+        reuse ? block_sort_buffers(layout, reuse.kept.order[0], reuse.kept.offsets[0])
+              : sort_buffers(*scratch, layout);
     // No wait after the sort (which sets *bad): bad keys were sorted as 0, and the pull reads the
     // check's result itself and writes nothing when it found one. One round trip to the host per
     // call.
-    sort_index_vector(vec, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream, kept.kept);
-    if (kept)
+    sort_index_vector(vec, direct ? a.src.data : nullptr, rw.src_row, sb, bad, stream, reuse.kept);
+    if (reuse)
       append_last_explain("; the short index is compared on the device with the copy kept for "
-                          "this stream and sorted only when it differs (automatic reuse of short "
-                          "indices)");
+                          "each of the last 4 distinct indices of its length on this stream and "
+                          "sorted only when none is equal (automatic reuse of short indices)");
     Pull<T> p = rows_pull<T>(a, rw);
     p.order = sb.vals_out;
     p.offsets = sb.offsets;
+    if (reuse)
+      p.chosen = reuse.kept.chosen();
     p.bad = bad;
     if (direct)
       p.direct = reinterpret_cast<const T*>(sb.vals_out);

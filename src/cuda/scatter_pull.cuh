@@ -25,6 +25,9 @@ template <class T> struct Pull {
   const T* direct = nullptr; // one value per row, already in sorted order (no gather)
   // The index check's result on the same stream (all ones: no bad index); set, it gates the pull.
   const unsigned long long* bad = nullptr;
+  // A short index's kept sort (KeptIndex): set, the order and offsets are the two addresses that
+  // the sort wrote there on the device (the kept result it matched, or its own), not the above.
+  const unsigned long long* chosen = nullptr;
   std::int64_t M = 0, F = 1, src_row = 0, out_row = 0;
   std::int64_t sources = 0; // rows of src (for the launch shape only)
   T alpha = T(1);
@@ -55,6 +58,15 @@ template <class T> __device__ __forceinline__ bool gated(const Pull<T>& p, const
   return true;
 }
 
+// The order and offsets that a short index's sort chose on the device (Pull::chosen); every pull
+// kernel takes them first.
+template <class T> __device__ __forceinline__ void take_chosen_plan(Pull<T>& p) {
+  if (p.chosen != nullptr) {
+    p.order = reinterpret_cast<const void*>(p.chosen[0]);
+    p.offsets = reinterpret_cast<const void*>(p.chosen[1]);
+  }
+}
+
 // Whether launch_pull launches a kernel for `p` (a pull that reports through its sink must run).
 template <class T> bool pull_launches(const Pull<T>& p);
 
@@ -78,6 +90,7 @@ __device__ __forceinline__ T source_value(const Pull<T>& p, std::int64_t s, std:
 // Rows of one value that the sort carried in order (p.direct): one thread per target, sequential
 // over its sources.
 template <class T, int R> __global__ void pull_thread_kernel(Pull<T> p, PullReport r) {
+  take_chosen_plan(p);
   if (gated(p, r))
     return;
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -150,6 +163,7 @@ template <class T, int R>
 __global__ void __launch_bounds__(kSpanWarps * 32, sizeof(T) == 4 ? 6 : 4)
     pull_span_kernel(Pull<T> p, int rows, PullReport r) {
   __shared__ T stage[kSpanWarps][kSpanWindow];
+  take_chosen_plan(p);
   if (gated(p, r))
     return;
   const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
@@ -202,6 +216,7 @@ __device__ __forceinline__ bool group_slot(const Pull<T>& p, const PullReport& r
 // source rows are issued before their steps run, and the steps keep the ascending order.
 template <class T, int R, int V, int B>
 __global__ void pull_group_kernel(Pull<T> p, int group, PullReport r) {
+  take_chosen_plan(p);
   Slot g;
   if (!group_slot(p, r, group, g))
     return;
@@ -260,6 +275,7 @@ __global__ void pull_group_kernel(Pull<T> p, int group, PullReport r) {
 // held as int (the caller checks the source rows fit). The steps keep ascending source order.
 template <class T, int R, int B>
 __global__ void __launch_bounds__(256, 2) pull_lane_kernel(Pull<T> p, int group, PullReport r) {
+  take_chosen_plan(p);
   Slot g;
   if (!group_slot(p, r, group, g))
     return;

@@ -1,8 +1,9 @@
 // Automatic reuse of short indices on CUDA (the one-block sorts keep the index they sorted and
 // compare it on the device next time): every repeat gives the CPU's bits; an index changed in
 // place, made invalid in place (waiting or deferred checks) or restored is followed; two streams
-// keep their own entries; a zero limit, the alternative tuning and the one-float direct pull
-// leave it alone.
+// keep their own entries; fresh tensors with an index's contents share its entry; more distinct
+// indices of one shape than it keeps are each right; a zero limit, the alternative tuning and the
+// one-float direct pull leave it alone.
 #include "core/tuning.hpp"
 #include "ops/scatter_choice.hpp"
 #include "testing.hpp"
@@ -144,7 +145,7 @@ void set_position(Tensor& index, std::int64_t i, std::int64_t v) {
 }
 
 // A bad value written into a kept index: the call throws (or, deferred, the next call does) and
-// writes nothing; the sort of the bad index is not kept, so the restored index is sorted again.
+// writes nothing; the sort of the bad index is not kept, and the restored index finds its own.
 TEST(ShortPlanGpu, AnIndexMadeInvalidInPlaceWritesNothing) {
   SAMEBITS_REQUIRE_CUDA();
   const testing::PlanCacheLimit on(kOn);
@@ -248,6 +249,70 @@ TEST(ShortPlanGpu, LimitZeroAndTheAlternativeTuningSortEveryCall) {
   }
   expect_same(scatter_three(out0, index, src), want, "kept again");
   EXPECT_TRUE(said_short_reuse()) << last_explain();
+}
+
+// PyG's layers build their edge index anew every step: fresh tensors with one index's contents
+// (another address, another dtype, a strided view) take one entry and give the CPU's bits.
+TEST(ShortPlanGpu, FreshTensorsWithOneIndexShareItsEntry) {
+  SAMEBITS_REQUIRE_CUDA();
+  const testing::PlanCacheLimit on(kOn);
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t e = 13264, n = 2708, f = 8;
+  Tensor src = testing::random_normal({e, f}, DType::f32, seed, kGpu);
+  const Tensor first = testing::random_index(e, n, DType::i64, seed + 1, Device::cpu());
+  Tensor out0 = testing::random_normal({n, f}, DType::f32, seed + 2);
+  const Results want = on_cpu(out0, first, src);
+  const PlanCacheStats before = plan_cache_stats();
+  std::vector<Tensor> alive; // held, so that each copy gets an address of its own
+  for (int r = 0; r < 4; ++r) {
+    alive.push_back(first.to(kGpu));
+    expect_same(scatter_three(out0, alive.back(), src), want, "fresh copy " + std::to_string(r));
+  }
+  Tensor narrow = Tensor::empty({e}, DType::i32, Device::cpu());
+  for (std::int64_t i = 0; i < e; ++i)
+    narrow.data<std::int32_t>()[i] = static_cast<std::int32_t>(first.data<std::int64_t>()[i]);
+  expect_same(scatter_three(out0, narrow.to(kGpu), src), want, "int32 copy");
+  // Every second element of a twice-as-long tensor: the same values at stride 2.
+  Tensor wide = Tensor::empty({2 * e}, DType::i64, Device::cpu());
+  for (std::int64_t i = 0; i < e; ++i) {
+    wide.data<std::int64_t>()[2 * i] = first.data<std::int64_t>()[i];
+    wide.data<std::int64_t>()[2 * i + 1] = n + 5; // out of range if ever read
+  }
+  const Tensor wide_gpu = wide.to(kGpu);
+  const TensorView strided = wide_gpu.view().slice(0, 0, 2 * e, 2);
+  Tensor added = out0.to(kGpu);
+  index_add(added, strided, src, 1.0, {.level = kPo});
+  synchronize(kGpu);
+  EXPECT_TRUE(said_short_reuse()) << last_explain();
+  EXPECT_EQ(content_hash(added), want.added) << "strided copy";
+  EXPECT_EQ(plan_cache_stats().stored - before.stored, 1);
+}
+
+// More distinct indices of one shape than the entry keeps (kKeptSlots), in turn: each call sorts
+// or takes a kept result, and every one gives the CPU's bits; two indices in turn (a graph's
+// sources and targets) stay kept.
+TEST(ShortPlanGpu, DistinctIndicesOfOneShapeInTurnAreEachRight) {
+  SAMEBITS_REQUIRE_CUDA();
+  const testing::PlanCacheLimit on(kOn);
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t e = 10556, n = 2708, f = 4;
+  Tensor src = testing::random_normal({e, f}, DType::f64, seed, kGpu);
+  Tensor out0 = testing::random_normal({n, f}, DType::f64, seed + 2);
+  for (int distinct : {2, 6}) {
+    std::vector<Tensor> indices;
+    std::vector<Results> want;
+    for (int i = 0; i < distinct; ++i) {
+      indices.push_back(testing::random_index(e, n, DType::i32, seed + 10 + i, kGpu));
+      want.push_back(on_cpu(out0, indices.back(), src));
+    }
+    for (int round = 0; round < 3; ++round)
+      for (int i = 0; i < distinct; ++i)
+        expect_same(scatter_three(out0, indices[i], src), want[i],
+                    std::to_string(distinct) + " indices, round " + std::to_string(round) +
+                        ", index " + std::to_string(i));
+  }
 }
 
 } // namespace

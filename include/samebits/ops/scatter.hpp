@@ -104,13 +104,14 @@ IndexPlan make_index_plan(const TensorView& index, std::int64_t num_targets,
 // all given back when a device allocation would otherwise fail. last_explain() says when a call
 // reused a plan.
 //
-// Shorter indices (up to 16384 entries, those one block sorts) are remembered too, per address
-// and stream, without any wait: the sort itself first compares the index with the copy it kept
-// on the device and, when they are equal and were all in range, leaves its last result in place
-// (no sort; a stale result cannot be served, since the device decides on the contents of the
-// moment). At most 8 such entries are kept, least recently used first out, and they never push a
-// longer index's plan out. They count in stored, entries and bytes but not in hits and misses,
-// which the host never learns.
+// Shorter indices (up to 16384 entries, those one block sorts) are remembered too, per length,
+// number of targets and stream, whatever their address, without any wait: the sort itself first
+// compares the index with the copies of the last 4 distinct valid indices of that shape it sorted
+// on the device and, at an equal one, takes that sort's result (no sort; a stale result cannot be
+// served, since the device decides on the contents of the moment). So a model that builds its
+// edge index anew every step (PyG's layers adding self-loops) still sorts it once. At most 8 such
+// shapes are kept, least recently used first out, and they never push a longer index's plan out.
+// They count in stored, entries and bytes but not in hits and misses, which the host never learns.
 constexpr std::int64_t kPlanCacheMinSources = 65536;
 struct PlanCacheStats {
   std::int64_t hits = 0;   // calls that reused a plan
