@@ -193,6 +193,20 @@ TEST(KernelChoice, FixedPointInOneBlockForSmallCalls) {
   EXPECT_FALSE(fixed_point_one_block(100, 16, {.alternative = true}));
 }
 
+// Past one block, a short index of rows of 2-4 floats takes the kept one-block sort (two
+// launches) instead of the fixed point's three kernels and two memsets.
+TEST(KernelChoice, FixedPointYieldsToTheKeptSortForShortIndices) {
+  EXPECT_TRUE(fixed_point_yields_to_short_sort(13264, 2708, 4)); // GATConv on Cora, 4 heads
+  EXPECT_TRUE(fixed_point_yields_to_short_sort(100, 20000, 4));  // too many targets for a block
+  EXPECT_TRUE(fixed_point_yields_to_short_sort(kBlockSort16MaxPositions, 60000, 2));
+  EXPECT_FALSE(fixed_point_yields_to_short_sort(13264, 2708, 1)); // one value: carried, not kept
+  EXPECT_FALSE(fixed_point_yields_to_short_sort(4096, 1024, 4));  // one block: one launch
+  EXPECT_FALSE(fixed_point_yields_to_short_sort(kBlockSort16MaxPositions + 1, 2708, 4)); // long
+  EXPECT_FALSE(fixed_point_yields_to_short_sort(13264, 70000, 4)); // targets past the 16-bit sort
+  EXPECT_FALSE(fixed_point_yields_to_short_sort(13264, 2708, 4, {.alternative = true}));
+  EXPECT_FALSE(fixed_point_yields_to_short_sort(0, 2708, 4));
+}
+
 TEST(KernelChoice, IndexSortFollowsTheShape) {
   EXPECT_EQ(choose_index_sort(100000, kCountSortMaxKeys), IndexSort::counting);
   EXPECT_EQ(choose_index_sort(100000, kCountSortMaxKeys + 1), IndexSort::radix);

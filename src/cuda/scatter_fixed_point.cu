@@ -278,6 +278,10 @@ std::string fixed_why_not(const ScatterArgs& a) {
   const std::int64_t rows = a.src.ndim > 0 ? a.src.size(0) : 0;
   if (vector_index && rows > 0 && a.src.numel() / rows > kFixedMaxFeatures)
     return "rows of more than 4 features (the sort and pull is faster there)";
+  if (vector_index && fixed_point_yields_to_short_sort(rows, a.out.ndim > 0 ? a.out.size(0) : 1,
+                                                       rows > 0 ? a.src.numel() / rows : 1))
+    return "a short index into more rows than one block sums (the kept one-block sort and the "
+           "pull take two launches, the fixed point five calls)";
   if (a.out.numel() > kFixedMaxTargets)
     return "more than 2^21 output elements (the int64 sums would not stay in L2; the sort and pull "
            "is faster)";

@@ -64,11 +64,14 @@ std::vector<Line> scatter_lines(const Query& c) {
     return lines;
   }
   if (op != "scatter_reduce") {
-    const bool fits = c.elem == 4 && c.features <= 4 && c.rows() <= (std::int64_t{1} << 21);
+    const bool yields = fixed_point_yields_to_short_sort(c.n, c.rows(), c.features);
+    const bool fits =
+        c.elem == 4 && c.features <= 4 && c.rows() <= (std::int64_t{1} << 21) && !yields;
     lines.emplace_back(
         "cuda.fixed_point",
         fmt::format("{} (exact int64 sums); {} this shape (float32, at most 4 features, at most "
-                    "2^21 targets)",
+                    "2^21 targets, and not a short index that the kept one-block sort serves "
+                    "in fewer launches)",
                     fixed_point_one_block(c.n * c.features, c.rows() * c.features)
                         ? "fixed_one_block_kernel (check, sums and finish in one launch)"
                         : "fixed_check_kernel, fixed_add_kernel, fixed_finish_kernel",

@@ -70,6 +70,16 @@ constexpr std::int64_t kFixedOneBlockMaxContributions = std::int64_t{1} << 14;
 bool fixed_point_one_block(std::int64_t contributions, std::int64_t targets,
                            const ScatterTuning& t = tuning<ScatterTuning>());
 
+// Whether the fixed-point scatter of float32 rows (`rows` index positions into `row_targets` rows,
+// `features` values each) steps aside for the sort and pull: when it would take its three kernels
+// and two memsets (not one block) and the index is short enough for a one-block sort that is kept
+// for the next calls (automatic reuse of short indices): then a call is one launch of a sort that
+// usually finds its result kept, and one pull. Not for rows of one value (the sort carries those
+// and keeps nothing) nor the alternative configuration.
+bool fixed_point_yields_to_short_sort(std::int64_t rows, std::int64_t row_targets,
+                                      std::int64_t features,
+                                      const ScatterTuning& t = tuning<ScatterTuning>());
+
 // The GPU's stable sort of (index, position) pairs: one block's radix sort for short indices
 // (one launch), a counting sort for few targets, CUB's radix sort otherwise. A stable sort has one
 // result, so the choice never changes a bit.

@@ -103,8 +103,10 @@ TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
               EXPECT_LT(index_add_ref_error(out, out0, index, src),
                         dtype == DType::f32 ? 1e-5 : 1e-13);
             }
-            // run_to_run: float32 rows of <= 4 features take the fixed-point sum (tested below).
-            const bool fixed = level == kR2r && dtype == DType::f32 && sh.f <= 4;
+            // run_to_run: float32 rows of <= 4 features take the fixed-point sum (tested below),
+            // but for a short index that the kept one-block sort serves in fewer launches.
+            const bool fixed = level == kR2r && dtype == DType::f32 && sh.f <= 4 &&
+                               !detail::fixed_point_yields_to_short_sort(sh.e, sh.n, sh.f);
             EXPECT_EQ(last_explain().find("ran cuda.fixed_point") != std::string::npos, fixed)
                 << last_explain();
             if (level != kNg && !fixed) {
@@ -364,7 +366,7 @@ TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
   };
   for (const S sh :
        {S{1, 1, 1}, S{1000, 10, 1}, S{300000, 1000, 1}, S{200000, 100000, 1}, S{50000, 7, 2},
-        S{40000, 3000, 3}, S{60000, 500, 4}, S{100, 20000, 4}, S{5000, std::int64_t{1} << 21, 1},
+        S{40000, 3000, 3}, S{60000, 500, 4}, S{16400, 20000, 4}, S{5000, std::int64_t{1} << 21, 1},
         // one block (the default launch) around its limits: Cora's counts, 2^14 values into
         // 4096 targets, and one value or one target past them
         S{10556, 2708, 1}, S{4096, 1024, 4}, S{16385, 100, 1}, S{100, 4097, 1}}) {
