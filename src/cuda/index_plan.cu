@@ -343,6 +343,7 @@ __device__ void keep_index(const I* idx, std::int64_t stride, int n, const KeptI
     choose_slot(kept, slot);
     if (!ok)
       kept.words[slot] = 0;
+    ++kept.words[kKeptSlots + 3];
   }
 }
 

@@ -105,21 +105,22 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 // A one-block sort's memory of the indices it sorted (automatic reuse of short indices,
 // short_plan below): kKeptSlots slots, each the int32 values of an index that was sorted and
 // found valid (copy, n of them) with that sort's result (order, n, and offsets, num_keys + 1), and
-// `words`: per slot its last use (0: empty), a clock, then the addresses of the order and offsets
-// that the pull is to read (Pull::chosen). A sort given one compares the index with every filled
-// slot in one pass; at the first equal slot it points the two addresses at that slot's result and
-// sets *bad to all ones: nothing is sorted or copied. Otherwise it sorts into an empty slot, or
-// the least recently used one, points the addresses there, and keeps the index's values with it
-// when they were all in range (else the slot is left empty). The sort's own vals_out and offsets
-// are not written then. Every thread of the block decides alike, and only this block, on one
-// stream, touches the slots. The one-block layouts only, and no carried values.
+// `words`: per slot its last use (0: empty), a clock, the addresses of the order and offsets that
+// the pull is to read (Pull::chosen), then the number of sorts that ran (short_index_sorts,
+// core/test_hooks.hpp). A sort given one compares the index with every filled slot in one pass; at
+// the first equal slot it points the two addresses at that slot's result and sets *bad to all ones:
+// nothing is sorted or copied. Otherwise it sorts into an empty slot, or the least recently used
+// one, points the addresses there, and keeps the index's values with it when they were all in range
+// (else the slot is left empty). The sort's own vals_out and offsets are not written then. Every
+// thread of the block decides alike, and only this block, on one stream, touches the slots. The
+// one-block layouts only, and no carried values.
 constexpr int kKeptSlots = 4;
-constexpr int kKeptWords = kKeptSlots + 3;
+constexpr int kKeptWords = kKeptSlots + 4;
 struct KeptIndex {
   int* copy[kKeptSlots] = {};
   int* order[kKeptSlots] = {};
   int* offsets[kKeptSlots] = {};
-  unsigned long long* words = nullptr; // [kKeptWords]: last uses, the clock, the chosen addresses
+  unsigned long long* words = nullptr; // [kKeptWords]: last uses, clock, chosen addresses, sorts
   bool on() const { return words != nullptr; }
   const unsigned long long* chosen() const { return words + kKeptSlots + 1; }
 };

@@ -6,6 +6,7 @@
 // waits for the answer; nothing but equal contents reuses a plan.
 #include "core/memory.hpp"
 #include "core/plan_cache.hpp"
+#include "core/test_hooks.hpp"
 #include "cuda/check.cuh"
 #include "cuda/index_plan.cuh"
 #include "cuda/launch.cuh"
@@ -200,6 +201,28 @@ std::shared_ptr<ShortEntry> new_short_entry(const TensorView& index, std::int64_
   return e;
 }
 
+PlanKey short_key(const TensorView& index, std::int64_t num_keys, cudaStream_t stream) {
+  // Not the address, stride or dtype: the sort compares values, wherever they lie.
+  PlanKey key{index.device.index, nullptr, DType::i64, index.numel(), 0, num_keys};
+  key.stream = reinterpret_cast<std::uintptr_t>(stream);
+  key.on_device = true;
+  return key;
+}
+
+std::int64_t short_plan_sorts(const TensorView& index, std::int64_t num_keys, cudaStream_t stream) {
+  std::shared_ptr<void> held = plan_cache().find(short_key(index, num_keys, stream));
+  if (held == nullptr)
+    return -1;
+  auto& e = *static_cast<ShortEntry*>(held.get());
+  const std::lock_guard lock(e.m);
+  unsigned long long sorts = 0;
+  const auto* words = static_cast<const unsigned long long*>(e.words.view().data);
+  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&sorts, words + 1 + kKeptSlots + 3, sizeof sorts,
+                                      cudaMemcpyDeviceToHost, stream));
+  SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return static_cast<std::int64_t>(sorts);
+}
+
 } // namespace
 
 ShortPlan short_plan(const TensorView& index, std::int64_t num_keys, cudaStream_t stream) {
@@ -208,10 +231,7 @@ ShortPlan short_plan(const TensorView& index, std::int64_t num_keys, cudaStream_
       num_keys >= std::numeric_limits<int>::max() || stream == cudaStreamPerThread ||
       cuda_stream_capturing(Stream{stream}))
     return {}; // (the per-thread default stream's handle names a different stream per thread)
-  // Not the address, stride or dtype: the sort compares values, wherever they lie.
-  PlanKey key{index.device.index, nullptr, DType::i64, n, 0, num_keys};
-  key.stream = reinterpret_cast<std::uintptr_t>(stream);
-  key.on_device = true;
+  const PlanKey key = short_key(index, num_keys, stream);
   std::shared_ptr<void> held = plan_cache().find(key);
   if (held == nullptr) {
     const std::size_t bytes = short_entry_bytes(n, num_keys);
@@ -269,3 +289,11 @@ void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t
 }
 
 } // namespace samebits::detail
+
+namespace samebits {
+
+std::int64_t short_index_sorts(const TensorView& index, std::int64_t num_keys, Stream stream) {
+  return detail::short_plan_sorts(index, num_keys, SAMEBITS_STREAM(stream));
+}
+
+} // namespace samebits

@@ -278,6 +278,8 @@ std::string fixed_why_not(const ScatterArgs& a) {
   const std::int64_t rows = a.src.ndim > 0 ? a.src.size(0) : 0;
   if (vector_index && rows > 0 && a.src.numel() / rows > kFixedMaxFeatures)
     return "rows of more than 4 features (the sort and pull is faster there)";
+  // (Rows that are not contiguous then take the sort's general path, with a wait: a shape
+  // decides, never the strides.)
   if (vector_index && fixed_point_yields_to_short_sort(rows, a.out.ndim > 0 ? a.out.size(0) : 1,
                                                        rows > 0 ? a.src.numel() / rows : 1))
     return "a short index into more rows than one block sums (the kept one-block sort and the "

@@ -72,8 +72,8 @@ const AddShape kAddShapes[] = {
     {5000, 300, 7},     {4000, 50, 31},  {4000, 50, 32},     {4000, 50, 33},     {30000, 1000, 64},
     {20000, 2708, 128}, {3000, 1, 100},  {6000, 200, 2},     {8000, 400, 16},    {6000, 20, 200},
     {5000, 30, 130},    {3000, 10, 300}, {12000, 2708, 333}, {13264, 2708, 64},  {13265, 2708, 1},
-    {50001, 1000, 1}}; // odd: int32 index, several sort tiles,
-                       // 50 sources per target
+    {13264, 2708, 4},  // GATConv's 4 heads: at run_to_run the kept sort, not the fixed point
+    {50001, 1000, 1}}; // odd: int32 index, several sort tiles, 50 sources per target
 
 TEST(ScatterGpu, IndexAddMatchesReferenceAndCpuBitwise) {
   SAMEBITS_REQUIRE_CUDA();

@@ -2,8 +2,10 @@
 // compare it on the device next time): every repeat gives the CPU's bits; an index changed in
 // place, made invalid in place (waiting or deferred checks) or restored is followed; two streams
 // keep their own entries; fresh tensors with an index's contents share its entry; more distinct
-// indices of one shape than it keeps are each right; a zero limit, the alternative tuning and the
+// indices of one shape than it keeps are each right (and counted: one sort per miss); a bad
+// fresh copy of a kept index is not kept; a zero limit, the alternative tuning and the
 // one-float direct pull leave it alone.
+#include "core/test_hooks.hpp"
 #include "core/tuning.hpp"
 #include "ops/scatter_choice.hpp"
 #include "testing.hpp"
@@ -27,6 +29,11 @@ constexpr const char* kReuseText = "compared on the device with the copy kept";
 
 bool said_short_reuse() {
   return last_explain().find(kReuseText) != std::string::npos;
+}
+
+// Sorts run so far in the entry of `index`'s shape on the default stream (-1: none).
+std::int64_t sorts_of(const Tensor& index, std::int64_t num_keys) {
+  return short_index_sorts(index.view(), num_keys);
 }
 
 // index_add (portable), scatter_reduce amax and mean (run_to_run) of one index, on one stream.
@@ -287,6 +294,7 @@ TEST(ShortPlanGpu, FreshTensorsWithOneIndexShareItsEntry) {
   EXPECT_TRUE(said_short_reuse()) << last_explain();
   EXPECT_EQ(content_hash(added), want.added) << "strided copy";
   EXPECT_EQ(plan_cache_stats().stored - before.stored, 1);
+  EXPECT_EQ(sorts_of(alive.front(), n), 1) << "16 calls with one index's contents, one sort";
 }
 
 // More distinct indices of one shape than the entry keeps (kKeptSlots), in turn: each call sorts
@@ -300,11 +308,12 @@ TEST(ShortPlanGpu, DistinctIndicesOfOneShapeInTurnAreEachRight) {
   const std::int64_t e = 10556, n = 2708, f = 4;
   Tensor src = testing::random_normal({e, f}, DType::f64, seed, kGpu);
   Tensor out0 = testing::random_normal({n, f}, DType::f64, seed + 2);
+  std::int64_t sorts = 0;
   for (int distinct : {2, 6}) {
     std::vector<Tensor> indices;
     std::vector<Results> want;
     for (int i = 0; i < distinct; ++i) {
-      indices.push_back(testing::random_index(e, n, DType::i32, seed + 10 + i, kGpu));
+      indices.push_back(testing::random_index(e, n, DType::i32, seed + 10 * distinct + i, kGpu));
       want.push_back(on_cpu(out0, indices.back(), src));
     }
     for (int round = 0; round < 3; ++round)
@@ -312,7 +321,40 @@ TEST(ShortPlanGpu, DistinctIndicesOfOneShapeInTurnAreEachRight) {
         expect_same(scatter_three(out0, indices[i], src), want[i],
                     std::to_string(distinct) + " indices, round " + std::to_string(round) +
                         ", index " + std::to_string(i));
+    // Two fit the slots: sorted once each. Six in turn through four least recently used slots:
+    // the first of each call's three ops sorts, the other two find it.
+    const std::int64_t now = sorts_of(indices[0], n);
+    EXPECT_EQ(now - sorts, distinct == 2 ? 2 : 6 * 3) << distinct << " indices";
+    sorts = now;
   }
+}
+
+// A fresh tensor with a kept index's contents but one bad value: the call throws and writes
+// nothing, its sort is not kept, and the good index still finds its own.
+TEST(ShortPlanGpu, ABadFreshCopyOfAKeptIndexIsNotKept) {
+  SAMEBITS_REQUIRE_CUDA();
+  const testing::PlanCacheLimit on(kOn);
+  const ChecksScope scope(CudaIndexChecks::wait);
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::int64_t e = 10556, n = 2708, f = 8;
+  Tensor src = testing::random_normal({e, f}, DType::f32, seed, kGpu);
+  Tensor index = testing::random_index(e, n, DType::i64, seed + 1, kGpu);
+  Tensor out = testing::random_normal({n, f}, DType::f32, seed + 2, kGpu);
+  index_add(out, index, src, 1.0, {.level = kPo});
+  EXPECT_EQ(sorts_of(index, n), 1);
+  Tensor bad = index.clone();
+  set_position(bad, e / 2, n);
+  const std::uint64_t before = content_hash(out);
+  EXPECT_THROW(index_add(out, bad, src, 1.0, {.level = kPo}), IndexOutOfRange);
+  EXPECT_EQ(content_hash(out), before);
+  EXPECT_EQ(sorts_of(index, n), 2);
+  Tensor want = out.to(Device::cpu());
+  index_add(want, index.to(Device::cpu()), src.to(Device::cpu()), 1.0, {.level = kPo});
+  index_add(out, index.clone(), src, 1.0, {.level = kPo});
+  synchronize(kGpu);
+  EXPECT_EQ(content_hash(out), content_hash(want));
+  EXPECT_EQ(sorts_of(index, n), 2) << "the good index's slot was kept";
 }
 
 } // namespace
