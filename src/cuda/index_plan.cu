@@ -262,11 +262,11 @@ int key_bits(std::int64_t num_keys) {
 constexpr int kKeptBatch = 8;
 
 __device__ void choose_slot(const KeptIndex& kept, int slot) {
-  const unsigned long long now = kept.words[kKeptSlots] + 1;
-  kept.words[kKeptSlots] = now;
+  const unsigned long long now = kept.words[kKeptClock] + 1;
+  kept.words[kKeptClock] = now;
   kept.words[slot] = now;
-  kept.words[kKeptSlots + 1] = reinterpret_cast<unsigned long long>(kept.order[slot]);
-  kept.words[kKeptSlots + 2] = reinterpret_cast<unsigned long long>(kept.offsets[slot]);
+  kept.words[kKeptChosen] = reinterpret_cast<unsigned long long>(kept.order[slot]);
+  kept.words[kKeptChosen + 1] = reinterpret_cast<unsigned long long>(kept.offsets[slot]);
 }
 
 template <class I>
@@ -318,12 +318,18 @@ __device__ int kept_index_match(const I* idx, std::int64_t stride, int n, const 
 }
 
 // Where a sort that matched no slot writes: an empty slot, else the least recently used one (the
-// same for every thread: the words are read before the sort's barriers, written after them).
-__device__ int kept_victim(const KeptIndex& kept) {
+// same for every thread: the words are read before the sort's barriers, written after them);
+// vals_out and offsets then name that slot's order and offsets. 0, and nothing changed, without
+// kept slots.
+__device__ int sort_into_kept_slot(const KeptIndex& kept, int*& vals_out, int*& offsets) {
+  if (kept.words == nullptr)
+    return 0;
   int slot = 0;
   for (int s = 1; s < kKeptSlots; ++s)
     if (kept.words[s] < kept.words[slot])
       slot = s;
+  vals_out = kept.order[slot];
+  offsets = kept.offsets[slot];
   return slot;
 }
 
@@ -338,12 +344,12 @@ __device__ void keep_index(const I* idx, std::int64_t stride, int n, const KeptI
   if (ok)
     for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x))
       kept.copy[slot][i] = static_cast<int>(idx[i * stride]);
-  __syncthreads(); // every thread has read the words (kept_victim)
+  __syncthreads(); // every thread has read the words (sort_into_kept_slot)
   if (threadIdx.x == 0) {
     choose_slot(kept, slot);
     if (!ok)
       kept.words[slot] = 0;
-    ++kept.words[kKeptSlots + 3];
+    ++kept.words[kKeptSorts];
   }
 }
 
@@ -370,11 +376,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       *bad = ~0ull;
     return;
   }
-  const int slot = kept.words != nullptr ? kept_victim(kept) : 0;
-  if (kept.words != nullptr) {
-    vals_out = kept.order[slot];
-    offsets = kept.offsets[slot];
-  }
+  const int slot = sort_into_kept_slot(kept, vals_out, offsets);
   __shared__ union {
     typename Sort::TempStorage sort;
     Key sorted[kBlockThreads * Items];
@@ -459,11 +461,7 @@ __global__ void __launch_bounds__(kBlockCountThreads)
       *bad = ~0ull;
     return;
   }
-  const int slot = kept.words != nullptr ? kept_victim(kept) : 0;
-  if (kept.words != nullptr) {
-    vals_out = kept.order[slot];
-    offsets = kept.offsets[slot];
-  }
+  const int slot = sort_into_kept_slot(kept, vals_out, offsets);
   if (threadIdx.x == 0)
     first_bad = ~0ull;
   for (int k = static_cast<int>(threadIdx.x); k < kBlockCountWarps * m; k += kBlockCountThreads)

@@ -115,6 +115,9 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 // thread of the block decides alike, and only this block, on one stream, touches the slots. The
 // one-block layouts only, and no carried values.
 constexpr int kKeptSlots = 4;
+constexpr int kKeptClock = kKeptSlots;      // words[kKeptClock]: the clock
+constexpr int kKeptChosen = kKeptSlots + 1; // words[kKeptChosen + 0, 1]: order and offsets to read
+constexpr int kKeptSorts = kKeptSlots + 3;  // words[kKeptSorts]: the sorts that ran
 constexpr int kKeptWords = kKeptSlots + 4;
 struct KeptIndex {
   int* copy[kKeptSlots] = {};
@@ -122,7 +125,7 @@ struct KeptIndex {
   int* offsets[kKeptSlots] = {};
   unsigned long long* words = nullptr; // [kKeptWords]: last uses, clock, chosen addresses, sorts
   bool on() const { return words != nullptr; }
-  const unsigned long long* chosen() const { return words + kKeptSlots + 1; }
+  const unsigned long long* chosen() const { return words + kKeptChosen; }
 };
 
 // The same for a 1-D index (int32/int64, any stride) in one call, with keys in [0, b.num_keys):

@@ -217,7 +217,7 @@ std::int64_t short_plan_sorts(const TensorView& index, std::int64_t num_keys, cu
   const std::lock_guard lock(e.m);
   unsigned long long sorts = 0;
   const auto* words = static_cast<const unsigned long long*>(e.words.view().data);
-  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&sorts, words + 1 + kKeptSlots + 3, sizeof sorts,
+  SAMEBITS_CUDA_CHECK(cudaMemcpyAsync(&sorts, words + 1 + kKeptSorts, sizeof sorts,
                                       cudaMemcpyDeviceToHost, stream));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(stream));
   return static_cast<std::int64_t>(sorts);
