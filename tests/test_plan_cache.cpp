@@ -220,5 +220,29 @@ TEST(PlanCache, PublicLimitAndStats) {
   EXPECT_EQ(plan_cache_stats().entries, 0u);
 }
 
+TEST(PlanCache, ForgettingAStreamDropsTheEntriesThatHoldItsMemory) {
+  PlanCache c(1 << 20);
+  c.store(key(1), entry(1), 100, 0xA); // a copy made on stream A
+  c.store(key(2), entry(2), 100, 0xB); // on B
+  c.store(key(3), entry(3), 100);      // on the default stream
+  c.add_owner(key(1), 0xB);            // its plan built on B
+  c.add_owner(key(9), 0xB);            // no such entry: nothing happens
+  PlanKey other_device = key(4);
+  other_device.device = 1;
+  c.store(other_device, entry(4), 100, 0xB);
+  c.forget_stream(0, 0xA);
+  EXPECT_EQ(c.find(key(1)), nullptr);
+  EXPECT_NE(c.find(key(2)), nullptr);
+  c.store(key(1), entry(5), 100, 0xA);
+  c.add_owner(key(1), 0xB);
+  c.forget_stream(0,
+                  0xB); // key 1 (its plan) and key 2 go; the default stream's and device 1's stay
+  EXPECT_EQ(c.find(key(1)), nullptr);
+  EXPECT_EQ(c.find(key(2)), nullptr);
+  EXPECT_NE(c.find(key(3)), nullptr);
+  EXPECT_NE(c.find(other_device), nullptr);
+  EXPECT_EQ(c.stats().entries, 2u);
+}
+
 } // namespace
 } // namespace samebits

@@ -31,8 +31,10 @@ bool cuda_built();
 // True when the CUDA backend is compiled in and at least one device is present.
 bool cuda_available();
 // Before destroying a CUDA stream that samebits ops or tensors used: waits for the stream, then
-// gives back the device memory cached for it and its cuBLAS handle and workspace (run_to_run
-// GEMM). Without this, what a destroyed stream used stays cached until the process ends. The
+// gives back the device memory cached for it, its cuBLAS handle and workspace (run_to_run GEMM)
+// and the kept index plans whose buffers came from it. Without this, what a destroyed stream used
+// stays cached, and a kept plan freed later names the destroyed stream (undefined behaviour in
+// the CUDA runtime: a crash, in practice). The
 // default stream (null) and CPU devices are left alone; no call on the stream may be running, and
 // later calls on it start afresh.
 void release_stream(Stream stream, Device device = Device::cuda());

@@ -103,7 +103,8 @@ bool PlanCache::wants(const PlanKey& key, std::size_t bytes) const {
   return longs < kMaxEntries && long_bytes + bytes <= limit_;
 }
 
-void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes) {
+void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes,
+                      std::uintptr_t owner) {
   std::list<Slot> dropped;
   std::lock_guard lock(m_);
   if (limit_ == 0 || bytes > limit_ || is_volatile(key))
@@ -116,9 +117,28 @@ void PlanCache::store(const PlanKey& key, std::shared_ptr<void> entry, std::size
   } else {
     shrink(limit_ - bytes, kMaxEntries - 1, dropped); // room for this one
   }
-  slots_.push_front({key, std::move(entry), bytes});
+  slots_.push_front({key, std::move(entry), bytes, {owner}});
   bytes_ += bytes;
   ++stored_;
+}
+
+void PlanCache::add_owner(const PlanKey& key, std::uintptr_t owner) {
+  std::lock_guard lock(m_);
+  if (auto it = slot_of(key); it != slots_.end())
+    if (std::find(it->owners.begin(), it->owners.end(), owner) == it->owners.end())
+      it->owners.push_back(owner);
+}
+
+void PlanCache::forget_stream(int device, std::uintptr_t stream) {
+  std::list<Slot> dropped;
+  std::lock_guard lock(m_);
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    const auto next = std::next(it);
+    if (it->key.device == device &&
+        std::find(it->owners.begin(), it->owners.end(), stream) != it->owners.end())
+      take(it, dropped);
+    it = next;
+  }
 }
 
 void PlanCache::forget(const PlanKey& key) {

@@ -13,6 +13,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace samebits::detail {
 
@@ -54,7 +55,15 @@ public:
   // stay within the byte limit and kMaxEntries (for a short index's key: the least recently used
   // short entries alone, at most kMaxShortEntries of them; nothing is stored when that is not
   // room enough).
-  void store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes);
+  // `owner` is the stream (a cudaStream_t as an integer; 0, the default stream, for none) whose
+  // memory the entry holds.
+  void store(const PlanKey& key, std::shared_ptr<void> entry, std::size_t bytes,
+             std::uintptr_t owner = 0);
+  // The entry of `key` now also holds memory of stream `owner` (its plan, built on another).
+  void add_owner(const PlanKey& key, std::uintptr_t owner);
+  // Drops every entry of `device` that holds memory of `stream` (release_stream: the stream is
+  // about to go, and freeing an entry's memory later would name a stream that no longer exists).
+  void forget_stream(int device, std::uintptr_t stream);
   // Drops the entry of `key` (a plan that could not be built, say) without counting a miss.
   void forget(const PlanKey& key);
   // Drops every entry (device memory is short); the limit and the counts stay.
@@ -68,6 +77,7 @@ private:
     PlanKey key;
     std::shared_ptr<void> entry;
     std::size_t bytes = 0;
+    std::vector<std::uintptr_t> owners; // streams whose memory the entry holds
   };
   struct Streak {
     PlanKey key;

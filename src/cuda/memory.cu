@@ -173,6 +173,9 @@ void cuda_release_stream(int device, Stream stream) {
   const CurrentDevice on_device(Device::cuda(device));
   SAMEBITS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
   release_blas_handle(device, stream);
+  // Plan entries whose buffers came from this stream: freed now, into its cache (freed below),
+  // rather than later under a stream handle that no longer names a stream.
+  plan_cache().forget_stream(device, reinterpret_cast<std::uintptr_t>(stream.handle));
   auto& k = cache();
   std::lock_guard lock(k.m);
   free_cached_blocks(k, [&](const auto& key) {

@@ -152,6 +152,7 @@ CachedPlan find_cached_plan(const TensorView& index, std::int64_t num_keys, cuda
   if (!e.planned) {
     try {
       build_plan(e, num_keys, stream);
+      plan_cache().add_owner(key, reinterpret_cast<std::uintptr_t>(stream)); // order, offsets
     } catch (const CudaError&) {
       // No memory for the plan (or its sort): this call sorts as if nothing had been kept.
       plan_cache().forget(key);
@@ -241,7 +242,7 @@ ShortPlan short_plan(const TensorView& index, std::int64_t num_keys, cudaStream_
     if (e == nullptr)
       return {};
     held = e;
-    plan_cache().store(key, std::move(e), bytes);
+    plan_cache().store(key, std::move(e), bytes, reinterpret_cast<std::uintptr_t>(stream));
   }
   auto& e = *static_cast<ShortEntry*>(held.get());
   ShortPlan p;
@@ -285,7 +286,7 @@ void remember_index(const TensorView& index, std::int64_t num_keys, cudaStream_t
   SAMEBITS_CUDA_CHECK_LAUNCH("plan cache narrow_kernel");
   SAMEBITS_CUDA_CHECK(cudaEventCreateWithFlags(&e->ready, cudaEventDisableTiming));
   SAMEBITS_CUDA_CHECK(cudaEventRecord(e->ready, stream));
-  plan_cache().store(key, std::move(e), bytes);
+  plan_cache().store(key, std::move(e), bytes, reinterpret_cast<std::uintptr_t>(stream));
 }
 
 } // namespace samebits::detail

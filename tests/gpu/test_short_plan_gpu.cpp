@@ -8,9 +8,11 @@
 #include "core/test_hooks.hpp"
 #include "core/tuning.hpp"
 #include "ops/scatter_choice.hpp"
+#include "samebits/stream.hpp"
 #include "testing.hpp"
 
 #include <cuda_runtime.h>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -213,6 +215,7 @@ TEST(ShortPlanGpu, TwoStreamsKeepTheirOwnEntries) {
         for (int r = 0; r < 6; ++r)
           if (!(scatter_three(out0, index, src, Stream{s}) == want))
             ++mismatches[t];
+        release_stream(Stream{s}); // as samebits asks before a stream it used is destroyed
         cudaStreamDestroy(s);
       } catch (const std::exception& ex) {
         ADD_FAILURE() << "thread " << t << ": " << ex.what();
@@ -226,6 +229,31 @@ TEST(ShortPlanGpu, TwoStreamsKeepTheirOwnEntries) {
     EXPECT_EQ(mismatches[t], 0) << "thread " << t << ", seed " << seed;
   }
   EXPECT_EQ(plan_cache_stats().stored - before.stored, 2);
+}
+
+// A stream's kept entries go with release_stream: a later drop of the cache (limit 0 here) would
+// otherwise free their buffers under a destroyed stream's handle (this crashed the process).
+TEST(ShortPlanGpu, ReleasingAStreamDropsTheEntriesOfItsMemory) {
+  SAMEBITS_REQUIRE_CUDA();
+  const auto seed = fresh_seed();
+  const std::int64_t e = 11000, n = 3000, f = 32;
+  Tensor src = testing::random_normal({e, f}, DType::f32, seed, kGpu);
+  Tensor index = testing::random_index(e, n, DType::i64, seed + 1, kGpu);
+  Tensor out0 = testing::random_normal({n, f}, DType::f32, seed + 2);
+  const Results want = on_cpu(out0, index, src);
+  const testing::PlanCacheLimit on(kOn);
+  for (int round = 0; round < 3; ++round) {
+    std::optional<CudaStream> stream(std::in_place, kGpu);
+    const Stream s = stream->stream();
+    EXPECT_EQ(scatter_three(out0, index, src, s), want) << "seed " << seed;
+    EXPECT_GE(short_index_sorts(index.view(), n, s), 1) << "the stream's own entry";
+    const std::size_t entries = plan_cache_stats().entries;
+    stream.reset(); // release_stream, then cudaStreamDestroy
+    EXPECT_EQ(plan_cache_stats().entries, entries - 1) << "its entry is gone with it";
+  }
+  set_plan_cache_limit(0); // drops what is left: nothing of a destroyed stream
+  set_plan_cache_limit(kOn);
+  EXPECT_EQ(scatter_three(out0, index, src), want) << "seed " << seed;
 }
 
 TEST(ShortPlanGpu, LimitZeroAndTheAlternativeTuningSortEveryCall) {
