@@ -135,6 +135,34 @@ struct Digest {
 };
 Digest digest(const TensorView& t, std::int64_t stats_elements);
 
+// digest() for a contiguous CUDA tensor, computed on its device in one launch on `stream`, with
+// no host synchronization: the result is written into *record, device memory that the caller
+// reads back when it likes (samebits.torch.trace keeps a ring of records and reads them in
+// batches). The hash is the same value as digest()'s; the statistics follow the same rules (every
+// stride-th element, float64, NaNs making min, max, sum and l2 NaN) but sum in a fixed tree
+// rather than sequentially, so their last bits may differ from the host's, the same on every run.
+// `record` must be zero-filled before its first use; each digest leaves the working words it uses
+// as it found them, so one record can take any number of digests in turn (one at a time on one
+// stream). Throws InvalidArgument for a tensor that is not on a CUDA device or not contiguous,
+// BackendUnavailable in a build without CUDA.
+constexpr int kDigestStatBlocks =
+    32; // blocks that share the statistics: at most 2048 elements each
+struct DeviceDigest {
+  std::uint64_t sum_hash = 0;
+  double min = 0, max = 0, sum = 0, l2 = 0;
+  std::int64_t nan_count = 0, stride = 1, samples_taken = 0;
+  double samples[kSamples] = {};
+  // Working words (zero between digests): the hash's running sum, the blocks' ticket, and each
+  // statistics block's partial results.
+  std::uint64_t hash_acc = 0;
+  std::uint64_t ticket = 0;
+  double part_min[kDigestStatBlocks] = {}, part_max[kDigestStatBlocks] = {};
+  double part_sum[kDigestStatBlocks] = {}, part_sq[kDigestStatBlocks] = {};
+  std::int64_t part_nan[kDigestStatBlocks] = {};
+};
+void digest_on_device(const TensorView& t, std::int64_t stats_elements, DeviceDigest* record,
+                      Stream stream = {});
+
 // One recorded entry, as read back.
 struct Entry {
   std::int64_t index = 0;

@@ -1,7 +1,8 @@
 # The cost of samebits.torch.trace on one PyG GraphSAGE training step on Cora (forward, NLL loss,
 # backward, Adam step): unhooked, under samebits.torch.trace (hash and statistics, or hash only),
-# and under torch.utils._debug_mode.DebugMode with tensor hashes, which also hashes every op's
-# output but reads each hash back to the host as it goes.
+# under torch.utils._debug_mode.DebugMode with tensor hashes, which also hashes every op's
+# output but reads each hash back to the host as it goes, and under a TorchDispatchMode that only
+# passes each op on (the cost of the dispatch mode itself, which every such recorder pays).
 #
 #   PYTHONPATH=python python python/bench/bench_trace.py [--device cuda] [--rounds 5] [--steps 5]
 #
@@ -137,8 +138,18 @@ def main() -> int:
 
         return wrap
 
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        """Every op through Python and back, nothing recorded: what any TorchDispatchMode costs,
+        the floor under a per-op recorder built on one."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
     modes = [
         ("unhooked", contextlib.nullcontext),
+        ("an empty TorchDispatchMode (the floor)", PassThrough),
         ("samebits.torch.trace", lambda: trace(path)),
         ("samebits.torch.trace(stats=False)", lambda: trace(path, stats=False)),
         ("DebugMode + log_tensor_hashes('norm')", debug_mode("norm")),

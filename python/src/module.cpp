@@ -149,6 +149,24 @@ NB_MODULE(_core, m) {
     }
     return nb::make_tuple(d.sum_hash, d.min, d.max, d.sum, d.l2, d.nan_count, d.stride, d.samples);
   });
+  // The same record of a contiguous CUDA tensor (trace::digest_on_device), queued on `stream`
+  // with nothing read back: the tensor as its address, element count, dtype (the DType's value:
+  // trace_dtype_code gives it) and device index; `record` is the address of a zeroed
+  // trace::DeviceDigest on that device (trace_record_bytes long). Plain integers, so that a call
+  // costs what nanobind's argument conversion costs (once per traced op).
+  m.def("trace_digest_cuda", [](std::uintptr_t data, std::int64_t numel, int dtype, int device,
+                                std::int64_t stats_elements, std::uintptr_t record,
+                                std::uintptr_t stream) {
+    if (dtype < 0 || dtype > static_cast<int>(DType::f16))
+      throw InvalidArgument("trace_digest_cuda: " + std::to_string(dtype) + " is no dtype code");
+    const TensorView v = TensorView::contiguous(
+        reinterpret_cast<void*>(data), static_cast<DType>(dtype), Device::cuda(device), {numel});
+    trace::digest_on_device(v, stats_elements, reinterpret_cast<trace::DeviceDigest*>(record),
+                            Stream{reinterpret_cast<void*>(stream)});
+  });
+  m.def("trace_dtype_code",
+        [](std::string_view name) { return static_cast<int>(parse_dtype(name)); });
+  m.attr("trace_record_bytes") = sizeof(trace::DeviceDigest);
   m.def("bitwise_equal", [](nb::handle a, nb::handle b) {
     return bitwise_equal(python::to_view(a, "bitwise_equal: a"),
                          python::to_view(b, "bitwise_equal: b"));

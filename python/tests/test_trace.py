@@ -193,19 +193,20 @@ def _entries_of(path, make):
     return [e for e in entries if e["op"] == "aten.clone.default"]
 
 
-@pytest.mark.parametrize(
-    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64]
-)
-def test_the_cpu_digest_records_what_the_torch_path_records(tmp_path, monkeypatch, dtype):
-    """CPU tensors of samebits' dtypes take one call into the C++ library (trace_digest); with
-    that path switched off the same trace comes from torch's ops: the same hash, extremes, NaN
-    count and samples, and the same sums to rounding."""
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+_DEVICES = ["cpu", pytest.param("cuda", marks=_CUDA)]
+_DIGEST_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+                  torch.int64]
+
+
+def _digest_sources(dtype, device):
     g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     sources = [
         torch.randn(3, generator=g),  # an odd number of 32-bit values: a padded word
         torch.randn(40, 50, generator=g),
         torch.randn(300, 1001, generator=g),  # strided statistics
         torch.randn(600, 7, generator=g).t(),  # cloned with its transposed strides
+        torch.randn(1 << 21, generator=g),  # more hash words than one grid pass on CUDA
         torch.tensor([1.0, float("nan"), -2.0, float("inf")]),
         torch.empty(0, 4),
     ]
@@ -213,15 +214,11 @@ def test_the_cpu_digest_records_what_the_torch_path_records(tmp_path, monkeypatc
         sources = [(s.nan_to_num(0.0, 9.0, -9.0) * 1000).to(dtype) for s in sources]
     else:
         sources = [s.to(dtype) for s in sources]
+    return [s.to(device) for s in sources]
 
-    def make():
-        for s in sources:
-            s.clone()
 
-    fast = _entries_of(tmp_path / "fast.trace", make)
-    monkeypatch.setattr(tr, "_DIGEST_DTYPES", ())
-    slow = _entries_of(tmp_path / "slow.trace", make)
-    assert len(fast) == len(slow) == len(sources)
+def _assert_same_entries(fast, slow, n):
+    assert len(fast) == len(slow) == n
     for a, b in zip(fast, slow):
         assert a["sum_hash"] == b["sum_hash"], a["shape"]
         for key in ("min", "max", "nan", "samples", "shape", "dtype"):
@@ -232,6 +229,66 @@ def test_the_cpu_digest_records_what_the_torch_path_records(tmp_path, monkeypatc
                 assert a[key] == b[key], (key, a["shape"])
             else:
                 assert a[key] == pytest.approx(b[key], rel=2e-3, abs=1e-6), (key, a["shape"])
+
+
+@pytest.mark.parametrize("device", _DEVICES)
+@pytest.mark.parametrize("dtype", _DIGEST_DTYPES)
+def test_the_digest_records_what_the_torch_path_records(tmp_path, monkeypatch, dtype, device):
+    """Tensors of samebits' dtypes take one call into the C++ library (trace_digest on the CPU,
+    trace_digest_cuda on CUDA); with that path switched off the same trace comes from torch's
+    ops: the same hash, extremes, NaN count and samples, and the same sums to rounding."""
+    sources = _digest_sources(dtype, device)
+
+    def make():
+        for s in sources:
+            s.clone()
+
+    fast = _entries_of(tmp_path / "fast.trace", make)
+    monkeypatch.setattr(tr, "_DIGEST_DTYPES", ())
+    monkeypatch.setattr(tr, "_DEVICE_DIGEST_CODES", {})
+    slow = _entries_of(tmp_path / "slow.trace", make)
+    _assert_same_entries(fast, slow, len(sources))
+
+
+@_CUDA
+@pytest.mark.parametrize("dtype", _DIGEST_DTYPES)
+def test_cuda_traces_hash_as_the_cpu_and_repeat_bit_for_bit(tmp_path, dtype):
+    """The device digest's hash is the CPU's; its statistics (a fixed tree of float64 sums) are
+    the same bits on every run; records are reused across flushes (more entries than a ring)."""
+    sources = _digest_sources(dtype, "cuda")
+
+    def make():
+        for _ in range(3 * tr._FLUSH_EVERY // len(sources) + 1):
+            for s in sources:
+                s.clone()
+
+    first = _entries_of(tmp_path / "a.trace", make)
+    again = _entries_of(tmp_path / "b.trace", make)
+    assert len(first) > 3 * tr._FLUSH_EVERY
+    def strip(e):
+        return {k: v for k, v in e.items() if k != "source"}
+
+    assert [strip(e) for e in first] == [strip(e) for e in again]
+    cpu = [s.cpu() for s in sources]
+    on_cpu = _entries_of(tmp_path / "c.trace", lambda: [s.clone() for s in cpu])
+    for a, b in zip(first, on_cpu):
+        assert a["sum_hash"] == b["sum_hash"], a["shape"]
+
+
+@_CUDA
+def test_the_device_digest_reads_unaligned_views_and_refuses_bad_calls():
+    from samebits import _core
+
+    base = torch.randn(4099, device="cuda")
+    rings = tr._DigestRings()
+    slots = [rings.digest(v, tr._STATS_ELEMENTS) for v in (base[1:], base[3:10], base[:0])]
+    got = rings.read()
+    for v, slot in zip((base[1:], base[3:10], base[:0]), slots):
+        h, _ = got[slot]
+        assert h == tr.sum_hash_reference(raw(v.cpu()))
+    assert rings.read() == {}  # read starts the rings over
+    with pytest.raises(Exception, match="no dtype code"):
+        _core.trace_digest_cuda(base.data_ptr(), 4, 99, 0, 0, base.data_ptr(), 0)
 
 
 def test_the_cpu_digest_hashes_every_thread_count_alike(tmp_path):

@@ -1,6 +1,7 @@
 // The sum64 content hash of trace entries and the one-pass digest of a host tensor that
 // samebits.torch.trace records (see samebits/trace.hpp for both definitions).
 #include "core/strided.hpp"
+#include "core/trace_device.hpp"
 #include "core/trace_stats.hpp"
 #include "cpu/thread_pool.hpp"
 #include "samebits/errors.hpp"
@@ -197,6 +198,18 @@ Digest digest(const TensorView& t, std::int64_t stats_elements) {
     d.samples = std::move(m.samples);
   });
   return d;
+}
+
+void digest_on_device(const TensorView& t, std::int64_t stats_elements, DeviceDigest* record,
+                      Stream stream) {
+  if (!t.device.is_cuda())
+    throw InvalidArgument("trace::digest_on_device: the tensor is on " + to_string(t.device) +
+                          "; it takes CUDA tensors (trace::digest takes host ones)");
+  if (!t.is_contiguous())
+    throw InvalidArgument("trace::digest_on_device: the tensor is not contiguous");
+  if (record == nullptr)
+    throw InvalidArgument("trace::digest_on_device: no record to write into");
+  samebits::detail::cuda_trace_digest(t, std::max<std::int64_t>(stats_elements, 0), record, stream);
 }
 
 } // namespace samebits::trace

@@ -217,6 +217,7 @@ class Tracer(TorchDispatchMode):
         self._step_hooks: list[Any] = []
         self._optimizer = ""  # "optimizer.SGD" while an optimizer steps
         self._sample_index: dict[tuple[int, torch.device], torch.Tensor] = {}
+        self._rings = _DigestRings()
 
     # -- lifetime --
     def __enter__(self) -> "Tracer":
@@ -324,10 +325,15 @@ class Tracer(TorchDispatchMode):
         x = t.detach()
         if x.device.type == "cpu" and x.dtype in _DIGEST_DTYPES:
             h, stats = _host_digest(x, self.stats)
+        elif x.device.type == "cuda" and x.dtype in _DEVICE_DIGEST_CODES:
+            h = self._rings.digest(x, _STATS_ELEMENTS if self.stats else 0)
+            stats = _RING_STATS if self.stats and x.numel() > 0 else None
+            if stats is not None and x.numel() > _STATS_ELEMENTS:
+                entry["stats_stride"] = -(-x.numel() // _STATS_ELEMENTS)
         else:
             h = sum_hash(x)
             stats = self._stats(x) if self.stats else None
-        if stats is not None and stats[4] > 1:
+        if stats is not None and stats is not _RING_STATS and stats[4] > 1:
             entry["stats_stride"] = stats[4]
         entry["i"] = self._next
         self._next += 1
@@ -370,8 +376,13 @@ class Tracer(TorchDispatchMode):
     def flush(self) -> None:
         """Reads the pending hashes and statistics back (one synchronization) and writes them."""
         pending, self._pending = self._pending, []
+        records = self._rings.read()  # (device, slot) -> (hash, statistics) of the digests
         if not pending or self._file is None:
             return
+        for k, (entry, h, st) in enumerate(pending):
+            if isinstance(h, _RingSlot):
+                rh, rst = records[h]
+                pending[k] = (entry, rh, rst if st is _RING_STATS else None)
         hashes = _read_back([h for _, h, _ in pending])
         has = [s is not None for _, _, s in pending]
         got = [s for _, _, s in pending if s is not None]
@@ -418,6 +429,67 @@ class Tracer(TorchDispatchMode):
 # The dtypes samebits::trace::digest reads (a CPU tensor of another dtype takes the torch path).
 _DIGEST_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
                   torch.int64)
+
+
+# CUDA tensors of these dtypes take one call into the C++ library (trace::digest_on_device): the
+# hash and the statistics in one launch, written into a ring of records on the device.
+_DEVICE_DIGEST_CODES = {
+    d: _core.trace_dtype_code(str(d).removeprefix("torch.")) for d in _DIGEST_DTYPES
+}
+_RECORD_WORDS = _core.trace_record_bytes // 8
+_RING_STATS = ("ring",)  # a pending entry's statistics are in its ring record
+
+
+class _RingSlot(tuple):
+    """(device index, record index) of a digest waiting in a ring."""
+
+
+class _DigestRings:
+    """Per CUDA device, _FLUSH_EVERY zeroed trace::DeviceDigest records (a flush comes at least
+    that often); each digest takes the next one, and read() brings every used record to the host
+    with one copy per device after waiting for the device, then starts the rings over. A record
+    comes back from each digest zeroed where the next one needs it."""
+
+    def __init__(self) -> None:
+        self._rings: dict[int, torch.Tensor] = {}
+        self._used: dict[int, int] = {}
+
+    def digest(self, x: torch.Tensor, stats_elements: int) -> _RingSlot:
+        if not x.is_contiguous():
+            x = x.contiguous()
+        dev = x.device.index
+        ring = self._rings.get(dev)
+        if ring is None:
+            ring = torch.zeros(_FLUSH_EVERY * _RECORD_WORDS, dtype=torch.int64, device=x.device)
+            self._rings[dev] = ring
+            self._used[dev] = 0
+        k = self._used[dev]
+        self._used[dev] = k + 1
+        _core.trace_digest_cuda(
+            x.data_ptr(), x.numel(), _DEVICE_DIGEST_CODES[x.dtype], dev, stats_elements,
+            ring.data_ptr() + 8 * _RECORD_WORDS * k, torch._C._cuda_getCurrentRawStream(dev),
+        )
+        return _RingSlot((dev, k))
+
+    def read(self) -> dict[Any, tuple[int, Any]]:
+        out: dict[Any, tuple[int, Any]] = {}
+        for dev, used in self._used.items():
+            if used == 0:
+                continue
+            torch.cuda.synchronize(dev)  # a digest may have run on any of the device's streams
+            host = self._rings[dev][: used * _RECORD_WORDS].cpu().view(used, _RECORD_WORDS)
+            ints = host[:, :8].tolist()
+            floats = host.view(torch.float64)[:, :16].tolist()
+            for k in range(used):
+                w, f = ints[k], floats[k]
+                taken = w[7]
+                # hash, then (min, max, samples), sum, l2, NaN count as _stats gives them
+                out[_RingSlot((dev, k))] = (
+                    w[0] & ((1 << 64) - 1),
+                    ([f[1], f[2], f[8 : 8 + taken]], f[3], f[4], w[5], w[6]),
+                )
+            self._used[dev] = 0
+        return out
 
 
 def _host_digest(x: torch.Tensor, stats: bool) -> tuple[int, Any]:
