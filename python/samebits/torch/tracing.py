@@ -10,9 +10,11 @@
 # 2^64. Integer addition is associative,
 # so the sum is the same in any order the device reduces it, and the C++ recorder computes the
 # same value from host bytes (samebits::trace::sum_hash). Any change of one element changes it.
-# The per-op hash and statistics stay on the device and are read in batches. A CPU tensor of one
-# of samebits' dtypes takes one call into the C++ library instead (samebits::trace::digest: the
-# hash and the statistics in one pass, the long ones on samebits' CPU threads, the same values).
+# The per-op hash and statistics stay on the device and are read in batches. A tensor of one of
+# samebits' dtypes takes one call into the C++ library: on the CPU samebits::trace::digest (the
+# hash and the statistics in one pass, the long ones on samebits' CPU threads, the same values),
+# on CUDA samebits::trace::digest_on_device (one launch into a record of a ring on the device,
+# read back at each flush). Other dtypes take torch's ops (sum_hash below and _stats).
 #
 # Imports torch, the standard library and samebits' extension.
 from __future__ import annotations
