@@ -1,6 +1,7 @@
 // The sum64 content hash of trace entries and the one-pass digest of a host tensor that
 // samebits.torch.trace records (see samebits/trace.hpp for both definitions).
 #include "core/strided.hpp"
+#include "core/sum_hash_terms.hpp"
 #include "core/trace_device.hpp"
 #include "core/trace_stats.hpp"
 #include "cpu/thread_pool.hpp"
@@ -18,21 +19,14 @@ namespace samebits::trace {
 
 namespace {
 
-constexpr std::size_t kRow = 4096;    // words per multiplier row: m_i = A[i % kRow] * B[i / kRow]
-constexpr std::size_t kTaskRows = 64; // rows of words per task of the pool (2 MiB)
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  std::uint64_t z = x + 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+constexpr std::size_t kRow = detail::kSumHashRow; // m_i = A[i % kRow] * B[i / kRow]
+constexpr std::size_t kTaskRows = 64;             // rows of words per task of the pool (2 MiB)
 
 const std::array<std::uint64_t, kRow>& column_multipliers() {
   static const std::array<std::uint64_t, kRow> cols = [] {
     std::array<std::uint64_t, kRow> c{};
     for (std::size_t k = 0; k < kRow; ++k)
-      c[k] = splitmix64(2 * k) | 1;
+      c[k] = detail::column_multiplier(k);
     return c;
   }();
   return cols;
@@ -103,7 +97,7 @@ std::uint64_t hash_words(const unsigned char* bytes, std::size_t nbytes, std::si
   const std::size_t whole = nbytes / 8; // words with no padding
   std::uint64_t h = 0;
   for (std::size_t r = first / kRow; r * kRow < last; ++r) {
-    const std::uint64_t row = splitmix64(2 * r + 1) | 1;
+    const std::uint64_t row = detail::row_multiplier(r);
     const std::size_t begin = std::max(first, r * kRow), end = std::min(last, (r + 1) * kRow);
     const std::size_t full = std::clamp(whole, begin, end);
     h += terms(bytes, cols.data(), row, r * kRow, begin, full);

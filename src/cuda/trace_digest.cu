@@ -9,9 +9,10 @@
 // finish (a ticket) combines the partials in block order, reads the samples, writes the result and
 // zeroes the working words, so the record is ready for the next digest.
 #include "core/memory.hpp"
+#include "core/strided.hpp"
+#include "core/sum_hash_terms.hpp"
 #include "core/trace_device.hpp"
 #include "cuda/check.cuh"
-#include "samebits/errors.hpp"
 #include "samebits/half.hpp"
 
 #include <algorithm>
@@ -26,16 +27,8 @@ constexpr int kDigestThreads = 256;
 constexpr std::int64_t kWordsPerThread = 8;     // hash words a thread takes before the grid grows
 constexpr std::int64_t kMaxDigestBlocks = 1024; // then a grid-stride loop
 constexpr std::int64_t kStatsPerBlock = 2048; // sampled elements per statistics block (8 a thread)
-constexpr std::uint64_t kRowWords = 4096;     // m_i = A[i % 4096] * B[i / 4096]
 static_assert(kDigestThreads * 8 == kStatsPerBlock);
 static_assert(trace::kDigestStatBlocks * kStatsPerBlock >= 65536, "the trace's 2^16 statistics");
-
-__device__ __forceinline__ std::uint64_t splitmix64(std::uint64_t x) {
-  std::uint64_t z = x + 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 // Word i of the bytes, the last one padded with zero bytes (the definition in samebits/trace.hpp).
 __device__ __forceinline__ std::uint64_t word_at(const unsigned char* bytes, std::uint64_t nbytes,
@@ -59,6 +52,11 @@ struct Moments {
   double lo, hi, sum, sq;
   long long nan;
 };
+
+// The moments of no values: combine(empty_moments(), m) == m.
+__device__ __forceinline__ Moments empty_moments() {
+  return {HUGE_VAL, -HUGE_VAL, 0.0, 0.0, 0};
+}
 
 __device__ __forceinline__ Moments combine(Moments a, const Moments& b) {
   a.lo = fmin(a.lo, b.lo);
@@ -116,8 +114,8 @@ __global__ void __launch_bounds__(kDigestThreads)
   std::uint64_t h = 0;
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * kDigestThreads + threadIdx.x; i < words;
        i += std::uint64_t{gridDim.x} * kDigestThreads) {
-    const std::uint64_t m =
-        (splitmix64(2 * (i % kRowWords)) | 1) * (splitmix64(2 * (i / kRowWords) + 1) | 1);
+    const std::uint64_t m = trace::detail::column_multiplier(i % trace::detail::kSumHashRow) *
+                            trace::detail::row_multiplier(i / trace::detail::kSumHashRow);
     h += (word_at(bytes, nbytes, aligned, i) ^ m) * m;
   }
   h = block_sum(h);
@@ -127,8 +125,7 @@ __global__ void __launch_bounds__(kDigestThreads)
   // (2) the statistics of this block's chunk of the sampled elements
   const int b = static_cast<int>(blockIdx.x);
   if (b < stat_blocks) {
-    const double inf = HUGE_VAL;
-    Moments m{inf, -inf, 0.0, 0.0, 0};
+    Moments m = empty_moments();
     const std::int64_t chunk = (count + stat_blocks - 1) / stat_blocks;
     const std::int64_t j1 = std::min(count, (b + 1) * chunk);
     for (std::int64_t j = b * chunk + threadIdx.x; j < j1; j += kDigestThreads) {
@@ -167,8 +164,7 @@ __global__ void __launch_bounds__(kDigestThreads)
     return;
   rec->sum_hash = atomicExch(reinterpret_cast<unsigned long long*>(&rec->hash_acc), 0ull);
   rec->ticket = 0;
-  const double inf = HUGE_VAL;
-  Moments m{inf, -inf, 0.0, 0.0, 0};
+  Moments m = empty_moments();
   for (int s = 0; s < stat_blocks; ++s) {
     const volatile trace::DeviceDigest* v = rec;
     m = combine(
@@ -185,24 +181,6 @@ __global__ void __launch_bounds__(kDigestThreads)
   rec->nan_count = m.nan;
   rec->stride = stride;
   rec->samples_taken = stats ? k : 0;
-}
-
-template <class F> void visit_digest_dtype(DType t, F&& f) {
-  switch (t) {
-  case DType::f32:
-    return f.template operator()<float>();
-  case DType::f64:
-    return f.template operator()<double>();
-  case DType::bf16:
-    return f.template operator()<bf16>();
-  case DType::f16:
-    return f.template operator()<f16>();
-  case DType::i32:
-    return f.template operator()<std::int32_t>();
-  case DType::i64:
-    return f.template operator()<std::int64_t>();
-  }
-  throw InvalidArgument("trace::digest_on_device: unknown dtype");
 }
 
 } // namespace
@@ -224,7 +202,7 @@ void cuda_trace_digest(const TensorView& t, std::int64_t stats_elements,
       std::min(kMaxDigestBlocks,
                (words + kDigestThreads * kWordsPerThread - 1) / (kDigestThreads * kWordsPerThread));
   const auto blocks = static_cast<unsigned>(std::max<std::int64_t>({hash_blocks, stat_blocks, 1}));
-  visit_digest_dtype(t.dtype, [&]<class T>() {
+  visit_dtype(t.dtype, [&]<class T>() {
     digest_kernel<T><<<blocks, kDigestThreads, 0, SAMEBITS_STREAM(stream)>>>(
         static_cast<const unsigned char*>(t.data), nbytes, n, stride, count, stat_blocks, record);
     SAMEBITS_CUDA_CHECK_LAUNCH("digest_kernel");
