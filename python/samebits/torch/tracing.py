@@ -329,9 +329,7 @@ class Tracer(TorchDispatchMode):
             h, stats = _host_digest(x, self.stats)
         elif x.device.type == "cuda" and x.dtype in _DEVICE_DIGEST_CODES:
             h = self._rings.digest(x, _STATS_ELEMENTS if self.stats else 0)
-            stats = _RING_STATS if self.stats and x.numel() > 0 else None
-            if stats is not None and x.numel() > _STATS_ELEMENTS:
-                entry["stats_stride"] = -(-x.numel() // _STATS_ELEMENTS)
+            stats = _RING_STATS if self.stats and x.numel() > 0 else None  # stride: at flush
         else:
             h = sum_hash(x)
             stats = self._stats(x) if self.stats else None
@@ -384,6 +382,8 @@ class Tracer(TorchDispatchMode):
         for k, (entry, h, st) in enumerate(pending):
             if isinstance(h, _RingSlot):
                 rh, rst = records[h]
+                if st is _RING_STATS and rst[4] > 1:
+                    entry["stats_stride"] = rst[4]
                 pending[k] = (entry, rh, rst if st is _RING_STATS else None)
         hashes = _read_back([h for _, h, _ in pending])
         has = [s is not None for _, _, s in pending]
