@@ -65,6 +65,22 @@ Results on_cpu(const Tensor& out0, const Tensor& index, const Tensor& src) {
   return scatter_three(out0, index.to(Device::cpu()), src.to(Device::cpu()));
 }
 
+// Random sources [e, f] of `values` and an index into n rows (`index_dtype`) on the GPU, the
+// output's starting values on the host, and the CPU's results for them.
+struct Inputs {
+  Tensor src, index, out0;
+  Results want;
+};
+Inputs random_inputs(std::uint64_t seed, std::int64_t e, std::int64_t n, std::int64_t f,
+                     DType values, DType index_dtype) {
+  Inputs in;
+  in.src = testing::random_normal({e, f}, values, seed, kGpu);
+  in.index = testing::random_index(e, n, index_dtype, seed + 1, kGpu);
+  in.out0 = testing::random_normal({n, f}, values, seed + 2);
+  in.want = on_cpu(in.out0, in.index, in.src);
+  return in;
+}
+
 void expect_same(const Results& got, const Results& want, const std::string& what) {
   EXPECT_EQ(got.added, want.added) << what << ": index_add";
   EXPECT_EQ(got.reduced_max, want.reduced_max) << what << ": scatter_reduce amax";
@@ -195,11 +211,9 @@ TEST(ShortPlanGpu, AnIndexMadeInvalidInPlaceWritesNothing) {
 TEST(ShortPlanGpu, TwoStreamsKeepTheirOwnEntries) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
-  const std::int64_t e = 11000, n = 3000, f = 32;
-  Tensor src = testing::random_normal({e, f}, DType::f32, seed, kGpu);
-  Tensor index = testing::random_index(e, n, DType::i64, seed + 1, kGpu);
-  Tensor out0 = testing::random_normal({n, f}, DType::f32, seed + 2);
-  const Results want = on_cpu(out0, index, src);
+  const Inputs in = random_inputs(seed, 11000, 3000, 32, DType::f32, DType::i64);
+  const Tensor &src = in.src, &index = in.index, &out0 = in.out0; // (the threads capture them)
+  const Results& want = in.want;
   const testing::PlanCacheLimit on(kOn);
   const PlanCacheStats before = plan_cache_stats();
   std::vector<int> mismatches(2, 0), errors(2, 0);
@@ -236,11 +250,8 @@ TEST(ShortPlanGpu, TwoStreamsKeepTheirOwnEntries) {
 TEST(ShortPlanGpu, ReleasingAStreamDropsTheEntriesOfItsMemory) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
-  const std::int64_t e = 11000, n = 3000, f = 32;
-  Tensor src = testing::random_normal({e, f}, DType::f32, seed, kGpu);
-  Tensor index = testing::random_index(e, n, DType::i64, seed + 1, kGpu);
-  Tensor out0 = testing::random_normal({n, f}, DType::f32, seed + 2);
-  const Results want = on_cpu(out0, index, src);
+  const std::int64_t n = 3000;
+  const auto [src, index, out0, want] = random_inputs(seed, 11000, n, 32, DType::f32, DType::i64);
   const testing::PlanCacheLimit on(kOn);
   for (int round = 0; round < 3; ++round) {
     std::optional<CudaStream> stream(std::in_place, kGpu);
@@ -259,11 +270,7 @@ TEST(ShortPlanGpu, ReleasingAStreamDropsTheEntriesOfItsMemory) {
 TEST(ShortPlanGpu, LimitZeroAndTheAlternativeTuningSortEveryCall) {
   SAMEBITS_REQUIRE_CUDA();
   const auto seed = fresh_seed();
-  const std::int64_t e = 10556, n = 2708, f = 8;
-  Tensor src = testing::random_normal({e, f}, DType::f64, seed, kGpu);
-  Tensor index = testing::random_index(e, n, DType::i32, seed + 1, kGpu);
-  Tensor out0 = testing::random_normal({n, f}, DType::f64, seed + 2);
-  const Results want = on_cpu(out0, index, src);
+  const auto [src, index, out0, want] = random_inputs(seed, 10556, 2708, 8, DType::f64, DType::i32);
   {
     const testing::PlanCacheLimit off(0);
     for (int r = 0; r < 3; ++r)
