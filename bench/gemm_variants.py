@@ -1,0 +1,105 @@
+# Copies of src/ with one change each to the wide float GEMM kernel (src/cuda/gemm_kernels.cuh),
+# for bench/gemm_variants.sh: OUTDIR/<name>/src for every variant below.
+#   python3 bench/gemm_variants.py ROOT OUTDIR
+# foldreg/foldsmem: a canonical block as the sequential sum of its 32-long fma chains (the sum in
+# registers or in 64 KB of dynamic shared memory); lb2: two blocks per SM; swz: thread blocks in
+# groups of 8 tile columns; u4: the k loop unrolled 4 instead of fully; bk8: 8-deep k steps.
+import os, shutil, sys, re
+root, out = sys.argv[1], sys.argv[2]
+K = 'src/cuda/gemm_kernels.cuh'
+def variant(name, edit):
+    d = os.path.join(out, name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(os.path.join(root, 'src'), os.path.join(d, 'src'))
+    p = os.path.join(d, K); s = open(p).read(); s2 = edit(s)
+    assert s2 != s or name == 'base', name
+    open(p, 'w').write(s2)
+def rep(s, a, b):
+    assert a in s, a[:60]; return s.replace(a, b, 1)
+BE = "  auto block_ends = [&](i64 k0) { return (k0 + BK - kb) % kGemmBlockK == 0 || k0 + BK >= ke; };"
+SUBDEF = BE + "\n  auto sub_ends = [&](i64 k0) { return (k0 + BK - kb) % 32 == 0 || k0 + BK >= ke; };\n  bool first_sub = true;\n"
+DBLOOP = """      compute(buf);
+      if (block_ends(k0)) {
+        push();
+        if (more)
+          zero_acc();
+      }"""
+def foldreg(s):
+    s = rep(s, BE, SUBDEF + "  T blk[TM][TN];\n")
+    return rep(s, DBLOOP, """      compute(buf);
+      if (sub_ends(k0)) {
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j)
+            blk[i][j] = first_sub ? acc[i][j] : rn_add(blk[i][j], acc[i][j]);
+        first_sub = false;
+        if (!block_ends(k0))
+          zero_acc();
+      }
+      if (block_ends(k0)) {
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j)
+            acc[i][j] = blk[i][j];
+        first_sub = true;
+        push();
+        if (more)
+          zero_acc();
+      }""")
+def foldsmem(s):
+    s = rep(s, BE, SUBDEF + "  extern __shared__ __align__(16) unsigned char dyn_smem[];\n  float4* bsm = reinterpret_cast<float4*>(dyn_smem);\n")
+    return rep(s, DBLOOP, """      compute(buf);
+      if (sub_ends(k0)) {
+        const bool be = block_ends(k0);
+#pragma unroll
+        for (int c = 0; c < TM * TN / 4; ++c) {
+          const int i = c * 4 / TN, j = c * 4 % TN;
+          float4 v;
+          if (first_sub) {
+            v = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+          } else {
+            v = bsm[c * NT + tid];
+            v.x = rn_add(v.x, acc[i][j]); v.y = rn_add(v.y, acc[i][j + 1]);
+            v.z = rn_add(v.z, acc[i][j + 2]); v.w = rn_add(v.w, acc[i][j + 3]);
+          }
+          if (be) {
+            acc[i][j] = v.x; acc[i][j + 1] = v.y; acc[i][j + 2] = v.z; acc[i][j + 3] = v.w;
+          } else {
+            bsm[c * NT + tid] = v;
+          }
+        }
+        first_sub = be;
+        if (!be)
+          zero_acc();
+      }
+      if (block_ends(k0)) {
+        push();
+        if (more)
+          zero_acc();
+      }""")
+def lb2(s):
+    return rep(s, "__launch_bounds__(kThreads<Cfg>, 1)", "__launch_bounds__(kThreads<Cfg>, 2)")
+def swz(s):
+    return rep(s, "  const i64 row0 = static_cast<i64>(blockIdx.x) * BM, col0 = static_cast<i64>(blockIdx.y) * BN;",
+"""  const unsigned lin = blockIdx.x + gridDim.x * blockIdx.y, per = 8u * gridDim.x, grp = lin / per;
+  const unsigned first = grp * 8u, gsz = gridDim.y - first < 8u ? gridDim.y - first : 8u;
+  const unsigned bxs = (lin % per) / gsz, bys = first + (lin % per) % gsz;
+  const i64 row0 = static_cast<i64>(bxs) * BM, col0 = static_cast<i64>(bys) * BN;""")
+KKLOOP = """#pragma unroll
+      for (int kk = 0; kk < BK; ++kk) {
+        T ra[TM], rb[TN];"""
+def unr(nu):
+    return lambda s: rep(s, KKLOOP, KKLOOP.replace("#pragma unroll\n", "#pragma unroll %d\n" % nu, 1))
+def bk8(s):
+    return rep(s, "static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;\n  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;",
+                  "static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;\n  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;")
+VARIANTS = {
+    'base': lambda s: s, 'foldreg': foldreg, 'foldsmem': foldsmem, 'lb2': lb2, 'swz': swz,
+    'swzfoldsmem': lambda s: swz(foldsmem(s)), 'foldreg_u4': lambda s: unr(4)(foldreg(s)),
+    'foldreg_u2': lambda s: unr(2)(foldreg(s)), 'foldreg_bk8': lambda s: bk8(foldreg(s)),
+    'u4': unr(4), 'bk8': bk8,
+}
+for name in sys.argv[3:] or VARIANTS:
+    variant(name, VARIANTS[name])
