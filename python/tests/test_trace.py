@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import weakref
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,31 @@ def test_trace_records_ops_sources_modules_steps_and_inputs(tmp_path):
     assert relu[0]["inputs"] == [addmm[0]["i"]]
     # The statistics are the tensor's.
     assert all(len(e["samples"]) == min(8, _numel(e["shape"])) for e in entries)
+
+
+def test_producers_forget_dead_tensors_and_never_lend_an_id_to_a_new_one():
+    import gc
+
+    prod = tr._Producers()
+    kept = [torch.randn(3) for _ in range(50)]
+    for i, t in enumerate(kept):
+        prod.set(t, i)
+    prod.set(kept[7], 99)  # a second write to a live tensor replaces its entry
+    assert [prod.get(t) for t in kept[:8]] == [0, 1, 2, 3, 4, 5, 6, 99] and len(prod) == 50
+    ids = {id(t) for t in kept[25:]}
+    del t
+    del kept[25:]
+    gc.collect()
+    assert len(prod) == 25
+    assert all(i not in prod._by_id for i in ids)
+    assert [prod.get(t) for t in kept] == [*range(7), 99, *range(8, 25)]
+    # A tensor whose id an entry still names (a dead tensor's, before its callback ran) does not
+    # read that entry, and writing it takes the id over.
+    other, fresh = torch.randn(3), torch.randn(3)
+    prod._by_id[id(fresh)] = (weakref.ref(other), 5)
+    assert prod.get(fresh) is None
+    prod.set(fresh, 6)
+    assert prod.get(fresh) == 6 and prod.get(other) is None
 
 
 def _numel(shape):

@@ -24,11 +24,11 @@ import math
 import os
 import platform
 import sys
+import weakref
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.weak import WeakIdKeyDictionary
 
 from .. import _core
 from ._sumhash import SUM_HASH_ROW, _MULTIPLIERS, hash_hex, sum_hash, sum_hash_reference
@@ -178,6 +178,62 @@ def _written_args(func: Any) -> Any:
     return w
 
 
+# func -> (a view or an op in _SKIP, its name, _written_args): one lookup a call.
+_func_info: dict[Any, tuple[bool, str, Any]] = {}
+
+
+def _info(func: Any) -> tuple[bool, str, Any]:
+    i = _func_info.get(func)
+    if i is None:
+        i = (func.is_view or func in _SKIP, str(func), _written_args(func))
+        _func_info[func] = i
+    return i
+
+
+_dtype_names: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    n = _dtype_names.get(dtype)
+    if n is None:
+        n = _dtype_names[dtype] = str(dtype).removeprefix("torch.")
+    return n
+
+
+class _Producers:
+    """tensor -> the index of the entry that last wrote it. By id, with a weak reference that
+    drops the key when the tensor dies: a lookup is one dict get (torch's WeakIdKeyDictionary
+    builds a reference for every lookup), a store builds one reference per new tensor."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Any, int]] = {}
+
+    def get(self, t: torch.Tensor) -> int | None:
+        r = self._by_id.get(id(t))
+        if r is not None and r[0]() is t:
+            return r[1]
+        return None
+
+    def set(self, t: torch.Tensor, index: int) -> None:
+        key = id(t)
+        r = self._by_id.get(key)
+        if r is not None and r[0]() is t:
+            self._by_id[key] = (r[0], index)
+        else:
+            self._by_id[key] = (weakref.KeyedRef(t, self._gone, key), index)
+
+    def _gone(self, ref: Any) -> None:
+        r = self._by_id.get(ref.key)
+        if r is not None and r[0] is ref:  # not a newer tensor that took the same id
+            del self._by_id[ref.key]
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
 def _tensors_in(obj: Any) -> list[torch.Tensor]:
     """The tensors of an op's arguments or results: a tensor, or a list or tuple of tensors and
     other values (aten schemas nest no deeper)."""
@@ -211,7 +267,7 @@ class Tracer(TorchDispatchMode):
         self.step = 0
         self.entries = 0  # written so far
         self._next = 0  # the index of the next entry
-        self._producer = WeakIdKeyDictionary()  # tensor -> index of the entry that last wrote it
+        self._producer = _Producers()  # tensor -> index of the entry that last wrote it
         self._pending: list[tuple[dict[str, Any], torch.Tensor, Any]] = []
         self._forward_where: dict[int, tuple[str, str, str]] = {}  # autograd sequence nr -> where
         self._modules = _ModuleStack()
@@ -258,13 +314,13 @@ class Tracer(TorchDispatchMode):
     # -- recording --
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if func.is_view or func in _SKIP:  # no new values: a view's values are its base's
+        passive, name, written = _info(func)
+        if passive:  # no new values: a view's values are its base's
             if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
                 p = self._producer.get(args[0])
                 if p is not None:
-                    self._producer[out] = p
+                    self._producer.set(out, p)
             return out
-        written = _written_args(func)
         if written is None:
             tensors = _tensors_in(out)
         else:  # returns nothing (the _foreach_*_ ops): what it wrote into its arguments
@@ -298,15 +354,14 @@ class Tracer(TorchDispatchMode):
             }
         )
         det = torch.are_deterministic_algorithms_enabled()
-        name = str(func)
         for k, t in enumerate(tensors):
-            if t.device.type == "meta" or type(t) not in (torch.Tensor, torch.nn.Parameter):
+            if t.is_meta or type(t) not in _PLAIN_TENSORS:
                 continue  # fake and subclass tensors (compile-time tracing) hold no values
             entry = {
                 "step": self.step,
                 "layer": layer,
                 "op": name if len(tensors) == 1 else f"{name}[{k}]",
-                "dtype": str(t.dtype).removeprefix("torch."),
+                "dtype": _dtype_name(t.dtype),
                 "shape": list(t.shape),
                 "source": source,
             }
@@ -319,15 +374,15 @@ class Tracer(TorchDispatchMode):
             if self.context:
                 entry["context"] = self.context
             entry["inputs"] = inputs
-            self._producer[t] = self._next
+            self._producer.set(t, self._next)
             self._record(entry, t)
         return out
 
     def _record(self, entry: dict[str, Any], t: torch.Tensor) -> None:
         x = t.detach()
-        if x.device.type == "cpu" and x.dtype in _DIGEST_DTYPES:
+        if x.is_cpu and x.dtype in _DIGEST_DTYPES:
             h, stats = _host_digest(x, self.stats)
-        elif x.device.type == "cuda" and x.dtype in _DEVICE_DIGEST_CODES:
+        elif x.is_cuda and x.dtype in _DEVICE_DIGEST_CODES:
             h = self._rings.digest(x, _STATS_ELEMENTS if self.stats else 0)
             stats = _RING_STATS if self.stats and x.numel() > 0 else None  # stride: at flush
         else:
@@ -459,7 +514,7 @@ class _DigestRings:
     def digest(self, x: torch.Tensor, stats_elements: int) -> _RingSlot:
         if not x.is_contiguous():
             x = x.contiguous()
-        dev = x.device.index
+        dev = x.get_device()
         ring = self._rings.get(dev)
         if ring is None:
             ring = torch.zeros(_FLUSH_EVERY * _RECORD_WORDS, dtype=torch.int64, device=x.device)
