@@ -2,7 +2,9 @@
 # backward, Adam step): unhooked, under samebits.torch.trace (hash and statistics, or hash only),
 # under torch.utils._debug_mode.DebugMode with tensor hashes, which also hashes every op's
 # output but reads each hash back to the host as it goes, and under a TorchDispatchMode that only
-# passes each op on (the cost of the dispatch mode itself, which every such recorder pays).
+# passes each op on (the cost of the dispatch mode itself, which every such recorder pays), and
+# under torch's profiler recording CPU ops (a callback in C++ on every op: what a hook without
+# Python costs).
 #
 #   PYTHONPATH=python python python/bench/bench_trace.py [--device cuda] [--rounds 5] [--steps 5]
 #
@@ -147,9 +149,18 @@ def main() -> int:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
+    def cpp_callbacks():
+        """torch's profiler recording CPU ops only: each op goes through RecordFunction callbacks
+        in C++ (with no Python), which store an event. What a per-op hook in C++ costs at least,
+        beside the Python floor."""
+        from torch.profiler import ProfilerActivity, profile
+
+        return profile(activities=[ProfilerActivity.CPU], record_shapes=False, with_stack=False)
+
     modes = [
         ("unhooked", contextlib.nullcontext),
         ("an empty TorchDispatchMode (the floor)", PassThrough),
+        ("torch.profiler, CPU ops (C++ callbacks)", cpp_callbacks),
         ("samebits.torch.trace", lambda: trace(path)),
         ("samebits.torch.trace(stats=False)", lambda: trace(path, stats=False)),
         ("DebugMode + log_tensor_hashes('norm')", debug_mode("norm")),
