@@ -432,13 +432,13 @@ static_assert(kBlockSort16MaxPositions <= 65536 && kBlockSort16MaxKeys <= 65535)
 
 // --- one-block counting sort for short indices into few targets --------------------------------
 //
-// Eight warps of one block, each a contiguous slice of the positions. (1) Each warp walks its slice 32
-// positions at a time and counts its keys into its own row of 16-bit counters (lanes with the
-// same key, found by __match_any_sync, add once: no atomics). (2) One exclusive scan in key-major
-// order over (key, warp) turns the counts into each warp's first place for each key, and gives
-// the offsets. (3) Each warp walks its slice again and places its positions: lanes with the same
-// key take consecutive places in lane order. Slices, chunks and lanes follow position order, so
-// the sort is stable. Keys outside [0, m) lower *bad and count as key 0, as in the other sorts.
+// Eight warps of one block, each a contiguous slice of the positions. (1) Each warp walks its
+// slice 32 positions at a time and counts its keys into its own row of 16-bit counters (lanes
+// with the same key, found by __match_any_sync, add once: no atomics). (2) One exclusive scan in
+// key-major order over (key, warp) turns the counts into each warp's first place for each key, and
+// gives the offsets. (3) Each warp walks its slice again and places its positions: lanes with the
+// same key take consecutive places in lane order. Slices, chunks and lanes follow position order,
+// so the sort is stable. Keys outside [0, m) lower *bad and count as key 0, as in the other sorts.
 // The block has 32 warps: all of them compare the index with the kept copies and copy it into a
 // slot (a training's usual call: the same index every epoch in a fresh tensor, where 8 warps took
 // about 10 us to find the match on Cora's 13264 positions), the first 8 count and place (their
