@@ -586,11 +586,11 @@ def _read_back(tensors: list[Any]) -> list[Any]:
 
 
 def _number(v: float) -> Any:
+    if math.isfinite(v):
+        return v
     if v != v:
         return "nan"
-    if v in (float("inf"), float("-inf")):
-        return "inf" if v > 0 else "-inf"
-    return v
+    return "inf" if v > 0 else "-inf"
 
 
 def _header() -> dict[str, Any]:
