@@ -172,6 +172,13 @@ def test_producers_forget_dead_tensors_and_never_lend_an_id_to_a_new_one():
     assert prod.get(fresh) is None
     prod.set(fresh, 6)
     assert prod.get(fresh) == 6 and prod.get(other) is None
+    # The map holds no strong cycle through itself: it goes when its owner drops it, and a tensor
+    # that dies afterwards calls back into nothing.
+    gone = weakref.ref(prod)
+    del prod
+    assert gone() is None
+    del kept
+    gc.collect()
 
 
 def _numel(shape):

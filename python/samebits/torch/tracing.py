@@ -207,6 +207,16 @@ class _Producers:
 
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[Any, int]] = {}
+        selfref = weakref.ref(self)  # the references' callback keeps no cycle through self
+
+        def gone(ref: Any) -> None:
+            p = selfref()
+            if p is not None:
+                r = p._by_id.get(ref.key)
+                if r is not None and r[0] is ref:  # not a newer tensor that took the same id
+                    del p._by_id[ref.key]
+
+        self._gone = gone
 
     def get(self, t: torch.Tensor) -> int | None:
         r = self._by_id.get(id(t))
@@ -221,11 +231,6 @@ class _Producers:
             self._by_id[key] = (r[0], index)
         else:
             self._by_id[key] = (weakref.KeyedRef(t, self._gone, key), index)
-
-    def _gone(self, ref: Any) -> None:
-        r = self._by_id.get(ref.key)
-        if r is not None and r[0] is ref:  # not a newer tensor that took the same id
-            del self._by_id[ref.key]
 
     def __len__(self) -> int:
         return len(self._by_id)
