@@ -126,3 +126,22 @@ def test_host_cost_quick_times_every_layer(tmp_path):
     for row in rows.values():
         assert set(row) == {"torch", "mode", "wrapper", "raw"}
         assert all(v > 0 for v in row.values()), row
+
+
+def test_cpp_hook_floor_builds_its_callbacks_and_times_every_mode():
+    pytest.importorskip("torch_geometric")
+    from torch.utils.cpp_extension import is_ninja_available
+
+    if not is_ninja_available():
+        pytest.skip("torch's C++ extensions build with ninja")
+    r = subprocess.run([sys.executable, str(BENCH / "cpp_hook_floor.py"), "--device", "cpu",
+                        "--rounds", "1", "--steps", "1"], capture_output=True, text=True,
+                       timeout=600, check=True)
+    rows = [line.split() for line in r.stdout.splitlines() if line.endswith("x")]
+    assert [" ".join(row[:-3]) for row in rows] == [
+        "unhooked", "an empty TorchDispatchMode", "C++ callbacks, leaf ops found",
+        "C++ callbacks, one reduction per leaf output"]
+    assert all(float(row[-3]) > 0 for row in rows)
+    seen = next(line for line in r.stdout.splitlines() if "leaf ops and" in line)
+    leaves, reductions = (int(w) for w in seen.split(";")[1].split() if w.isdigit())
+    assert leaves > 0 and 0 < reductions <= leaves
