@@ -130,6 +130,8 @@ class _ModuleStack:
 # --- the recorder --------------------------------------------------------------------------------
 
 _SAMPLES = 8  # as samebits::trace::kSamples: positions floor(k * n / 8)
+# What json.dumps(obj, separators=(",", ":")) writes, without building an encoder for every line.
+_JSON = json.JSONEncoder(separators=(",", ":"))
 # Larger tensors get their min, max, mean, L2 norm and NaN count from every k-th element
 # ("stats_stride": k in the entry; the L2 norm scaled to the whole tensor): the statistics only
 # measure how far two runs are apart, the hash (over every byte) says whether they are, and a
@@ -285,7 +287,7 @@ class Tracer(TorchDispatchMode):
     # -- lifetime --
     def __enter__(self) -> "Tracer":
         self._file = open(self.path + ".partial", "w", encoding="utf-8")
-        self._file.write(json.dumps(_header(), separators=(",", ":")) + "\n")
+        self._file.write(_JSON.encode(_header()) + "\n")
         self._modules.install()
         from torch.optim import optimizer
 
@@ -483,7 +485,7 @@ class Tracer(TorchDispatchMode):
                     }
                 )
             self.entries += 1
-            lines.append(json.dumps(e, separators=(",", ":")))
+            lines.append(_JSON.encode(e))
         self._file.write("\n".join(lines) + "\n")
         self._file.flush()
 
