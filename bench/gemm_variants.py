@@ -4,7 +4,8 @@
 # foldreg/foldsmem: a canonical block as the sequential sum of its 32-long fma chains (the sum in
 # registers or in 64 KB of dynamic shared memory); lb2: two blocks per SM; swz: thread blocks in
 # groups of 8 tile columns; u4: the k loop unrolled 4 instead of fully; bk8: 8-deep k steps;
-# veconly: the 16-byte loads alone, without the element-wise path for edges and unaligned operands.
+# veconly: the 16-byte loads alone, without the element-wise path for edges and unaligned operands;
+# t8x4: 8 x 4 outputs a thread (512 threads a tile, 16 warps an SM at 128 registers).
 import os, shutil, sys, re
 root, out = sys.argv[1], sys.argv[2]
 K = 'src/cuda/gemm_kernels.cuh'
@@ -100,12 +101,20 @@ def veconly(s):  # the 16-byte path alone (4096^3 takes nothing else): what the 
     s = rep(s, "fetched_vec = vec_block && k0 + BK <= ke;", "fetched_vec = true;")
     assert s.count("      if (fetched_vec) {") == 2
     return s.replace("      if (fetched_vec) {", "      if (true) {")
+def t8x4(s):  # 8 x 4 outputs a thread: 512 threads a 128 x 128 tile, 128 registers, 16 warps an SM
+    s = rep(s, "static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;\n  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;",
+               "static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 4;\n  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;")
+    return rep(s, "constexpr int NG = CONTIG ? 2 : 1, GW = TN / NG;",
+                  "constexpr int NG = CONTIG && TN >= 8 ? 2 : 1, GW = TN / NG;")
 VARIANTS = {
     'base': lambda s: s, 'foldreg': foldreg, 'foldsmem': foldsmem, 'lb2': lb2, 'swz': swz,
     'swzfoldsmem': lambda s: swz(foldsmem(s)), 'foldreg_u4': lambda s: unr(4)(foldreg(s)),
     'foldreg_u2': lambda s: unr(2)(foldreg(s)), 'foldreg_bk8': lambda s: bk8(foldreg(s)),
     'u4': unr(4), 'bk8': bk8, 'veconly': veconly,
     'veconly_foldsmem': lambda s: foldsmem(veconly(s)), 'veconly_foldreg': lambda s: foldreg(veconly(s)),
+    't8x4': t8x4, 't8x4_foldreg': lambda s: foldreg(t8x4(s)),
+    't8x4_veconly_foldreg': lambda s: foldreg(veconly(t8x4(s))),
+    't8x4_foldsmem': lambda s: foldsmem(t8x4(s)),
 }
 for name in sys.argv[3:] or VARIANTS:
     variant(name, VARIANTS[name])
