@@ -24,15 +24,74 @@ using namespace samebits::detail::cuda_gemm;
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
-static void launch(const float* A, const float* B, float* C, long m, long n, long k,
-                   cudaStream_t s) {
-  using Cfg = WideFloatTiles;
-  dim3 grid((m + 127) / 128, (n + 127) / 128, 1);
-  long chunk = ((k + 255) / 256) * 256;
-  gemm_tiles<float, Cfg><<<grid, kThreads<Cfg>, SMEM_DYN, s>>>(
-      Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk,
-      Epilogue<float>{1.f, 0.f}, TileOut::final_c);
+// A [m x k] @ [k x n] problem: normal operands on the host and the device, C for the kernel, D
+// for cuBLAS.
+struct Problem {
+  long m, n, k;
+  std::vector<float> ha, hb;
+  float *A = nullptr, *B = nullptr, *C = nullptr, *D = nullptr;
+  Problem(long m_, long n_, long k_, std::mt19937_64& g, std::normal_distribution<float>& nd)
+      : m(m_), n(n_), k(k_), ha(m_ * k_), hb(k_ * n_) {
+    for (auto& x : ha)
+      x = nd(g);
+    for (auto& x : hb)
+      x = nd(g);
+    CK(cudaMalloc(&A, m * k * 4));
+    CK(cudaMalloc(&B, k * n * 4));
+    CK(cudaMalloc(&C, m * n * 4));
+    CK(cudaMalloc(&D, m * n * 4));
+    CK(cudaMemcpy(A, ha.data(), m * k * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(B, hb.data(), k * n * 4, cudaMemcpyHostToDevice));
+  }
+  ~Problem() {
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+    cudaFree(D);
+  }
+  void ours() const {
+    using Cfg = WideFloatTiles;
+    dim3 grid((m + 127) / 128, (n + 127) / 128, 1);
+    long chunk = ((k + 255) / 256) * 256;
+    gemm_tiles<float, Cfg><<<grid, kThreads<Cfg>, SMEM_DYN, 0>>>(
+        Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk,
+        Epilogue<float>{1.f, 0.f}, TileOut::final_c);
+  }
+  void cublas(cublasHandle_t h) const { // row-major C = A B as column-major C^T = B^T A^T
+    const float one = 1, zero = 0;
+    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, n, A, k, &zero, D, n);
+  }
+};
+
+struct Times {
+  float best = 1e9, mean = 0;
+};
+
+// Three warm-up calls, then `reps` calls timed one by one with events.
+template <class F> Times time_calls(F call, int reps) {
+  for (int i = 0; i < 3; ++i)
+    call();
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  Times t;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(e0);
+    call();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t.best = std::min(t.best, ms);
+    t.mean += ms / reps;
+  }
+  CK(cudaGetLastError());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return t;
 }
+
 int main(int argc, char** argv) {
   const char* name = argc > 1 ? argv[1] : "?";
   if (SMEM_DYN)
@@ -44,54 +103,12 @@ int main(int argc, char** argv) {
   std::mt19937_64 g(7);
   std::normal_distribution<float> nd;
   { // timing 4096^3
-    const long N = 4096;
-    std::vector<float> ha(N * N), hb(N * N);
-    for (auto& x : ha)
-      x = nd(g);
-    for (auto& x : hb)
-      x = nd(g);
-    float *A, *B, *C, *D;
-    CK(cudaMalloc(&A, N * N * 4));
-    CK(cudaMalloc(&B, N * N * 4));
-    CK(cudaMalloc(&C, N * N * 4));
-    CK(cudaMalloc(&D, N * N * 4));
-    CK(cudaMemcpy(A, ha.data(), N * N * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(B, hb.data(), N * N * 4, cudaMemcpyHostToDevice));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    int reps = getenv("REPS") ? atoi(getenv("REPS")) : 20;
-    for (int i = 0; i < 3; ++i)
-      launch(A, B, C, N, N, N, 0);
-    CK(cudaDeviceSynchronize());
-    float best = 1e9, tot = 0;
-    for (int i = 0; i < reps; ++i) {
-      cudaEventRecord(e0);
-      launch(A, B, C, N, N, N, 0);
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float ms;
-      cudaEventElapsedTime(&ms, e0, e1);
-      best = std::min(best, ms);
-      tot += ms;
-    }
-    CK(cudaGetLastError());
-    const float one = 1, zero = 0;
-    for (int i = 0; i < 3; ++i)
-      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, B, N, A, N, &zero, D, N);
-    float bbest = 1e9, btot = 0;
-    for (int i = 0; i < reps; ++i) {
-      cudaEventRecord(e0);
-      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, B, N, A, N, &zero, D, N);
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float ms;
-      cudaEventElapsedTime(&ms, e0, e1);
-      bbest = std::min(bbest, ms);
-      btot += ms;
-    }
-    std::vector<unsigned> hc(N * N);
-    CK(cudaMemcpy(hc.data(), C, N * N * 4, cudaMemcpyDeviceToHost));
+    const Problem p(4096, 4096, 4096, g, nd);
+    const int reps = getenv("REPS") ? atoi(getenv("REPS")) : 20;
+    const Times t = time_calls([&] { p.ours(); }, reps);
+    const Times b = time_calls([&] { p.cublas(h); }, reps);
+    std::vector<unsigned> hc(p.m * p.n);
+    CK(cudaMemcpy(hc.data(), p.C, hc.size() * 4, cudaMemcpyDeviceToHost));
     unsigned long long hsh = 1469598103934665603ull;
     for (unsigned v : hc) {
       hsh ^= v;
@@ -99,42 +116,26 @@ int main(int argc, char** argv) {
     }
     printf("%-10s 4096^3 ours %.4f ms (mean %.4f)  cublas %.4f ms (mean %.4f)  ratio(best) %.3fx  "
            "hash %016llx\n",
-           name, best, tot / reps, bbest, btot / reps, bbest / best, hsh);
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(C);
-    cudaFree(D);
+           name, t.best, t.mean, b.best, b.mean, b.best / t.best, hsh);
   }
   if (getenv("NOACC"))
     return 0;
   for (long k : {1031L, 4096L}) {
-    const long m = 128, n = 128;
     std::mt19937_64 g2(k);
-    std::vector<float> ha(m * k), hb(k * n);
-    for (auto& x : ha)
-      x = nd(g2);
-    for (auto& x : hb)
-      x = nd(g2);
-    float *A, *B, *C, *D;
-    CK(cudaMalloc(&A, m * k * 4));
-    CK(cudaMalloc(&B, k * n * 4));
-    CK(cudaMalloc(&C, m * n * 4));
-    CK(cudaMalloc(&D, m * n * 4));
-    CK(cudaMemcpy(A, ha.data(), m * k * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(B, hb.data(), k * n * 4, cudaMemcpyHostToDevice));
-    launch(A, B, C, m, n, k, 0);
-    const float one = 1, zero = 0;
-    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, n, A, k, &zero, D, n);
+    const Problem p(128, 128, k, g2, nd);
+    const long m = p.m, n = p.n;
+    p.ours();
+    p.cublas(h);
     CK(cudaDeviceSynchronize());
     std::vector<float> hc(m * n), hd(m * n);
-    CK(cudaMemcpy(hc.data(), C, m * n * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hd.data(), D, m * n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hc.data(), p.C, m * n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hd.data(), p.D, m * n * 4, cudaMemcpyDeviceToHost));
     double w1 = 0, w2 = 0;
     for (long i = 0; i < m; ++i)
       for (long j = 0; j < n; ++j) {
         double r = 0, mg = 0;
-        for (long p = 0; p < k; ++p) {
-          double pr = (double)ha[i * k + p] * hb[p * n + j];
+        for (long p2 = 0; p2 < k; ++p2) {
+          double pr = (double)p.ha[i * k + p2] * p.hb[p2 * n + j];
           r += pr;
           mg += std::fabs(pr);
         }
@@ -142,10 +143,6 @@ int main(int argc, char** argv) {
         w2 = std::max(w2, std::fabs(hd[i * n + j] - r) / mg);
       }
     printf("%-10s accuracy 128x%ldx128: ours %.3g cublas %.3g\n", name, k, w1, w2);
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(C);
-    cudaFree(D);
   }
   return 0;
 }
