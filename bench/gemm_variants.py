@@ -6,7 +6,7 @@
 # groups of 8 tile columns; u4: the k loop unrolled 4 instead of fully; bk8: 8-deep k steps;
 # veconly: the 16-byte loads alone, without the element-wise path for edges and unaligned operands;
 # t8x4: 8 x 4 outputs a thread (512 threads a tile, 16 warps an SM at 128 registers).
-import os, shutil, sys, re
+import os, shutil, sys
 root, out = sys.argv[1], sys.argv[2]
 K = 'src/cuda/gemm_kernels.cuh'
 def variant(name, edit):
@@ -94,18 +94,17 @@ KKLOOP = """#pragma unroll
         T ra[TM], rb[TN];"""
 def unr(nu):
     return lambda s: rep(s, KKLOOP, KKLOOP.replace("#pragma unroll\n", "#pragma unroll %d\n" % nu, 1))
-def bk8(s):
-    return rep(s, "static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;\n  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;",
-                  "static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;\n  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;")
+WIDE_FLOAT = "static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;"  # WideFloatTiles
+def float_tiles(bk, tn):  # WideFloatTiles with k steps of bk and tn outputs a thread along n
+    return lambda s: rep(s, WIDE_FLOAT, WIDE_FLOAT.replace("BK = 16", f"BK = {bk}").replace("TN = 8", f"TN = {tn}"))
+bk8 = float_tiles(8, 8)
 def veconly(s):  # the 16-byte path alone (4096^3 takes nothing else): what the element path costs
     s = rep(s, "fetched_vec = vec_block && k0 + BK <= ke;", "fetched_vec = true;")
     assert s.count("      if (fetched_vec) {") == 2
     return s.replace("      if (fetched_vec) {", "      if (true) {")
 def t8x4(s):  # 8 x 4 outputs a thread: 512 threads a 128 x 128 tile, 128 registers, 16 warps an SM
-    s = rep(s, "static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;\n  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;",
-               "static constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 4;\n  static constexpr bool PF = true, CONTIG = true, DB = true, VEC = true;")
-    return rep(s, "constexpr int NG = CONTIG ? 2 : 1, GW = TN / NG;",
-                  "constexpr int NG = CONTIG && TN >= 8 ? 2 : 1, GW = TN / NG;")
+    return rep(float_tiles(16, 4)(s), "constexpr int NG = CONTIG ? 2 : 1, GW = TN / NG;",
+               "constexpr int NG = CONTIG && TN >= 8 ? 2 : 1, GW = TN / NG;")
 VARIANTS = {
     'base': lambda s: s, 'foldreg': foldreg, 'foldsmem': foldsmem, 'lb2': lb2, 'swz': swz,
     'swzfoldsmem': lambda s: swz(foldsmem(s)), 'foldreg_u4': lambda s: unr(4)(foldreg(s)),
