@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,6 +64,14 @@ class Sage(torch.nn.Module):
         h = torch.relu(self.conv1(x, edge_index))
         h = torch.nn.functional.dropout(h, p=0.5, training=self.training)
         return torch.log_softmax(self.conv2(h, edge_index), dim=1)
+
+
+class PassThrough(TorchDispatchMode):
+    """Every op through Python and back, nothing recorded: what any TorchDispatchMode costs, the
+    floor under a per-op recorder built on one."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
 
 
 def make_step(device: torch.device):
@@ -139,15 +148,6 @@ def main() -> int:
                 yield
 
         return wrap
-
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class PassThrough(TorchDispatchMode):
-        """Every op through Python and back, nothing recorded: what any TorchDispatchMode costs,
-        the floor under a per-op recorder built on one."""
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
 
     def cpp_callbacks():
         """torch's profiler recording CPU ops only: each op goes through RecordFunction callbacks

@@ -14,12 +14,11 @@ import time
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.cpp_extension import load_inline
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python" / "bench"))
-import bench_trace  # noqa: E402  (make_step, sync, time_modes)
+import bench_trace  # noqa: E402  (make_step, time_modes, PassThrough)
 
 SOURCE = r"""
 #include <torch/extension.h>
@@ -102,12 +101,8 @@ def main() -> int:
                 ext.stop()
         return wrap
 
-    class PassThrough(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
     modes = [("unhooked", contextlib.nullcontext),
-             ("an empty TorchDispatchMode", PassThrough),
+             ("an empty TorchDispatchMode", bench_trace.PassThrough),
              ("C++ callbacks, leaf ops found", hook(False)),
              ("C++ callbacks, one reduction per leaf output", hook(True))]
     before = ext.counts()
