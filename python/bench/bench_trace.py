@@ -1,5 +1,6 @@
 # The cost of samebits.torch.trace on one PyG GraphSAGE training step on Cora (forward, NLL loss,
-# backward, Adam step): unhooked, under samebits.torch.trace (hash and statistics, or hash only),
+# backward, Adam step): unhooked, under samebits.torch.trace (hash and statistics, or hash only;
+# its C++ recorder on torch's RecordFunction callbacks and its Python one on a TorchDispatchMode),
 # under torch.utils._debug_mode.DebugMode with tensor hashes, which also hashes every op's
 # output but reads each hash back to the host as it goes, and under a TorchDispatchMode that only
 # passes each op on (the cost of the dispatch mode itself, which every such recorder pays), and
@@ -161,8 +162,12 @@ def main() -> int:
         ("unhooked", contextlib.nullcontext),
         ("an empty TorchDispatchMode (the floor)", PassThrough),
         ("torch.profiler, CPU ops (C++ callbacks)", cpp_callbacks),
-        ("samebits.torch.trace", lambda: trace(path)),
-        ("samebits.torch.trace(stats=False)", lambda: trace(path, stats=False)),
+        ("samebits.torch.trace (C++ recorder)", lambda: trace(path, recorder="cpp")),
+        ("samebits.torch.trace(stats=False), C++",
+         lambda: trace(path, stats=False, recorder="cpp")),
+        ("samebits.torch.trace (Python recorder)", lambda: trace(path, recorder="python")),
+        ("samebits.torch.trace(stats=False), Python",
+         lambda: trace(path, stats=False, recorder="python")),
         ("DebugMode + log_tensor_hashes('norm')", debug_mode("norm")),
         ("DebugMode + log_tensor_hashes('hash_tensor')", debug_mode("hash_tensor")),
     ]

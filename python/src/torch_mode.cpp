@@ -9,27 +9,26 @@
 // - a call samebits refuses with NondeterministicError runs the Python kernel, which falls back to
 //   torch's deterministic kernel at run_to_run with its warning, or raises;
 // - any other error is raised as the samebits exception it is (samebits._core._raise_pending).
-// Each op reaches the library through samebits._core's table (torch_mode_api.hpp).
+// Each op reaches the library through samebits._core's table (torch_mode_api.hpp). The module
+// also holds samebits.torch.trace's C++ recorder (trace_recorder.cpp).
 #include "torch_mode_api.hpp"
+#include "torch_tensors.hpp"
+#include "trace_recorder.hpp"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/util/Exception.h>
-#include <torch/csrc/Exceptions.h>
-#include <torch/csrc/autograd/python_variable.h>
-#include <torch/library.h>
-#if SAMEBITS_TORCH_MODE_CUDA
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include <array>
 #include <atomic>
+#include <c10/util/Exception.h>
 #include <memory>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <optional>
 #include <string>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/library.h>
 #include <vector>
 
 namespace nb = nanobind;
@@ -96,25 +95,6 @@ bool value_dtype(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
 }
 
-std::optional<DType> dtype_of(at::ScalarType t) {
-  switch (t) {
-  case at::kFloat:
-    return DType::f32;
-  case at::kDouble:
-    return DType::f64;
-  case at::kInt:
-    return DType::i32;
-  case at::kLong:
-    return DType::i64;
-  case at::kBFloat16:
-    return DType::bf16;
-  case at::kHalf:
-    return DType::f16;
-  default:
-    return std::nullopt;
-  }
-}
-
 // A view of t, or none past samebits' dims (the Python kernel then says so).
 std::optional<TensorView> view_of(const at::Tensor& t) {
   const std::optional<DType> dt = dtype_of(t.scalar_type());
@@ -150,17 +130,6 @@ TensorView one_element(TensorView v) {
   v.shape[0] = 1;
   v.strides[0] = 1;
   return v;
-}
-
-// torch's current stream on t's device (null on the CPU).
-void* stream_of(const at::Tensor& t) {
-#if SAMEBITS_TORCH_MODE_CUDA
-  if (t.is_cuda())
-    return c10::cuda::getCurrentCUDAStream(t.get_device()).stream();
-#else
-  (void)t;
-#endif
-  return nullptr;
 }
 
 // The tensors samebits takes: strided CPU or CUDA tensors of one value dtype (float32, float64,
@@ -561,6 +530,7 @@ NB_MODULE(_torch_mode, m) {
     for (auto& c : calls)
       c.store(0);
   });
+  bind_trace_recorder(m, api);
   m.attr("cuda") = bool(SAMEBITS_TORCH_MODE_CUDA);
   m.attr("torch_version") = SAMEBITS_TORCH_VERSION; // the torch it was built against
 }

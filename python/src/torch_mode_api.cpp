@@ -4,6 +4,7 @@
 
 #include "arrays.hpp"
 
+#include <algorithm>
 #include <exception>
 
 namespace samebits::python {
@@ -67,8 +68,35 @@ int api_parse_reduce(const char* name) {
   }
 }
 
-const TorchModeApi kApi{kTorchModeApiVersion, api_index_add,   api_scatter_add,
-                        api_scatter_reduce,   api_parse_level, api_parse_reduce};
+ApiResult api_trace_digest_host(const TensorView& t, std::int64_t stats_elements,
+                                TraceValues* out) {
+  return guarded([&] {
+    const trace::Digest d = trace::digest(t, stats_elements);
+    *out = TraceValues{};
+    out->sum_hash = d.sum_hash;
+    out->min = d.min;
+    out->max = d.max;
+    out->sum = d.sum;
+    out->l2 = d.l2;
+    out->nan_count = d.nan_count;
+    out->stride = d.stride;
+    out->samples_taken = static_cast<std::int64_t>(d.samples.size());
+    std::copy(d.samples.begin(), d.samples.end(), out->samples);
+  });
+}
+
+ApiResult api_trace_digest_device(const TensorView& t, std::int64_t stats_elements,
+                                  trace::DeviceDigest* record, void* stream) {
+  return guarded([&] { trace::digest_on_device(t, stats_elements, record, Stream{stream}); });
+}
+
+std::uint64_t api_sum_hash_bytes(const void* data, std::size_t nbytes) {
+  return trace::sum_hash_bytes(data, nbytes);
+}
+
+const TorchModeApi kApi{kTorchModeApiVersion,  api_index_add,           api_scatter_add,
+                        api_scatter_reduce,    api_parse_level,         api_parse_reduce,
+                        api_trace_digest_host, api_trace_digest_device, api_sum_hash_bytes};
 
 } // namespace
 

@@ -1,7 +1,9 @@
 # samebits.torch.trace: the device-side sum64 hash against its pure-Python definition and the C++
 # constants (tests/test_trace_sum_hash.cpp), what an entry records (op, shape, source line, module
-# path, step, inputs), the file's life cycle, and two traces from two processes compared by the C++
-# `samebits diff` where the binary is built.
+# path, step, inputs) with either recorder (the C++ one where samebits._torch_mode is built: the
+# `recorder` fixture), the file's life cycle, and two traces from two processes compared by the
+# C++ `samebits diff` where the binary is built. test_trace_cpp.py checks the C++ recorder against
+# the Python one.
 import json
 import os
 import shutil
@@ -19,6 +21,24 @@ from samebits.torch import tracing as tr
 
 REPO = Path(__file__).resolve().parents[2]
 N = 5000
+
+
+def _cpp_recorder_built():
+    from samebits.torch import _trace_cpp
+
+    return _trace_cpp._cpp is not None and hasattr(_trace_cpp._cpp, "TraceRecorder")
+
+
+RECORDERS = [
+    "python",
+    pytest.param("cpp", marks=pytest.mark.skipif(
+        not _cpp_recorder_built(), reason="samebits._torch_mode is not built against this torch")),
+]
+
+
+@pytest.fixture(params=RECORDERS)
+def recorder(request):
+    return request.param
 
 
 def known():
@@ -123,9 +143,9 @@ def train(steps=2, seed=0):
     return net
 
 
-def test_trace_records_ops_sources_modules_steps_and_inputs(tmp_path):
+def test_trace_records_ops_sources_modules_steps_and_inputs(tmp_path, recorder):
     path = tmp_path / "a.trace"
-    with tr.trace(str(path)) as t:
+    with tr.trace(str(path), recorder=recorder) as t:
         train(steps=2)
     assert not Path(str(path) + ".partial").exists()
     header, entries = read(path)
@@ -188,9 +208,9 @@ def _numel(shape):
     return n
 
 
-def test_trace_hashes_equal_the_tensors_own(tmp_path):
+def test_trace_hashes_equal_the_tensors_own(tmp_path, recorder):
     x = torch.randn(300, 7)
-    with tr.trace(str(tmp_path / "b.trace"), stats=False):
+    with tr.trace(str(tmp_path / "b.trace"), stats=False, recorder=recorder):
         y = torch.sin(x)
     _, entries = read(tmp_path / "b.trace")
     (e,) = [e for e in entries if e["op"] == "aten.sin.default"]
@@ -198,10 +218,10 @@ def test_trace_hashes_equal_the_tensors_own(tmp_path):
     assert e["nan"] == -1 and e["min"] == "nan"  # not computed with stats=False
 
 
-def test_statistics_of_large_outputs_come_from_a_strided_sample(tmp_path):
+def test_statistics_of_large_outputs_come_from_a_strided_sample(tmp_path, recorder):
     x = torch.rand(300, 1000) + 1.0  # 300000 elements: every 5th
     small = torch.randn(40, 50)
-    with tr.trace(str(tmp_path / "s.trace")):
+    with tr.trace(str(tmp_path / "s.trace"), recorder=recorder):
         y = x * 2.0
         z = small * 2.0
     _, entries = read(tmp_path / "s.trace")
@@ -219,8 +239,8 @@ def test_statistics_of_large_outputs_come_from_a_strided_sample(tmp_path):
     assert exact["l2"] == pytest.approx(float(z.double().norm()), rel=1e-5)
 
 
-def _entries_of(path, make):
-    with tr.trace(str(path)):
+def _entries_of(path, make, recorder="auto"):
+    with tr.trace(str(path), recorder=recorder):
         make()
     _, entries = read(path)
     return [e for e in entries if e["op"] == "aten.clone.default"]
@@ -266,26 +286,28 @@ def _assert_same_entries(fast, slow, n):
 
 @pytest.mark.parametrize("device", _DEVICES)
 @pytest.mark.parametrize("dtype", _DIGEST_DTYPES)
-def test_the_digest_records_what_the_torch_path_records(tmp_path, monkeypatch, dtype, device):
+def test_the_digest_records_what_the_torch_path_records(tmp_path, monkeypatch, dtype, device,
+                                                        recorder):
     """Tensors of samebits' dtypes take one call into the C++ library (trace_digest on the CPU,
-    trace_digest_cuda on CUDA); with that path switched off the same trace comes from torch's
-    ops: the same hash, extremes, NaN count and samples, and the same sums to rounding."""
+    trace_digest_cuda on CUDA; the C++ recorder calls the same functions); with that path switched
+    off the Python recorder's trace comes from torch's ops: the same hash, extremes, NaN count
+    and samples, and the same sums to rounding."""
     sources = _digest_sources(dtype, device)
 
     def make():
         for s in sources:
             s.clone()
 
-    fast = _entries_of(tmp_path / "fast.trace", make)
+    fast = _entries_of(tmp_path / "fast.trace", make, recorder)
     monkeypatch.setattr(tr, "_DIGEST_DTYPES", ())
     monkeypatch.setattr(tr, "_DEVICE_DIGEST_CODES", {})
-    slow = _entries_of(tmp_path / "slow.trace", make)
+    slow = _entries_of(tmp_path / "slow.trace", make, "python")
     _assert_same_entries(fast, slow, len(sources))
 
 
 @_CUDA
 @pytest.mark.parametrize("dtype", _DIGEST_DTYPES)
-def test_cuda_traces_hash_as_the_cpu_and_repeat_bit_for_bit(tmp_path, dtype):
+def test_cuda_traces_hash_as_the_cpu_and_repeat_bit_for_bit(tmp_path, dtype, recorder):
     """The device digest's hash is the CPU's; its statistics (a fixed tree of float64 sums) are
     the same bits on every run; records are reused across flushes (more entries than a ring)."""
     sources = _digest_sources(dtype, "cuda")
@@ -295,15 +317,15 @@ def test_cuda_traces_hash_as_the_cpu_and_repeat_bit_for_bit(tmp_path, dtype):
             for s in sources:
                 s.clone()
 
-    first = _entries_of(tmp_path / "a.trace", make)
-    again = _entries_of(tmp_path / "b.trace", make)
+    first = _entries_of(tmp_path / "a.trace", make, recorder)
+    again = _entries_of(tmp_path / "b.trace", make, recorder)
     assert len(first) > 3 * tr._FLUSH_EVERY
     def strip(e):
         return {k: v for k, v in e.items() if k != "source"}
 
     assert [strip(e) for e in first] == [strip(e) for e in again]
     cpu = [s.cpu() for s in sources]
-    on_cpu = _entries_of(tmp_path / "c.trace", lambda: [s.clone() for s in cpu])
+    on_cpu = _entries_of(tmp_path / "c.trace", lambda: [s.clone() for s in cpu], recorder)
     for a, b in zip(first, on_cpu):
         assert a["sum_hash"] == b["sum_hash"], a["shape"]
 
@@ -340,10 +362,10 @@ def test_the_cpu_digest_hashes_every_thread_count_alike(tmp_path):
         _core.set_num_threads(before)
 
 
-def test_a_failed_run_leaves_only_the_partial_file(tmp_path):
+def test_a_failed_run_leaves_only_the_partial_file(tmp_path, recorder):
     path = tmp_path / "c.trace"
     with pytest.raises(RuntimeError, match="planted"):
-        with tr.trace(str(path)):
+        with tr.trace(str(path), recorder=recorder):
             torch.ones(3).add(1)
             raise RuntimeError("planted")
     assert not path.exists() and Path(str(path) + ".partial").exists()

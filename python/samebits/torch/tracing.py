@@ -86,8 +86,9 @@ def _where(frame: Any) -> tuple[str, str]:
 class _ModuleStack:
     """The path of nn.Module calls ("GraphSAGE.conv1.lin_l") kept by global module hooks."""
 
-    def __init__(self) -> None:
+    def __init__(self, changed: Any = None) -> None:
         self.stack: list[str] = []
+        self._changed = changed  # called with the new current path after every push and pop
         self._names: dict[int, str] = {}
         self._root: Any = None
         self._handles: list[Any] = []
@@ -118,10 +119,14 @@ class _ModuleStack:
         if name is None:
             name = (self.stack[-1] + "." if self.stack else "") + type(module).__name__
         self.stack.append(name)
+        if self._changed is not None:
+            self._changed(name)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
         if self.stack:
             self.stack.pop()
+            if self._changed is not None:
+                self._changed(self.current())
 
     def current(self) -> str:
         return self.stack[-1] if self.stack else ""
@@ -143,6 +148,7 @@ _aten = torch.ops.aten
 # Ops that make no values (their output is uninitialised memory, or a copy of a scalar).
 _SKIP = {
     _aten.detach.default,
+    _aten.detach_.default,
     _aten.lift_fresh.default,
     _aten._local_scalar_dense.default,
     _aten.empty.memory_format,
@@ -620,7 +626,7 @@ def _header() -> dict[str, Any]:
     }
 
 
-def trace(path: str, *, stats: bool = True, context: str = "") -> Tracer:
+def trace(path: str, *, stats: bool = True, context: str = "", recorder: str = "auto") -> Any:
     """Records every aten op run inside the `with` block into the trace file `path`:
 
         with samebits.torch.trace("run1.trace"):
@@ -628,5 +634,21 @@ def trace(path: str, *, stats: bool = True, context: str = "") -> Tracer:
 
     The file is written to `path`.partial and renamed to `path` when the block ends without an
     exception. `stats=False` records the hash only (cheaper; `samebits diff` then still finds the
-    first difference but cannot say how large it is)."""
+    first difference but cannot say how large it is).
+
+    `recorder` picks who records: "cpp" (torch's RecordFunction callbacks in samebits._torch_mode:
+    no Python per op except for its source line), "python" (a TorchDispatchMode, Tracer), or
+    "auto": the C++ one where samebits._torch_mode was built against this torch and no other C++
+    trace is recording, the Python one otherwise. Both write the same entries; the C++ one gives
+    tensors of dtypes outside samebits' (bool, int8, complex, ...) the hash of their bytes without
+    statistics."""
+    if recorder not in ("auto", "cpp", "python"):
+        raise ValueError(
+            f"samebits.torch.trace: recorder is 'auto', 'cpp' or 'python', not {recorder!r}"
+        )
+    if recorder != "python":
+        from . import _trace_cpp
+
+        if recorder == "cpp" or _trace_cpp.available():
+            return _trace_cpp.CppTracer(path, stats=stats, context=context)
     return Tracer(path, stats=stats, context=context)
