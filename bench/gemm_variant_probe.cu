@@ -52,7 +52,7 @@ struct Problem {
   void ours() const {
     using Cfg = WideFloatTiles;
     dim3 grid((m + 127) / 128, (n + 127) / 128, 1);
-    long chunk = ((k + 255) / 256) * 256;
+    long chunk = ((k + kGemmBlockK - 1) / kGemmBlockK) * kGemmBlockK;
     gemm_tiles<float, Cfg><<<grid, kThreads<Cfg>, SMEM_DYN, 0>>>(
         Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk,
         Epilogue<float>{1.f, 0.f}, TileOut::final_c);

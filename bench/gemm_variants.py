@@ -5,15 +5,19 @@
 # registers or in 64 KB of dynamic shared memory); lb2: two blocks per SM; swz: thread blocks in
 # groups of 8 tile columns; u4: the k loop unrolled 4 instead of fully; bk8: 8-deep k steps;
 # veconly: the 16-byte loads alone, without the element-wise path for edges and unaligned operands;
-# t8x4: 8 x 4 outputs a thread (512 threads a tile, 16 warps an SM at 128 registers).
+# t8x4: 8 x 4 outputs a thread (512 threads a tile, 16 warps an SM at 128 registers);
+# kb128/kb64/kb32: canonical blocks of 128, 64 or 32 k (src/ops/gemm.hpp's kGemmBlockK) instead
+# of 256, the same kernel: shorter fma chains, more pushes onto the block counter.
 import os, shutil, sys
 root, out = sys.argv[1], sys.argv[2]
 K = 'src/cuda/gemm_kernels.cuh'
-def variant(name, edit):
+H = 'src/ops/gemm.hpp'
+def variant(name, edit):  # edit: a function of the kernel file, or (another file, its function)
     d = os.path.join(out, name)
     shutil.rmtree(d, ignore_errors=True)
     shutil.copytree(os.path.join(root, 'src'), os.path.join(d, 'src'))
-    p = os.path.join(d, K); s = open(p).read(); s2 = edit(s)
+    f, edit = edit if isinstance(edit, tuple) else (K, edit)
+    p = os.path.join(d, f); s = open(p).read(); s2 = edit(s)
     assert s2 != s or name == 'base', name
     open(p, 'w').write(s2)
 def rep(s, a, b):
@@ -105,6 +109,9 @@ def veconly(s):  # the 16-byte path alone (4096^3 takes nothing else): what the 
 def t8x4(s):  # 8 x 4 outputs a thread: 512 threads a 128 x 128 tile, 128 registers, 16 warps an SM
     return rep(float_tiles(16, 4)(s), "constexpr int NG = CONTIG ? 2 : 1, GW = TN / NG;",
                "constexpr int NG = CONTIG && TN >= 8 ? 2 : 1, GW = TN / NG;")
+def kblock(kb):
+    return H, lambda s: rep(s, "constexpr std::int64_t kGemmBlockK = 256;",
+                            f"constexpr std::int64_t kGemmBlockK = {kb};")
 VARIANTS = {
     'base': lambda s: s, 'foldreg': foldreg, 'foldsmem': foldsmem, 'lb2': lb2, 'swz': swz,
     'swzfoldsmem': lambda s: swz(foldsmem(s)), 'foldreg_u4': lambda s: unr(4)(foldreg(s)),
@@ -114,6 +121,7 @@ VARIANTS = {
     't8x4': t8x4, 't8x4_foldreg': lambda s: foldreg(t8x4(s)),
     't8x4_veconly_foldreg': lambda s: foldreg(veconly(t8x4(s))),
     't8x4_foldsmem': lambda s: foldsmem(t8x4(s)),
+    'kb128': kblock(128), 'kb64': kblock(64), 'kb32': kblock(32),
 }
 for name in sys.argv[3:] or VARIANTS:
     variant(name, VARIANTS[name])
