@@ -8,6 +8,7 @@
 # Python costs).
 #
 #   PYTHONPATH=python python python/bench/bench_trace.py [--device cuda] [--rounds 5] [--steps 5]
+#       [--threads N] [--only trace,DebugMode]
 #
 # Prints milliseconds per step (median over --rounds rounds of --steps steps, the modes taking
 # turns) and each mode's ratio to the unhooked step. Cora is read from data/cora (nodes.tsv, edges.tsv; see data/cora/README.md).
@@ -123,6 +124,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=5, help="steps per mode and round")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated parts of mode names: time only the modes naming one "
+                         "(the unhooked step always)")
     o = ap.parse_args()
     if o.threads:
         torch.set_num_threads(o.threads)
@@ -171,6 +175,9 @@ def main() -> int:
         ("DebugMode + log_tensor_hashes('norm')", debug_mode("norm")),
         ("DebugMode + log_tensor_hashes('hash_tensor')", debug_mode("hash_tensor")),
     ]
+    if o.only:
+        parts = [p for p in o.only.split(",") if p]
+        modes = [m for m in modes if m[0] == "unhooked" or any(p in m[0] for p in parts)]
     print(f"PyG GraphSAGE training step on Cora, {device}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} CPU threads (torch and samebits), "
           f"median of {o.rounds} x {o.steps} steps")
