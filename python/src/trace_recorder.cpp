@@ -50,6 +50,7 @@
 #include <memory>
 #include <mutex>
 #include <nanobind/stl/string.h>
+#include <pthread.h>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -202,6 +203,12 @@ thread_local int open_ops = 0;          // recorded ops in flight on this thread
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn);
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx);
+
+// A process forked while a trace records (a DataLoader worker, say) records nothing: its entries
+// would land in the parent's file, between the parent's.
+void forget_in_child() {
+  active.store(nullptr);
+}
 
 class Recorder {
 public:
@@ -767,6 +774,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 } // namespace
 
 void bind_trace_recorder(nb::module_& m, const TorchModeApi* api) {
+  static const bool fork_handler = pthread_atfork(nullptr, nullptr, &forget_in_child) == 0;
+  (void)fork_handler;
   nb::class_<Recorder>(m, "TraceRecorder",
                        "samebits.torch.trace's C++ recorder (python/src/trace_recorder.cpp)")
       .def(

@@ -371,6 +371,29 @@ def test_a_failed_run_leaves_only_the_partial_file(tmp_path, recorder):
     assert not path.exists() and Path(str(path) + ".partial").exists()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_while_tracing_writes_nothing_into_the_trace(tmp_path, recorder):
+    """A child forked inside the block (a DataLoader worker) runs more ops than one flush takes,
+    and exits without a word in the parent's file."""
+    path = tmp_path / "f.trace"
+    with tr.trace(str(path), recorder=recorder):
+        torch.ones(3).add(1.0)
+        pid = os.fork()
+        if pid == 0:  # the child: its ops, then out without running the parent's exit handlers
+            code = 0
+            try:
+                for _ in range(tr._FLUSH_EVERY + 100):
+                    torch.ones(3).mul(2.0)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        torch.ones(3).neg()
+    assert os.waitstatus_to_exitcode(status) == 0
+    _, entries = read(path)
+    assert [e["op"] for e in entries] == ["aten.add.Tensor", "aten.neg.default"]
+
+
 def samebits_binary():
     for p in (os.environ.get("SAMEBITS_BIN", ""), REPO / "build" / "samebits"):
         if p and Path(p).is_file() and os.access(p, os.X_OK):

@@ -246,6 +246,19 @@ class _Producers:
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
+# True in a process forked while a trace records (a DataLoader worker, say): it records nothing,
+# since its entries would land in the parent's file, between the parent's.
+_forked_child = False
+
+
+def _in_child() -> None:
+    global _forked_child
+    _forked_child = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_in_child)
+
 
 def _tensors_in(obj: Any) -> list[torch.Tensor]:
     """The tensors of an op's arguments or results: a tensor, or a list or tuple of tensors and
@@ -327,6 +340,8 @@ class Tracer(TorchDispatchMode):
     # -- recording --
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        if _forked_child:
+            return out
         passive, name, written = _info(func)
         if passive:  # no new values: a view's values are its base's
             if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
@@ -444,6 +459,8 @@ class Tracer(TorchDispatchMode):
     def flush(self) -> None:
         """Reads the pending hashes and statistics back (one synchronization) and writes them."""
         pending, self._pending = self._pending, []
+        if _forked_child:
+            return
         records = self._rings.read()  # (device, slot) -> (hash, statistics) of the digests
         if not pending or self._file is None:
             return
