@@ -90,8 +90,21 @@ def check_planted(report):
     assert "silent nondeterminism" in text
 
 
-def test_finds_the_planted_op_in_process():
-    check_planted(find_nondeterminism(train, runs=2, deterministic=True))
+def _cpp_recorder_built():
+    from samebits.torch import _trace_cpp
+
+    return _trace_cpp._cpp is not None and hasattr(_trace_cpp._cpp, "TraceRecorder")
+
+
+@pytest.mark.parametrize("recorder", [
+    "python",
+    pytest.param("cpp", marks=pytest.mark.skipif(
+        not _cpp_recorder_built(), reason="samebits._torch_mode is not built against this torch")),
+])
+def test_finds_the_planted_op_in_process(recorder):
+    check_planted(find_nondeterminism(train, runs=2, deterministic=True, recorder=recorder))
+    with pytest.raises(ValueError, match="recorder"):
+        find_nondeterminism(train, runs=2, recorder="fast")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -181,8 +194,10 @@ def run_check(tmp_path, options, script_arg):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
 
 
-def test_check_names_the_planted_op_of_a_script(tmp_path):
-    r = run_check(tmp_path, ["--deterministic", "--keep", str(tmp_path / "traces")], "planted")
+@pytest.mark.parametrize("recorder", ["auto", "python"])
+def test_check_names_the_planted_op_of_a_script(tmp_path, recorder):
+    r = run_check(tmp_path, ["--deterministic", "--recorder", recorder,
+                             "--keep", str(tmp_path / "traces")], "planted")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "samebits_test.jitter.default" in r.stdout and line_of("PLANTED_LINE") in r.stdout
     assert "silent nondeterminism" in r.stdout

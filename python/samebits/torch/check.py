@@ -29,6 +29,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-stats", action="store_true", help="record hashes only (cheaper)")
     p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (for `samebits diff`)")
+    p.add_argument(
+        "--recorder",
+        choices=("auto", "cpp", "python"),
+        default="auto",
+        help="who records: torch's C++ callbacks (cpp), a TorchDispatchMode (python), or auto: "
+        "cpp where samebits._torch_mode is built against this torch (default)",
+    )
     p.add_argument("--record", metavar="TRACE", help=argparse.SUPPRESS)  # one run (internal)
     p.add_argument("--context", default="", help=argparse.SUPPRESS)
     p.add_argument("script", help="the Python script to run")
@@ -48,7 +55,7 @@ def _record(o: argparse.Namespace) -> int:
     sys.argv = [o.script] + o.args
     sys.path.insert(0, os.path.dirname(os.path.abspath(o.script)))
     _seed(o.seed)
-    with trace(o.record, stats=not o.no_stats, context=o.context):
+    with trace(o.record, stats=not o.no_stats, context=o.context, recorder=o.recorder):
         try:
             runpy.run_path(o.script, run_name="__main__")
         except SystemExit as e:  # the script's own exit: a failure only when it says so
@@ -76,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, "-m", "samebits.torch.check", "--record", path]
             cmd += ["--seed", str(o.seed), "--context", f"run {r}"]
             cmd += ["--deterministic"] * o.deterministic + ["--no-stats"] * o.no_stats
+            cmd += ["--recorder", o.recorder]
             cmd += [o.script] + o.args
             print(f"run {r} of {o.runs}: {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
             rc = subprocess.run(cmd, env=env).returncode

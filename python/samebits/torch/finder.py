@@ -293,7 +293,8 @@ def _seed(seed: int) -> None:
 
 
 def _traced_run(fn: Callable[..., Any], args: tuple, kwargs: dict, path: str, seed: int,
-                deterministic: bool | None, stats: bool, context: str) -> None:
+                deterministic: bool | None, stats: bool, context: str,
+                recorder: str = "auto") -> None:
     """One run of fn under a trace (in this process or in a fresh one)."""
     was = torch.are_deterministic_algorithms_enabled()
     was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
@@ -301,7 +302,7 @@ def _traced_run(fn: Callable[..., Any], args: tuple, kwargs: dict, path: str, se
         torch.use_deterministic_algorithms(deterministic)
     try:
         _seed(seed)
-        with trace(path, stats=stats, context=context):
+        with trace(path, stats=stats, context=context, recorder=recorder):
             fn(*args, **kwargs)
     finally:
         torch.use_deterministic_algorithms(was, warn_only=was_warn)
@@ -318,6 +319,7 @@ def find_nondeterminism(
     deterministic: bool | None = None,
     stats: bool = True,
     trace_dir: str | None = None,
+    recorder: str = "auto",
 ) -> Report:
     """Runs fn(*args, **kwargs) `runs` times, each after seeding Python's, torch's and (when
     loaded) NumPy's generators with `seed`, under samebits.torch.trace, and compares the traces.
@@ -327,7 +329,12 @@ def find_nondeterminism(
     seeds, allocator addresses, lazily tuned kernels). deterministic=True/False sets
     torch.use_deterministic_algorithms for the runs (None leaves it). The traces are kept in
     trace_dir when given (compare them later with `samebits diff`), else in a temporary folder
-    that is removed. print(report) explains what was found."""
+    that is removed. `recorder` is trace()'s ("auto", "cpp" or "python"). print(report)
+    explains what was found."""
+    if recorder not in ("auto", "cpp", "python"):
+        raise ValueError(
+            f"find_nondeterminism: recorder is 'auto', 'cpp' or 'python', not {recorder!r}"
+        )
     if runs < 2:
         raise ValueError(f"find_nondeterminism: runs={runs}; comparing needs at least 2")
     kwargs = kwargs or {}
@@ -337,7 +344,7 @@ def find_nondeterminism(
     paths = [os.path.join(folder, f"run{r}.trace") for r in range(1, runs + 1)]
     try:
         for r, path in enumerate(paths, 1):
-            job = (fn, args, kwargs, path, seed, deterministic, stats, f"run {r}")
+            job = (fn, args, kwargs, path, seed, deterministic, stats, f"run {r}", recorder)
             if fresh_process:
                 import concurrent.futures as cf
                 import multiprocessing as mp
