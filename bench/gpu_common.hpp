@@ -50,6 +50,7 @@ void bench_indexing(Report& r);
 void bench_scatter(Report& r);    // gpu_scatter.cpp
 void bench_half(Report& r);       // gpu_half.cpp: bfloat16/float16 (the MoE token combine)
 void bench_overhead(Report& r);   // gpu_overhead.cpp: the host's cost of one call on tiny inputs
+void bench_short(Report& r);      // gpu_short.cpp: GPU time of a Cora training's short scatters
 void bench_dmma_probe(Report& r); // gpu_dmma.cu: FP64 tensor cores against the fma chain
 
 } // namespace samebits::bench

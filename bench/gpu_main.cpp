@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
     else {
       std::cerr << "usage: samebits_bench_gpu [--out DIR] [--quick] [--only FAMILIES]\n"
                    "  --only  comma-separated families to run (reduce, scan, histogram, gemm,\n"
-                   "          segment, indexing, scatter, half, overhead, probe); default: all\n";
+                   "          segment, indexing, scatter, half, overhead, short, probe); default:\n"
+                   "          all\n";
       return 2;
     }
   }
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
   run("scatter", bench_scatter);
   run("half", bench_half);
   run("overhead", bench_overhead);
+  run("short", bench_short);
   run("probe", bench_dmma_probe);
 
   // The ratio to our own atomic (not_guaranteed) variant of the same op and shape.

@@ -25,7 +25,8 @@ FAMILIES = [("reduce", "Reductions: sum, dot, sum_dim"), ("scan", "Scans: cumsum
             ("indexing", "Indexing: index_select, gather"),
             ("scatter", "Scatter: index_add, scatter_add, scatter_reduce"),
             ("half", "Half precision: index_add of bfloat16 and float16"),
-            ("overhead", "Host cost of one call on tiny inputs")]
+            ("overhead", "Host cost of one call on tiny inputs"),
+            ("short", "Short scatters of a PyG training on Cora (time per call, calls queued back to back)")]
 # Rows of the gemm family that are not one timing per variant: they get tables of their own.
 GEMM_TUNING, GEMM_ACCURACY, GEMM_BF16 = "gemm_tuning", "gemm_accuracy", "gemm_bf16"
 OWN_TABLES = {GEMM_TUNING, GEMM_ACCURACY, GEMM_BF16}

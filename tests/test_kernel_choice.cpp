@@ -193,6 +193,17 @@ TEST(KernelChoice, FixedPointInOneBlockForSmallCalls) {
   EXPECT_FALSE(fixed_point_one_block(100, 16, {.alternative = true}));
 }
 
+TEST(KernelChoice, FixedPointClusterOnGpusThatHaveClusters) {
+  EXPECT_EQ(fixed_point_blocks(13264, 9), kFixedClusterBlocks); // a GCNConv degree count on Cora
+  EXPECT_EQ(fixed_point_blocks(13264, 8), 1);                   // no clusters before sm_90
+  EXPECT_EQ(fixed_point_blocks(2 * kFixedOneBlockThreads, 9), 1);
+  EXPECT_EQ(fixed_point_blocks(2 * kFixedOneBlockThreads + 1, 10), kFixedClusterBlocks);
+  EXPECT_EQ(fixed_point_blocks(13264, 9, {.fixed_blocks = 1}), 1);
+  EXPECT_EQ(fixed_point_blocks(100, 9, {.fixed_blocks = kFixedClusterBlocks}), kFixedClusterBlocks);
+  EXPECT_EQ(fixed_point_blocks(100, 8, {.fixed_blocks = kFixedClusterBlocks}), 1);
+  EXPECT_EQ(fixed_point_blocks(13264, 9, {.fixed_blocks = 3}), kFixedClusterBlocks); // not a size
+}
+
 // Past one block, a short index of rows of 2-4 floats takes the kept one-block sort (two
 // launches) instead of the fixed point's three kernels and two memsets.
 TEST(KernelChoice, FixedPointYieldsToTheKeptSortForShortIndices) {

@@ -10,6 +10,7 @@
 #include "ops/fixed_point.hpp"
 
 #include <climits>
+#include <cooperative_groups.h>
 #include <string>
 
 namespace samebits::detail {
@@ -190,6 +191,56 @@ __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
   }
 }
 
+// The integer sums of one block's share of the sites (first, first + step, ...) into its shared
+// `acc` (and the non-finite ones' bits into its byte masks), the batch's loads before its adds.
+__device__ __forceinline__ void sum_sites_shared(const FixedSites& s, const float* src,
+                                                 const void* idx, bool is64, float alpha,
+                                                 bool scaled, int shift, std::int64_t first,
+                                                 std::int64_t step, unsigned long long* acc,
+                                                 unsigned* mask) {
+  const std::int64_t n = s.g.numel;
+  for (std::int64_t e0 = first; e0 < n; e0 += step * kSiteBatch) {
+    std::int64_t t[kSiteBatch];
+    float v[kSiteBatch];
+#pragma unroll
+    for (int u = 0; u < kSiteBatch; ++u) {
+      const std::int64_t e = e0 + u * step;
+      if (e < n) {
+        const FixedSite site = fixed_site(s, e);
+        t[u] = site.target + load_index(idx, is64, site.index) * s.target_mult;
+        v[u] = src[site.src];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSiteBatch; ++u) {
+      if (e0 + u * step >= n)
+        break;
+      const double c = contribution(v[u], alpha, scaled);
+      if (!isfinite(c)) {
+        atomicOr(mask + t[u] / 4, special_bit(c) << (8 * (t[u] % 4)));
+        continue;
+      }
+      const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
+      if (q != 0)
+        atomicAdd(acc + t[u], q);
+    }
+  }
+}
+
+__device__ __forceinline__ unsigned mask_byte(const unsigned* mask, std::int64_t t) {
+  return (mask[t / 4] >> (8 * (t % 4))) & 0xffu;
+}
+
+// The end of a one-launch call: the check's result for the host's wait, or a deferred report.
+__device__ __forceinline__ void publish_one_launch(const CheckResult& r, CheckResult* res,
+                                                   const DeferredSink& sink,
+                                                   const DeferredIndex& at) {
+  if (sink.record == nullptr)
+    *res = r;
+  else if (r.first_bad != ULLONG_MAX)
+    report_to_sink(sink, 0, r.first_bad, deferred_index_value(at, r.first_bad));
+}
+
 // Small calls (ops/scatter_choice.hpp: fixed_point_one_block): the three passes above in one
 // block, the sums and masks in shared memory, one launch and no memset. The same check, shift,
 // integers and finishing formula, so the same bits as the three kernels. In deferred mode it
@@ -213,49 +264,85 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
   __syncthreads();
   int shift = 0;
   if (checked_shift(&r, n, shift)) { // the same answer in every thread
-    const std::int64_t step = blockDim.x;
-    for (std::int64_t e0 = threadIdx.x; e0 < n; e0 += step * kSiteBatch) {
-      std::int64_t t[kSiteBatch];
-      float v[kSiteBatch];
-#pragma unroll
-      for (int u = 0; u < kSiteBatch; ++u) { // the batch's loads first, then its adds
-        const std::int64_t e = e0 + u * step;
-        if (e < n) {
-          const FixedSite site = fixed_site(s, e);
-          t[u] = site.target + load_index(idx, is64, site.index) * s.target_mult;
-          v[u] = src[site.src];
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kSiteBatch; ++u) {
-        if (e0 + u * step >= n)
-          break;
-        const double c = contribution(v[u], alpha, scaled);
-        if (!isfinite(c)) {
-          atomicOr(mask + t[u] / 4, special_bit(c) << (8 * (t[u] % 4)));
-          continue;
-        }
-        const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
-        if (q != 0)
-          atomicAdd(acc + t[u], q);
-      }
-    }
+    sum_sites_shared(s, src, idx, is64, alpha, scaled, shift, threadIdx.x, blockDim.x, acc, mask);
     __syncthreads();
     for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x) {
       const auto q = static_cast<long long>(acc[t]);
-      const unsigned mk = r.special != 0 ? (mask[t / 4] >> (8 * (t % 4))) & 0xffu : 0u;
+      const unsigned mk = r.special != 0 ? mask_byte(mask, t) : 0u;
       if (q == 0 && mk == 0)
         continue;
       float& o = out[offset_of(t, s.g.out_size, s.g.out_st, s.g.nd)];
       o = finished_target(o, q, mk, shift);
     }
   }
-  if (threadIdx.x != 0)
-    return;
-  if (sink.record == nullptr)
-    *res = r; // for the host's wait
-  else if (r.first_bad != ULLONG_MAX)
-    report_to_sink(sink, 0, r.first_bad, deferred_index_value(at, r.first_bad));
+  if (threadIdx.x == 0)
+    publish_one_launch(r, res, sink, at);
+}
+
+// The same launch over a cluster of blocks (compute capability 9 and later; ops/scatter_choice.hpp:
+// fixed_point_blocks), for the calls one block's threads take too long over (a GCNConv degree
+// count on Cora: 13264 sites, 25 us in one block). Block k checks and sums the sites k * threads +
+// i (i < threads), then steps of the cluster's threads, into its own shared memory; the blocks
+// then combine their checks (min, max and or) and block k finishes the targets k * threads + i,
+// then steps, from the sums of every block, read through distributed shared memory. The integers
+// add in any order, so the bits are those of one block.
+__global__ void __launch_bounds__(kFixedOneBlockThreads)
+    fixed_cluster_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
+                         bool scaled, float* out, CheckResult* res, DeferredSink sink,
+                         DeferredIndex at) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank(), blocks = cluster.num_blocks();
+  __shared__ CheckResult mine, all;
+  __shared__ unsigned long long acc[kFixedOneBlockMaxTargets];
+  __shared__ unsigned mask[kFixedOneBlockMaxTargets / 4];
+  const std::int64_t n = s.g.numel, targets = s.g.out_numel;
+  if (threadIdx.x == 0)
+    mine = CheckResult{ULLONG_MAX, 0, 0, 0};
+  for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x)
+    acc[t] = 0;
+  for (std::int64_t w = threadIdx.x; w < (targets + 3) / 4; w += blockDim.x)
+    mask[w] = 0;
+  __syncthreads();
+  const std::int64_t first = std::int64_t{rank} * blockDim.x + threadIdx.x,
+                     step = std::int64_t{blocks} * blockDim.x;
+  check_sites(s, src, idx, is64, alpha, scaled, first, step, &mine);
+  cluster.sync(); // every block's check is in
+  if (threadIdx.x == 0) {
+    CheckResult c{ULLONG_MAX, 0, 0, 0};
+    for (unsigned k = 0; k < blocks; ++k) {
+      const CheckResult* o = cluster.map_shared_rank(&mine, k);
+      c.first_bad = min(c.first_bad, o->first_bad);
+      c.max_bits = max(c.max_bits, o->max_bits);
+      c.special |= o->special;
+    }
+    all = c;
+  }
+  __syncthreads();
+  int shift = 0;
+  const bool ok = checked_shift(&all, n, shift); // the same answer in every block
+  if (ok)
+    sum_sites_shared(s, src, idx, is64, alpha, scaled, shift, first, step, acc, mask);
+  cluster.sync(); // every block's sums are in
+  if (ok)
+    for (std::int64_t t = first; t < targets; t += step) {
+      unsigned long long q = 0;
+      unsigned mk = 0;
+      for (unsigned k = 0; k < blocks; ++k) {
+        q += cluster.map_shared_rank(acc, k)[t];
+        if (all.special != 0)
+          mk |= mask_byte(cluster.map_shared_rank(mask, k), t);
+      }
+      if (q == 0 && mk == 0)
+        continue;
+      float& o = out[offset_of(t, s.g.out_size, s.g.out_st, s.g.nd)];
+      o = finished_target(o, static_cast<long long>(q), mk, shift);
+    }
+  cluster.sync(); // no block leaves while another reads its shared memory
+  if (rank == 0 && threadIdx.x == 0)
+    publish_one_launch(all, res, sink, at);
+#endif
 }
 
 // Where the fixed point is faster than the sort and pull (H200): rows of at most 4 features, and
@@ -361,9 +448,28 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
   if (one_block) { // writes *res (or reports) itself: no memset, no report kernel
     const DeferredSink sink =
         defer ? deferred_sink(deferred_scatter_message(a.op, s.g.M, rw.ok)) : DeferredSink{};
-    fixed_one_block_kernel<<<1, kFixedOneBlockThreads, 0, stream>>>(
-        s, src, a.index.data, is64, alpha, scaled, static_cast<float*>(a.out.data), res, sink, at);
-    SAMEBITS_CUDA_CHECK_LAUNCH("fixed_one_block_kernel");
+    auto* out = static_cast<float*>(a.out.data);
+    const int blocks = fixed_point_blocks(s.g.numel, compute_major());
+    if (blocks == 1) {
+      fixed_one_block_kernel<<<1, kFixedOneBlockThreads, 0, stream>>>(
+          s, src, a.index.data, is64, alpha, scaled, out, res, sink, at);
+      SAMEBITS_CUDA_CHECK_LAUNCH("fixed_one_block_kernel");
+    } else {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+      cfg.blockDim = dim3(kFixedOneBlockThreads);
+      cfg.stream = stream;
+      cudaLaunchAttribute cluster{};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = static_cast<unsigned>(blocks);
+      cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+      cfg.attrs = &cluster;
+      cfg.numAttrs = 1;
+      SAMEBITS_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fixed_cluster_kernel, s, src,
+                                             static_cast<const void*>(a.index.data), is64, alpha,
+                                             scaled, out, res, sink, at));
+      SAMEBITS_CUDA_CHECK_LAUNCH("fixed_cluster_kernel");
+    }
     if (defer)
       return;
   } else {

@@ -72,9 +72,13 @@ std::vector<Line> scatter_lines(const Query& c) {
         fmt::format("{} (exact int64 sums); {} this shape (float32, at most 4 features, at most "
                     "2^21 targets, and not a short index that the kept one-block sort serves "
                     "in fewer launches)",
-                    fixed_point_one_block(c.n * c.features, c.rows() * c.features)
-                        ? "fixed_one_block_kernel (check, sums and finish in one launch)"
-                        : "fixed_check_kernel, fixed_add_kernel, fixed_finish_kernel",
+                    !fixed_point_one_block(c.n * c.features, c.rows() * c.features)
+                        ? "fixed_check_kernel, fixed_add_kernel, fixed_finish_kernel"
+                    : fixed_point_blocks(c.n * c.features, 9) > 1
+                        ? "fixed_cluster_kernel over a cluster of 8 blocks on GPUs of compute "
+                          "capability 9 and later, fixed_one_block_kernel before them (check, "
+                          "sums and finish in one launch)"
+                        : "fixed_one_block_kernel (check, sums and finish in one launch)",
                     fits ? "takes" : "does not take"));
   }
   lines.emplace_back(

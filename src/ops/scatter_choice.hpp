@@ -19,6 +19,9 @@ struct ScatterTuning {
   bool alternative = false;
   // Source rows in flight per lane group of the vector pull: 4, 8 or 16; 0: from the shape.
   int pull_batch = 0;
+  // Blocks of the one-launch fixed-point scatter: 1 (one block), kFixedClusterBlocks (a thread
+  // block cluster, where the GPU has them); 0: from the shape and the GPU.
+  int fixed_blocks = 0;
 };
 
 // Threads per block of the scatter kernels (checks, atomics, sorts' helpers, pulls).
@@ -69,6 +72,14 @@ constexpr std::int64_t kFixedOneBlockMaxTargets = 4096; // int64 sums and byte m
 constexpr std::int64_t kFixedOneBlockMaxContributions = std::int64_t{1} << 14;
 bool fixed_point_one_block(std::int64_t contributions, std::int64_t targets,
                            const ScatterTuning& t = tuning<ScatterTuning>());
+// The blocks that one launch spreads over: a cluster of kFixedClusterBlocks on GPUs of compute
+// capability 9 or later once there are more contributions than one block takes in two steps of
+// its threads, else 1. Each block checks and sums its share of the contributions in its own
+// shared memory and finishes a share of the targets from every block's sums (distributed shared
+// memory): the same integers, so the same bits as one block.
+constexpr int kFixedClusterBlocks = 8; // the largest cluster every such GPU launches
+int fixed_point_blocks(std::int64_t contributions, int compute_major,
+                       const ScatterTuning& t = tuning<ScatterTuning>());
 
 // Whether the fixed-point scatter of float32 rows (`rows` index positions into `row_targets` rows,
 // `features` values each) steps aside for the sort and pull: when it would take its three kernels

@@ -359,6 +359,9 @@ Adds index_add_contributions(const Tensor& index, const Tensor& src, double alph
   return adds;
 }
 
+const detail::ScatterTuning kFixedLaunches[] = {
+    {}, {.fixed_blocks = 1}, {.fixed_blocks = detail::kFixedClusterBlocks}, {.alternative = true}};
+
 TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
   SAMEBITS_REQUIRE_CUDA();
   struct S {
@@ -379,12 +382,15 @@ TEST(ScatterGpu, FixedPointIndexAddIsItsDefinitionBitForBit) {
     for (double alpha : {1.0, -0.3}) {
       const Tensor want = fixed_point_reference(out0, index_add_contributions(index, src, alpha));
       Tensor gsrc = src.to(kGpu), gidx = index.to(kGpu);
-      for (bool alt : {false, true}) {
-        LaunchConfig lc(alt);
+      // The default launch, one block, a cluster of blocks (where the GPU has clusters) and the
+      // alternative configuration's three kernels.
+      for (const detail::ScatterTuning& t : kFixedLaunches) {
+        const detail::TuningGuard<detail::ScatterTuning> tuned(t);
         Tensor out = out0.to(kGpu);
         index_add(out, gidx, gsrc, alpha, {.level = kR2r});
         EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
-        EXPECT_TRUE(bitwise_equal(out, want)) << "alpha " << alpha << " alt " << alt;
+        EXPECT_TRUE(bitwise_equal(out, want))
+            << "alpha " << alpha << " alt " << t.alternative << " blocks " << t.fixed_blocks;
         if (alpha == 1.0) {
           EXPECT_LT(index_add_ref_error(out, out0, index, src), 2e-7);
         }
@@ -436,6 +442,61 @@ TEST(ScatterGpu, FixedPointScatterAddAnyShapeIsItsDefinition) {
         EXPECT_TRUE(bitwise_equal(o, want)) << "strided " << strided << " alt " << alt;
       }
   }
+}
+
+// A cluster of blocks (each summing its share of the contributions) gives one block's bits where
+// the sums, the non-finite values and the first bad index come from different blocks: Cora's
+// degree counts, a hub that takes every contribution, rows of 4, with infinities and NaNs spread
+// over every block's share or none.
+TEST(ScatterGpu, FixedPointClusterGivesOneBlocksBits) {
+  SAMEBITS_REQUIRE_CUDA();
+  struct S {
+    std::int64_t e, n, f;
+  };
+  for (const S sh : {S{13264, 2708, 1}, S{16384, 4096, 1}, S{4000, 1, 1}, S{4096, 1000, 4}})
+    for (const bool specials : {false, true}) {
+      const auto seed = fresh_seed();
+      SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f
+                                        << " specials " << specials << " seed " << seed);
+      Tensor src = testing::random_normal({sh.e, sh.f}, DType::f32, seed);
+      if (specials) {
+        const float inf = std::numeric_limits<float>::infinity();
+        const float put[] = {inf, -inf, std::numeric_limits<float>::quiet_NaN()};
+        std::mt19937_64 gen(seed);
+        for (int k = 0; k < 40; ++k)
+          src.data<float>()[gen() % static_cast<std::uint64_t>(src.numel())] = put[k % 3];
+      }
+      Tensor index = testing::random_index(sh.e, sh.n, DType::i64, seed + 1);
+      Tensor out0 = testing::random_normal({sh.n, sh.f}, DType::f32, seed + 2);
+      Tensor gsrc = src.to(kGpu), gidx = index.to(kGpu);
+      Tensor outs[2];
+      for (const int blocks : {1, detail::kFixedClusterBlocks}) {
+        const detail::TuningGuard<detail::ScatterTuning> tuned({.fixed_blocks = blocks});
+        Tensor& out = outs[blocks == 1 ? 0 : 1];
+        out = out0.to(kGpu);
+        index_add(out, gidx, gsrc, 1.0, {.level = kR2r});
+        EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
+      }
+      EXPECT_TRUE(bitwise_equal(outs[0], outs[1]));
+      // Bad indices in the shares of two blocks: the first one is named, nothing is written.
+      Tensor bad = index.clone();
+      bad.data<std::int64_t>()[sh.e - 3] = sh.n;
+      bad.data<std::int64_t>()[sh.e / 2 + 7] = -1;
+      Tensor gbad = bad.to(kGpu);
+      for (const int blocks : {1, detail::kFixedClusterBlocks}) {
+        const detail::TuningGuard<detail::ScatterTuning> tuned({.fixed_blocks = blocks});
+        Tensor out = out0.to(kGpu);
+        try {
+          index_add(out, gbad, gsrc, 1.0, {.level = kR2r});
+          ADD_FAILURE() << "no error, blocks " << blocks;
+        } catch (const IndexOutOfRange& e) {
+          EXPECT_NE(std::string(e.what()).find("position " + std::to_string(sh.e / 2 + 7)),
+                    std::string::npos)
+              << e.what();
+        }
+        EXPECT_TRUE(bitwise_equal(out, out0.to(kGpu))) << "blocks " << blocks;
+      }
+    }
 }
 
 TEST(ScatterGpu, FixedPointNonFiniteZeroTinyAndHugeValues) {
