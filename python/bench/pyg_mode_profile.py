@@ -1,7 +1,9 @@
 """Where the drop-in mode's time goes in a PyG training on Cora: the time per training in torch's
 default, torch's deterministic mode and samebits' mode, each with and without torch's filling of
 uninitialized memory (torch.utils.deterministic.fill_uninitialized_memory: torch's mode turns it
-on, samebits' leaves it off), and samebits' with waiting index checks, then torch.profiler's tables
+on, samebits' leaves it off), samebits' with waiting index checks, and two that split the mode's
+cost (its own atomics at not_guaranteed; run_to_run with torch's deterministic setting off for the
+ops samebits leaves to torch), then torch.profiler's tables
 (self CPU and self CUDA time per op and kernel) for one training in the default and in the mode,
 and per outermost aten op (autograd's backward ops included) its calls, CPU time with everything it
 calls, and the CUDA runtime calls it makes (launches, memsets, copies, synchronizations), the
@@ -30,18 +32,24 @@ st = pyg_cora.st
 
 
 class Config:
-    """One way to train: torch default, torch deterministic or samebits' mode, with torch's fill of
-    uninitialized memory on or off, and samebits' index checks deferred or waiting."""
+    """One way to train: torch default, torch deterministic or samebits' mode (at `level`), with
+    torch's fill of uninitialized memory on or off, samebits' index checks deferred or waiting,
+    and (`torch_flag=False`) torch's deterministic setting turned back off inside the mode, so
+    that the ops samebits leaves to torch take torch's default kernels."""
 
-    def __init__(self, name, mode, fill=None, index_checks="deferred"):
+    def __init__(self, name, mode, fill=None, index_checks="deferred", level="run_to_run",
+                 torch_flag=True):
         self.name, self.mode, self.fill, self.index_checks = name, mode, fill, index_checks
+        self.level, self.torch_flag = level, torch_flag
 
     def __enter__(self):
         self.was_fill = torch.utils.deterministic.fill_uninitialized_memory
         if self.mode == "torch_det":
             torch.use_deterministic_algorithms(True)
         elif self.mode == "samebits":
-            st.enable("run_to_run", index_checks=self.index_checks)
+            st.enable(self.level, index_checks=self.index_checks)
+            if not self.torch_flag:
+                torch.use_deterministic_algorithms(False)
         if self.fill is not None:  # None: as torch's mode (on) or samebits' mode (off) sets it
             torch.utils.deterministic.fill_uninitialized_memory = self.fill
 
@@ -57,7 +65,12 @@ CONFIGS = (Config("torch default", "torch"),
            Config("torch deterministic, no fill", "torch_det", fill=False),
            Config("samebits run_to_run", "samebits"),
            Config("samebits run_to_run, torch's fill", "samebits", fill=True),
-           Config("samebits run_to_run, waiting checks", "samebits", index_checks="wait"))
+           Config("samebits run_to_run, waiting checks", "samebits", index_checks="wait"),
+           # Where the mode's cost lies: its own atomics (the mode's plumbing, no sort), and
+           # run_to_run with torch's deterministic setting off for the ops it leaves to torch.
+           Config("samebits not_guaranteed (atomics)", "samebits", level="not_guaranteed",
+                  torch_flag=False),
+           Config("samebits run_to_run, torch's flag off", "samebits", torch_flag=False))
 
 
 def time_configs(configs, model, data, nf, nc, runs, epochs, rounds):
@@ -224,7 +237,8 @@ def main(argv=None):
         print(f"{r['config']:<40} {r['ms']:8.2f} {r['ms'] / base:8.3f} {r['mean_ms']:8.2f} "
               f"{r['first_half_ms']:9.2f} {r['second_half_ms']:9.2f}  {r['distinct']} distinct of "
               f"{r['runs']}", flush=True)
-    unsynced = issue_times((CONFIGS[0], CONFIGS[1], CONFIGS[3]), args.model, data, nf, nc,
+    unsynced = issue_times((CONFIGS[0], CONFIGS[1], CONFIGS[3], CONFIGS[6], CONFIGS[7]),
+                           args.model, data, nf, nc,
                            max(args.runs // 2, 1), args.epochs)
     print("\n== host issue time and wall time of a training that never waits (ms, median)")
     for r in unsynced:
