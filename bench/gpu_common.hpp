@@ -10,6 +10,33 @@
 
 namespace samebits::bench {
 
+// A pair of CUDA events on the default stream: start(), then stop_ms() waits for the second and
+// returns the milliseconds between them.
+class EventTimer {
+public:
+  EventTimer() {
+    cudaEventCreate(&start_);
+    cudaEventCreate(&stop_);
+  }
+  ~EventTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  void start() { cudaEventRecord(start_); }
+  double stop_ms() {
+    cudaEventRecord(stop_);
+    cudaEventSynchronize(stop_);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start_, stop_);
+    return ms;
+  }
+
+private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
 // Median milliseconds of fn() over `reps` runs after `warmup` runs, timed with CUDA events on the
 // default stream. Throws CudaError if a CUDA call fails.
 double time_ms(const std::function<void()>& fn, int reps = 50, int warmup = 5);

@@ -87,18 +87,10 @@ Counts probe(long long problems, bool integers, std::uint64_t seed, double* ms) 
   Tensor down = Tensor::empty({problems * 64}, DType::f64, Device::cuda());
   // The instruction's own time (one launch, after a warm-up): 192 doubles move per problem.
   launch_dmma(a.data<double>(), b.data<double>(), c.data<double>(), d.data<double>(), problems);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start);
+  EventTimer timer;
+  timer.start();
   launch_dmma(a.data<double>(), b.data<double>(), c.data<double>(), d.data<double>(), problems);
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
-  float elapsed = 0;
-  cudaEventElapsedTime(&elapsed, start, stop);
-  *ms = elapsed;
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  *ms = timer.stop_ms();
   chain_kernel<<<static_cast<unsigned>((problems * 64 + 255) / 256), 256>>>(
       a.data<double>(), b.data<double>(), c.data<double>(), up.data<double>(), down.data<double>(),
       problems);

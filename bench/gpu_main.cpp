@@ -17,21 +17,13 @@ double time_ms(const std::function<void()>& fn, int reps, int warmup) {
   for (int i = 0; i < warmup; ++i)
     fn();
   cudaDeviceSynchronize();
-  std::vector<float> ts;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
+  std::vector<double> ts;
+  EventTimer timer;
   for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a);
+    timer.start();
     fn();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    ts.push_back(ms);
+    ts.push_back(timer.stop_ms());
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   if (cudaGetLastError() != cudaSuccess)
     throw CudaError("benchmark: a CUDA call failed while timing");
   std::sort(ts.begin(), ts.end());

@@ -52,21 +52,14 @@ struct LoopTime {
 LoopTime loop_ms(const std::function<void()>& fn, int calls) {
   for (int i = 0; i < 20; ++i)
     fn();
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a);
+  EventTimer timer;
+  timer.start();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < calls; ++i)
     fn();
   const double host =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  cudaEventRecord(b);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  const double ms = timer.stop_ms();
   if (cudaGetLastError() != cudaSuccess)
     throw CudaError("benchmark: a CUDA call failed while timing");
   return {ms / calls, host / calls};

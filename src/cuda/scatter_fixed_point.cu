@@ -227,6 +227,18 @@ __device__ __forceinline__ void sum_sites_shared(const FixedSites& s, const floa
   }
 }
 
+// A one-launch block's start: no bad index and no max found yet, every sum and mask zero.
+__device__ __forceinline__ void clear_block_sums(CheckResult& r, unsigned long long* acc,
+                                                 unsigned* mask, std::int64_t targets) {
+  if (threadIdx.x == 0)
+    r = CheckResult{ULLONG_MAX, 0, 0, 0};
+  for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x)
+    acc[t] = 0;
+  for (std::int64_t w = threadIdx.x; w < (targets + 3) / 4; w += blockDim.x)
+    mask[w] = 0;
+  __syncthreads();
+}
+
 __device__ __forceinline__ unsigned mask_byte(const unsigned* mask, std::int64_t t) {
   return (mask[t / 4] >> (8 * (t % 4))) & 0xffu;
 }
@@ -253,13 +265,7 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
   __shared__ unsigned long long acc[kFixedOneBlockMaxTargets];
   __shared__ unsigned mask[kFixedOneBlockMaxTargets / 4]; // a byte per target (special_bit < 8)
   const std::int64_t n = s.g.numel, targets = s.g.out_numel;
-  if (threadIdx.x == 0)
-    r = CheckResult{ULLONG_MAX, 0, 0, 0};
-  for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x)
-    acc[t] = 0;
-  for (std::int64_t w = threadIdx.x; w < (targets + 3) / 4; w += blockDim.x)
-    mask[w] = 0;
-  __syncthreads();
+  clear_block_sums(r, acc, mask, targets);
   check_sites(s, src, idx, is64, alpha, scaled, threadIdx.x, blockDim.x, &r);
   __syncthreads();
   int shift = 0;
@@ -298,13 +304,7 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
   __shared__ unsigned long long acc[kFixedOneBlockMaxTargets];
   __shared__ unsigned mask[kFixedOneBlockMaxTargets / 4];
   const std::int64_t n = s.g.numel, targets = s.g.out_numel;
-  if (threadIdx.x == 0)
-    mine = CheckResult{ULLONG_MAX, 0, 0, 0};
-  for (std::int64_t t = threadIdx.x; t < targets; t += blockDim.x)
-    acc[t] = 0;
-  for (std::int64_t w = threadIdx.x; w < (targets + 3) / 4; w += blockDim.x)
-    mask[w] = 0;
-  __syncthreads();
+  clear_block_sums(mine, acc, mask, targets);
   const std::int64_t first = std::int64_t{rank} * blockDim.x + threadIdx.x,
                      step = std::int64_t{blocks} * blockDim.x;
   check_sites(s, src, idx, is64, alpha, scaled, first, step, &mine);
