@@ -5,7 +5,8 @@
 // tensors in turn), so the run_to_run and portable variants find the sort they kept. Each figure
 // is milliseconds per call of a loop of calls queued back to back, between one pair of events:
 // the GPU's time where the host queues faster than the GPU runs, the host's otherwise (the note
-// gives the host's time to queue a call). Rows of the family "short"; launch configurations that
+// gives the host's time to queue a call, which is the GPU's pace instead once the launch queue
+// fills). Rows of the family "short"; launch configurations that
 // give the same bits carry them in brackets.
 #include "gpu_common.hpp"
 #include "ops/scatter_choice.hpp"
@@ -67,10 +68,25 @@ LoopTime loop_ms(const std::function<void()>& fn, int calls) {
 
 } // namespace
 
+// Automatic plan reuse on and index checks deferred, as in a training under samebits.torch's
+// mode; the previous settings come back however the family ends.
+struct TrainingSettings {
+  std::size_t limit = plan_cache_stats().limit_bytes;
+  CudaIndexChecks checks = cuda_index_checks();
+  TrainingSettings() {
+    set_plan_cache_limit(std::size_t{1} << 30);
+    set_cuda_index_checks(CudaIndexChecks::deferred);
+  }
+  ~TrainingSettings() {
+    set_cuda_index_checks(checks);
+    set_plan_cache_limit(limit);
+  }
+  TrainingSettings(const TrainingSettings&) = delete;
+  TrainingSettings& operator=(const TrainingSettings&) = delete;
+};
+
 void bench_short(Report& r) {
-  set_plan_cache_limit(std::size_t{1} << 30); // automatic reuse on, as in a training
-  const CudaIndexChecks saved = cuda_index_checks();
-  set_cuda_index_checks(CudaIndexChecks::deferred); // as samebits.torch's mode runs them
+  const TrainingSettings settings;
   const int calls = r.quick ? 100 : 1000;
   const Tensor first = cora_like_index();
   const Tensor second = Tensor::copy_of(first.view()); // the same values at another address
@@ -111,9 +127,7 @@ void bench_short(Report& r) {
     const detail::TuningGuard<detail::ScatterTuning> alt({.alternative = true});
     add("run_to_run's choice [alternative launch]", r2r);
   }
-  synchronize(Device::cuda());
-  set_cuda_index_checks(saved);
-  set_plan_cache_limit(0);
+  synchronize(Device::cuda()); // a deferred error is thrown here, inside the family
 }
 
 } // namespace samebits::bench

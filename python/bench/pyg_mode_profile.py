@@ -119,29 +119,34 @@ def train_unsynced(model, data, nf, nc, epochs, train_idx):
         opt.step()
 
 
-def issue_times(configs, model, data, nf, nc, runs, epochs):
+def issue_times(configs, model, data, nf, nc, runs, epochs, rounds=5):
     """Per configuration, the median host time to issue one training that never waits for the
     device (train_unsynced), and its wall time up to the device's end: a host-bound training has
     wall = issue, and the mode's extra host work shows as extra issue time; a device-bound one has
-    wall > issue, and its extra device time shows as extra wall time."""
+    wall > issue, and its extra device time shows as extra wall time. The configurations take
+    turns in `rounds` rounds, as in time_configs, so that a slow stretch of the host falls on all
+    of them."""
     train_idx = data.train_mask.nonzero().flatten()
-    out = []
-    for cfg in configs:
-        issue, wall = [], []
+    per = max(runs // rounds, 1)
+    issue = {cfg.name: [] for cfg in configs}
+    wall = {cfg.name: [] for cfg in configs}
+    for cfg in configs:  # warm-up
         with cfg:
             train_unsynced(model, data, nf, nc, epochs, train_idx)
             torch.cuda.synchronize()
-            for _ in range(runs):
-                t0 = time.perf_counter()
-                train_unsynced(model, data, nf, nc, epochs, train_idx)
-                t1 = time.perf_counter()
-                torch.cuda.synchronize()
-                t2 = time.perf_counter()
-                issue.append((t1 - t0) * 1e3)
-                wall.append((t2 - t0) * 1e3)
-        out.append(dict(config=cfg.name, issue_ms=statistics.median(issue),
-                        wall_ms=statistics.median(wall)))
-    return out
+    for _ in range(rounds):
+        for cfg in configs:
+            with cfg:
+                for _ in range(per):
+                    t0 = time.perf_counter()
+                    train_unsynced(model, data, nf, nc, epochs, train_idx)
+                    t1 = time.perf_counter()
+                    torch.cuda.synchronize()
+                    t2 = time.perf_counter()
+                    issue[cfg.name].append((t1 - t0) * 1e3)
+                    wall[cfg.name].append((t2 - t0) * 1e3)
+    return [dict(config=cfg.name, issue_ms=statistics.median(issue[cfg.name]),
+                 wall_ms=statistics.median(wall[cfg.name])) for cfg in configs]
 
 
 def profile_config(cfg, model, data, nf, nc, epochs, rows):
@@ -238,8 +243,8 @@ def main(argv=None):
               f"{r['first_half_ms']:9.2f} {r['second_half_ms']:9.2f}  {r['distinct']} distinct of "
               f"{r['runs']}", flush=True)
     unsynced = issue_times((CONFIGS[0], CONFIGS[1], CONFIGS[3], CONFIGS[6], CONFIGS[7]),
-                           args.model, data, nf, nc,
-                           max(args.runs // 2, 1), args.epochs)
+                           args.model, data, nf, nc, max(args.runs // 2, 1), args.epochs,
+                           args.rounds)
     print("\n== host issue time and wall time of a training that never waits (ms, median)")
     for r in unsynced:
         print(f"{r['config']:<40} issue {r['issue_ms']:8.2f}   wall {r['wall_ms']:8.2f}")

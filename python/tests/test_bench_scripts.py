@@ -72,6 +72,53 @@ def test_pyg_mode_profile_interleaves_configurations_and_takes_medians(monkeypat
     assert out[0]["distinct"] == 1
 
 
+def test_pyg_mode_profile_interleaves_the_issue_times(monkeypatch):
+    pytest.importorskip("torch_geometric")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import pyg_mode_profile as prof
+    finally:
+        sys.path.remove(str(BENCH))
+    order, clock, current = [], [0.0], {}
+
+    class Fake:
+        """A configuration that issues a training in `issue` ms and whose device ends `tail` ms
+        later, on a fake clock."""
+
+        def __init__(self, name, issue, tail):
+            self.name, self.issue, self.tail = name, issue, tail
+
+        def __enter__(self):
+            order.append(self.name)
+            current.update(cfg=self)
+
+        def __exit__(self, *exc):
+            pass
+
+    def train_unsynced(model, data, nf, nc, epochs, train_idx):
+        clock[0] += current["cfg"].issue / 1e3
+
+    def synchronize():
+        clock[0] += current["cfg"].tail / 1e3
+
+    class Mask:
+        def nonzero(self):
+            return torch.tensor([[0], [2]])
+
+    class Data:
+        train_mask = Mask()
+
+    monkeypatch.setattr(prof, "train_unsynced", train_unsynced)
+    monkeypatch.setattr(prof.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(prof.torch.cuda, "synchronize", synchronize)
+    a, b = Fake("a", 10.0, 0.0), Fake("b", 20.0, 5.0)
+    out = prof.issue_times([a, b], "gcn", Data(), 0, 0, runs=4, epochs=1, rounds=2)
+    assert order == ["a", "b"] + ["a", "b"] * 2  # warm-up, then the rounds in turn
+    assert [r["config"] for r in out] == ["a", "b"]
+    assert out[0]["issue_ms"] == pytest.approx(10.0) and out[0]["wall_ms"] == pytest.approx(10.0)
+    assert out[1]["issue_ms"] == pytest.approx(20.0) and out[1]["wall_ms"] == pytest.approx(25.0)
+
+
 def test_bench_torch_finds_the_cpp_figure_of_each_anchor():
     sys.path.insert(0, str(BENCH))
     try:

@@ -9,6 +9,8 @@
 #include "cuda/scatter_shared.cuh"
 #include "ops/fixed_point.hpp"
 
+#include <array>
+#include <atomic>
 #include <climits>
 #include <cooperative_groups.h>
 #include <string>
@@ -342,7 +344,29 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
   cluster.sync(); // no block leaves while another reads its shared memory
   if (rank == 0 && threadIdx.x == 0)
     publish_one_launch(all, res, sink, at);
+#else
+  __trap(); // never launched from code older than sm_90 (cluster_kernel_runs)
 #endif
+}
+
+// Whether fixed_cluster_kernel holds its cluster code on the current device: a binary that only
+// has PTX of an older architecture for it (a build for sm_80 alone, run on an H100) gets the
+// trapping body, and the one block runs instead. Asked once per device.
+bool cluster_kernel_runs() {
+  static std::array<std::atomic<int>, 64> known{}; // 0 unknown, 1 no, 2 yes
+  int device = 0;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&device));
+  auto ask = [] {
+    cudaFuncAttributes attr{};
+    SAMEBITS_CUDA_CHECK(cudaFuncGetAttributes(&attr, fixed_cluster_kernel));
+    return attr.ptxVersion >= 90 ? 2 : 1;
+  };
+  if (device < 0 || static_cast<std::size_t>(device) >= known.size())
+    return ask() == 2;
+  auto& k = known[static_cast<std::size_t>(device)];
+  if (k.load(std::memory_order_relaxed) == 0)
+    k.store(ask(), std::memory_order_relaxed);
+  return k.load(std::memory_order_relaxed) == 2;
 }
 
 // Where the fixed point is faster than the sort and pull (H200): rows of at most 4 features, and
@@ -449,7 +473,7 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
     const DeferredSink sink =
         defer ? deferred_sink(deferred_scatter_message(a.op, s.g.M, rw.ok)) : DeferredSink{};
     auto* out = static_cast<float*>(a.out.data);
-    const int blocks = fixed_point_blocks(s.g.numel, compute_major());
+    const int blocks = cluster_kernel_runs() ? fixed_point_blocks(s.g.numel, compute_major()) : 1;
     if (blocks == 1) {
       fixed_one_block_kernel<<<1, kFixedOneBlockThreads, 0, stream>>>(
           s, src, a.index.data, is64, alpha, scaled, out, res, sink, at);
