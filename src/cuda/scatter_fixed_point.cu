@@ -349,9 +349,27 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
 #endif
 }
 
-// Whether fixed_cluster_kernel holds its cluster code on the current device: a binary that only
-// has PTX of an older architecture for it (a build for sm_80 alone, run on an H100) gets the
-// trapping body, and the one block runs instead. Asked once per device.
+// The launch of fixed_cluster_kernel over `blocks` blocks on `stream` (the caller sets the
+// arguments).
+cudaLaunchConfig_t cluster_launch(int blocks, cudaStream_t stream, cudaLaunchAttribute& cluster) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(kFixedOneBlockThreads);
+  cfg.stream = stream;
+  cluster = cudaLaunchAttribute{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(blocks);
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+// Whether fixed_cluster_kernel can run its clusters on the current device: the binary holds its
+// sm_90 code (one that only has PTX of an older architecture for it, a build for sm_80 alone run
+// on an H100, gets the trapping body), and a cluster of kFixedClusterBlocks blocks of its size
+// fits (not where a context has too few multiprocessors). Otherwise the one block runs. Asked
+// once per device.
 bool cluster_kernel_runs() {
   static std::array<std::atomic<int>, 64> known{}; // 0 unknown, 1 no, 2 yes
   int device = 0;
@@ -359,7 +377,16 @@ bool cluster_kernel_runs() {
   auto ask = [] {
     cudaFuncAttributes attr{};
     SAMEBITS_CUDA_CHECK(cudaFuncGetAttributes(&attr, fixed_cluster_kernel));
-    return attr.ptxVersion >= 90 ? 2 : 1;
+    if (attr.ptxVersion < 90)
+      return 1;
+    cudaLaunchAttribute cluster{};
+    const cudaLaunchConfig_t cfg = cluster_launch(kFixedClusterBlocks, nullptr, cluster);
+    int fit = 0;
+    if (cudaOccupancyMaxActiveClusters(&fit, fixed_cluster_kernel, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError(); // not a sticky error: the one block runs
+      return 1;
+    }
+    return fit > 0 ? 2 : 1;
   };
   if (device < 0 || static_cast<std::size_t>(device) >= known.size())
     return ask() == 2;
@@ -479,16 +506,8 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
           s, src, a.index.data, is64, alpha, scaled, out, res, sink, at);
       SAMEBITS_CUDA_CHECK_LAUNCH("fixed_one_block_kernel");
     } else {
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-      cfg.blockDim = dim3(kFixedOneBlockThreads);
-      cfg.stream = stream;
       cudaLaunchAttribute cluster{};
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = static_cast<unsigned>(blocks);
-      cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-      cfg.attrs = &cluster;
-      cfg.numAttrs = 1;
+      const cudaLaunchConfig_t cfg = cluster_launch(blocks, stream, cluster);
       SAMEBITS_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fixed_cluster_kernel, s, src,
                                              static_cast<const void*>(a.index.data), is64, alpha,
                                              scaled, out, res, sink, at));
