@@ -37,6 +37,21 @@ private:
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// Automatic plan reuse (a 1 GiB limit) for its lifetime, then the limit it found: the benchmarks
+// otherwise time the sort on every call, with it off.
+class AutomaticPlanReuse {
+public:
+  AutomaticPlanReuse() : previous_(plan_cache_stats().limit_bytes) {
+    set_plan_cache_limit(std::size_t{1} << 30);
+  }
+  ~AutomaticPlanReuse() { set_plan_cache_limit(previous_); }
+  AutomaticPlanReuse(const AutomaticPlanReuse&) = delete;
+  AutomaticPlanReuse& operator=(const AutomaticPlanReuse&) = delete;
+
+private:
+  std::size_t previous_;
+};
+
 // Median milliseconds of fn() over `reps` runs after `warmup` runs, timed with CUDA events on the
 // default stream. Throws CudaError if a CUDA call fails.
 double time_ms(const std::function<void()>& fn, int reps = 50, int warmup = 5);

@@ -52,11 +52,10 @@ void bench_combine(Report& r, DType dt, std::int64_t tokens, std::int64_t featur
         level == Determinism::not_guaranteed ? "16-bit atomicAdd (as PyTorch)" : "sort every call");
   }
   {
-    set_plan_cache_limit(std::size_t{1} << 30);
+    const AutomaticPlanReuse on;
     const Options o{.level = Determinism::run_to_run};
     row("cuda.half_sort_pull (same index again)", Determinism::run_to_run,
         time_ms([&] { index_add(out, index, src, 1.0, o); }, reps), "automatic plan reuse");
-    set_plan_cache_limit(0);
   }
   const IndexPlan plan = make_index_plan(index, tokens);
   row("cuda.half_plan_pull (plan reused)", Determinism::portable,

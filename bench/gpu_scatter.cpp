@@ -36,14 +36,6 @@ TensorView expanded(const Tensor& vec, std::int64_t e, std::int64_t f) {
   return v;
 }
 
-// Automatic plan reuse (on by default) for its lifetime; the rest of this file times the sort on
-// every call, with it off.
-class AutomaticPlanReuse {
-public:
-  AutomaticPlanReuse() { set_plan_cache_limit(std::size_t{1} << 30); }
-  ~AutomaticPlanReuse() { set_plan_cache_limit(0); }
-};
-
 void bench_shape(Report& r, const Shape3& s) {
   Tensor src = gpu_normal({s.e, s.f});
   Tensor index = gpu_index(s.e, s.n);

@@ -68,25 +68,18 @@ LoopTime loop_ms(const std::function<void()>& fn, int calls) {
 
 } // namespace
 
-// Automatic plan reuse on and index checks deferred, as in a training under samebits.torch's
-// mode; the previous settings come back however the family ends.
-struct TrainingSettings {
-  std::size_t limit = plan_cache_stats().limit_bytes;
-  CudaIndexChecks checks = cuda_index_checks();
-  TrainingSettings() {
-    set_plan_cache_limit(std::size_t{1} << 30);
-    set_cuda_index_checks(CudaIndexChecks::deferred);
-  }
-  ~TrainingSettings() {
-    set_cuda_index_checks(checks);
-    set_plan_cache_limit(limit);
-  }
-  TrainingSettings(const TrainingSettings&) = delete;
-  TrainingSettings& operator=(const TrainingSettings&) = delete;
+// Index checks deferred, as samebits.torch's mode runs them, then the setting it found.
+struct DeferredIndexChecks {
+  CudaIndexChecks previous = cuda_index_checks();
+  DeferredIndexChecks() { set_cuda_index_checks(CudaIndexChecks::deferred); }
+  ~DeferredIndexChecks() { set_cuda_index_checks(previous); }
+  DeferredIndexChecks(const DeferredIndexChecks&) = delete;
+  DeferredIndexChecks& operator=(const DeferredIndexChecks&) = delete;
 };
 
 void bench_short(Report& r) {
-  const TrainingSettings settings;
+  const AutomaticPlanReuse reuse; // as in a training
+  const DeferredIndexChecks deferred;
   const int calls = r.quick ? 100 : 1000;
   const Tensor first = cora_like_index();
   const Tensor second = Tensor::copy_of(first.view()); // the same values at another address
