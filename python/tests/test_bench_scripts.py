@@ -1,5 +1,6 @@
 """The benchmark scripts under python/bench run and write what they say (on the CPU, small
 shapes): a script that breaks between device runs would cost a device call to find out."""
+import importlib
 import json
 import pathlib
 import subprocess
@@ -9,6 +10,15 @@ import pytest
 import torch
 
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
+
+
+def bench_script(name):
+    """The module of python/bench/NAME.py, imported from there."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
 
 
 def test_bench_torch_quick_writes_every_column(tmp_path):
@@ -36,11 +46,7 @@ def test_pyg_mode_profile_says_it_needs_cuda():
 
 def test_pyg_mode_profile_interleaves_configurations_and_takes_medians(monkeypatch):
     pytest.importorskip("torch_geometric")
-    sys.path.insert(0, str(BENCH))
-    try:
-        import pyg_mode_profile as prof
-    finally:
-        sys.path.remove(str(BENCH))
+    prof = bench_script("pyg_mode_profile")
     order, clock, current = [], [0.0], {}
 
     class Fake:
@@ -74,11 +80,7 @@ def test_pyg_mode_profile_interleaves_configurations_and_takes_medians(monkeypat
 
 def test_pyg_mode_profile_interleaves_the_issue_times(monkeypatch):
     pytest.importorskip("torch_geometric")
-    sys.path.insert(0, str(BENCH))
-    try:
-        import pyg_mode_profile as prof
-    finally:
-        sys.path.remove(str(BENCH))
+    prof = bench_script("pyg_mode_profile")
     order, clock, current = [], [0.0], {}
 
     class Fake:
@@ -120,11 +122,7 @@ def test_pyg_mode_profile_interleaves_the_issue_times(monkeypatch):
 
 
 def test_bench_torch_finds_the_cpp_figure_of_each_anchor():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_torch
-    finally:
-        sys.path.remove(str(BENCH))
+    bench_torch = bench_script("bench_torch")
     rows = [{"op": "index_add", "shape": "E=10M N=1M F=1", "variant": "cuda.fixed_point", "ms": 0.2},
             {"op": "index_add", "shape": "E=2M N=100k F=64", "variant": "cuda.sort_pull", "ms": 9},
             {"op": "index_add", "shape": "E=2M N=100k F=64",
@@ -140,11 +138,7 @@ def test_bench_torch_finds_the_cpp_figure_of_each_anchor():
 
 def test_pyg_mode_profile_tables_the_outermost_aten_ops():
     pytest.importorskip("torch_geometric")
-    sys.path.insert(0, str(BENCH))
-    try:
-        import pyg_mode_profile as prof
-    finally:
-        sys.path.remove(str(BENCH))
+    prof = bench_script("pyg_mode_profile")
     from torch.profiler import ProfilerActivity, profile
     x = torch.randn(8, 4, requires_grad=True)
     with profile(activities=[ProfilerActivity.CPU]) as p:
