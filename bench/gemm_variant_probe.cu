@@ -1,8 +1,11 @@
 // The wide float GEMM kernel of one variant (bench/gemm_variants.py; its src/ comes first on the
 // include path) on 4096^3 against cublasSgemm (FP32, no TF32), its output hash, and its largest
-// error over sum|a||b| on [128 x k] @ [k x 128] for k = 1031 and 4096 beside cuBLAS's. NOACC=1
-// skips the accuracy part, REPS sets the timed repeats (best and mean of them are printed).
-#include "cuda/gemm_kernels.cuh"
+// error over sum|a||b| on [128 x k] @ [k x 128] for k = 1031 and 4096 beside cuBLAS's; then the
+// same 4096^3 timing and hash for the kernel that copies its tiles asynchronously
+// (src/cuda/gemm_copy_tiles.cuh, as the variant's src/ has it) at several step depths and stage
+// counts. NOACC=1 skips the accuracy part,
+// REPS sets the timed repeats (best and mean of them are printed).
+#include "cuda/gemm_copy_tiles.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -49,14 +52,22 @@ struct Problem {
     cudaFree(C);
     cudaFree(D);
   }
+  // The variant's gemm_tiles, or gemm_copy_tiles<BK, S> (dynamic shared memory set up by
+  // copy_attributes).
   void ours() const {
     using Cfg = WideFloatTiles;
     dim3 grid((m + 127) / 128, (n + 127) / 128, 1);
-    long chunk = ((k + kGemmBlockK - 1) / kGemmBlockK) * kGemmBlockK;
     gemm_tiles<float, Cfg><<<grid, kThreads<Cfg>, SMEM_DYN, 0>>>(
-        Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk,
+        Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk(),
         Epilogue<float>{1.f, 0.f}, TileOut::final_c);
   }
+  template <int BK, int S> void copy() const {
+    dim3 grid((m + 127) / 128, (n + 127) / 128, 1);
+    gemm_copy_tiles<BK, S><<<grid, kCopyThreads, copy_tiles_smem<BK, S>(), 0>>>(
+        Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk(),
+        Epilogue<float>{1.f, 0.f}, TileOut::final_c);
+  }
+  long chunk() const { return ((k + kGemmBlockK - 1) / kGemmBlockK) * kGemmBlockK; }
   void cublas(cublasHandle_t h) const { // row-major C = A B as column-major C^T = B^T A^T
     const float one = 1, zero = 0;
     cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, n, A, k, &zero, D, n);
@@ -102,22 +113,40 @@ int main(int argc, char** argv) {
   cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
   std::mt19937_64 g(7);
   std::normal_distribution<float> nd;
-  { // timing 4096^3
-    const Problem p(4096, 4096, 4096, g, nd);
+  // 4096^3: the variant's gemm_tiles, then gemm_copy_tiles at several step depths and stage
+  // counts, each against cuBLAS in turn.
+  const Problem big(4096, 4096, 4096, g, nd);
+  auto time_big = [&](const char* label, auto call) {
     const int reps = getenv("REPS") ? atoi(getenv("REPS")) : 20;
-    const Times t = time_calls([&] { p.ours(); }, reps);
-    const Times b = time_calls([&] { p.cublas(h); }, reps);
-    std::vector<unsigned> hc(p.m * p.n);
-    CK(cudaMemcpy(hc.data(), p.C, hc.size() * 4, cudaMemcpyDeviceToHost));
+    const Times t = time_calls(call, reps);
+    const Times b = time_calls([&] { big.cublas(h); }, reps);
+    std::vector<unsigned> hc(big.m * big.n);
+    CK(cudaMemcpy(hc.data(), big.C, hc.size() * 4, cudaMemcpyDeviceToHost));
     unsigned long long hsh = 1469598103934665603ull;
     for (unsigned v : hc) {
       hsh ^= v;
       hsh *= 1099511628211ull;
     }
-    printf("%-10s 4096^3 ours %.4f ms (mean %.4f)  cublas %.4f ms (mean %.4f)  ratio(best) %.3fx  "
+    printf("%-10s 4096^3 %-9s %.4f ms (mean %.4f)  cublas %.4f ms (mean %.4f)  ratio(best) %.3fx  "
            "hash %016llx\n",
-           name, t.best, t.mean, b.best, b.mean, b.best / t.best, hsh);
-  }
+           name, label, t.best, t.mean, b.best, b.mean, b.best / t.best, hsh);
+  };
+  time_big("ours", [&] { big.ours(); });
+  auto copy_variant = [&](auto bk, auto stages) {
+    constexpr int BK = decltype(bk)::value, S = decltype(stages)::value;
+    CK(cudaFuncSetAttribute(gemm_copy_tiles<BK, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            copy_tiles_smem<BK, S>()));
+    char label[32];
+    snprintf(label, sizeof label, "copy%d/%d", BK, S);
+    time_big(label, [&] { big.template copy<BK, S>(); });
+  };
+  using std::integral_constant;
+  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 3>{});
+  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 4>{});
+  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 2>{});
+  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 3>{});
+  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 4>{});
+  copy_variant(integral_constant<int, 64>{}, integral_constant<int, 3>{});
   if (getenv("NOACC"))
     return 0;
   for (long k : {1031L, 4096L}) {

@@ -26,7 +26,7 @@ BE = "  auto block_ends = [&](i64 k0) { return (k0 + BK - kb) % kGemmBlockK == 0
 SUBDEF = BE + "\n  auto sub_ends = [&](i64 k0) { return (k0 + BK - kb) % 32 == 0 || k0 + BK >= ke; };\n  bool first_sub = true;\n"
 DBLOOP = """      compute(buf);
       if (block_ends(k0)) {
-        push();
+        counter.push(acc);
         if (more)
           zero_acc();
       }"""
@@ -50,7 +50,7 @@ def foldreg(s):
           for (int j = 0; j < TN; ++j)
             acc[i][j] = blk[i][j];
         first_sub = true;
-        push();
+        counter.push(acc);
         if (more)
           zero_acc();
       }""")
@@ -81,7 +81,7 @@ def foldsmem(s):
           zero_acc();
       }
       if (block_ends(k0)) {
-        push();
+        counter.push(acc);
         if (more)
           zero_acc();
       }""")

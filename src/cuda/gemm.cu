@@ -21,6 +21,7 @@
 #include "core/registry.hpp"
 #include "core/tuning.hpp"
 #include "cuda/check.cuh"
+#include "cuda/gemm_copy_tiles.cuh"
 #include "cuda/gemm_cublas.hpp"
 #include "cuda/gemm_kernels.cuh"
 #include "cuda/launch.cuh"
@@ -28,6 +29,7 @@
 #include "ops/gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <climits>
 #include <cstdint>
@@ -56,22 +58,60 @@ template <class Cfg> void check_tile(const GemmLaunch& l) {
     throw Error("gemm: the launch choice and the kernel disagree on the tile shape");
 }
 
+// A tiled launch's grid (all tiles x `groups` chunks of k), where its sums go (c, or scratch for
+// partial sums: chunk z at z * m * n) and its chunk of k.
+template <class T> struct TileGrid {
+  dim3 grid;
+  T* out;
+  i64 ors, ocs, zstride, chunk;
+};
+template <class T>
+TileGrid<T> tile_grid(const GemmArgs& g, const GemmLaunch& l, TileOut mode, T* scratch, i64 rows,
+                      i64 cols) {
+  const bool partial = mode == TileOut::partial;
+  return {dim3(static_cast<unsigned>((g.m() + rows - 1) / rows),
+               static_cast<unsigned>((g.n() + cols - 1) / cols), static_cast<unsigned>(l.groups)),
+          partial ? scratch : static_cast<T*>(g.c.data),
+          partial ? g.n() : g.c.strides[0],
+          partial ? 1 : g.c.strides[1],
+          partial ? g.m() * g.n() : 0,
+          l.group_blocks * kGemmBlockK};
+}
+
 // One launch of the tiled kernel over all tiles and `groups` chunks of k (grid z).
 template <class T, class Cfg>
 void launch_tiles(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileOut mode, T* scratch,
                   cudaStream_t s) {
   check_tile<Cfg>(l);
-  const dim3 grid(static_cast<unsigned>((g.m() + Cfg::BM - 1) / Cfg::BM),
-                  static_cast<unsigned>((g.n() + Cfg::BN - 1) / Cfg::BN),
-                  static_cast<unsigned>(l.groups));
-  const i64 chunk = l.group_blocks * kGemmBlockK;
-  T* out = mode == TileOut::partial ? scratch : static_cast<T*>(g.c.data);
-  const i64 ors = mode == TileOut::partial ? g.n() : g.c.strides[0];
-  const i64 ocs = mode == TileOut::partial ? 1 : g.c.strides[1];
-  const i64 zstride = mode == TileOut::partial ? g.m() * g.n() : 0;
+  const auto [grid, out, ors, ocs, zstride, chunk] =
+      tile_grid(g, l, mode, scratch, Cfg::BM, Cfg::BN);
   gemm_tiles<T, Cfg><<<grid, kThreads<Cfg>, 0, s>>>(g.mat_a<T>(), g.mat_b<T>(), out, ors, ocs,
                                                     zstride, g.m(), g.n(), g.k(), chunk, epi, mode);
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_tiles");
+}
+
+// One launch of the wide float kernel that copies its tiles asynchronously (gemm_copy_tiles.cuh).
+// Its shared memory is dynamic and past the default 48 KB: the kernel is allowed it once per
+// device (a bit per device number, the first 64).
+void launch_copy_tiles(const GemmArgs& g, const GemmLaunch& l, Epilogue<float> epi, TileOut mode,
+                       float* scratch, cudaStream_t s) {
+  check_tile<CopyFloatTiles>(l);
+  constexpr auto kernel = gemm_copy_tiles<kCopyK, kCopyStages>;
+  constexpr int smem = copy_tiles_smem<kCopyK, kCopyStages>();
+  static std::atomic<std::uint64_t> allowed{0};
+  int device = 0;
+  SAMEBITS_CUDA_CHECK(cudaGetDevice(&device));
+  const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
+  if ((allowed.load(std::memory_order_acquire) & bit) == 0 || bit == 0) {
+    SAMEBITS_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    allowed.fetch_or(bit, std::memory_order_release);
+  }
+  const auto [grid, out, ors, ocs, zstride, chunk] =
+      tile_grid(g, l, mode, scratch, CopyFloatTiles::BM, CopyFloatTiles::BN);
+  kernel<<<grid, kCopyThreads, smem, s>>>(g.mat_a<float>(), g.mat_b<float>(), out, ors, ocs,
+                                          zstride, g.m(), g.n(), g.k(), chunk, epi, mode);
+  SAMEBITS_CUDA_CHECK_LAUNCH("gemm_copy_tiles");
 }
 
 // One launch of the thin kernel: 128 rows x BN columns per thread block, `groups` chunks of k.
@@ -80,13 +120,7 @@ void launch_thin(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileOu
                  cudaStream_t s) {
   if (l.tile_rows != kThinRows || l.tile_cols != BN)
     throw Error("gemm: the launch choice and the thin kernel disagree on the tile shape");
-  const dim3 grid(static_cast<unsigned>((g.m() + kThinRows - 1) / kThinRows),
-                  static_cast<unsigned>((g.n() + BN - 1) / BN), static_cast<unsigned>(l.groups));
-  const i64 chunk = l.group_blocks * kGemmBlockK;
-  T* out = mode == TileOut::partial ? scratch : static_cast<T*>(g.c.data);
-  const i64 ors = mode == TileOut::partial ? g.n() : g.c.strides[0];
-  const i64 ocs = mode == TileOut::partial ? 1 : g.c.strides[1];
-  const i64 zstride = mode == TileOut::partial ? g.m() * g.n() : 0;
+  const auto [grid, out, ors, ocs, zstride, chunk] = tile_grid(g, l, mode, scratch, kThinRows, BN);
   gemm_thin<T, BN><<<grid, kThinRows, 0, s>>>(g.mat_a<T>(), g.mat_b<T>(), out, ors, ocs, zstride,
                                               g.m(), g.n(), g.k(), chunk, epi, mode);
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_thin");
@@ -102,7 +136,7 @@ void launch_for(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileOut
       const Mat<T> A = g.mat_a<T>();
       if (A.rs == 1 && A.cs != 1 && A.cs % kPerVec16<T> == 0 && aligned16(A.data))
         return launch_tiles<T, WideFloatTilesMFast>(g, l, epi, mode, scratch, s);
-      return launch_tiles<T, WideFloatTiles>(g, l, epi, mode, scratch, s);
+      return launch_copy_tiles(g, l, epi, mode, scratch, s);
     } else {
       const int major = l.f64_mma == GemmF64Mma::off ? 0 : compute_major();
       if (major >= 9 && l.f64_mma == GemmF64Mma::automatic)

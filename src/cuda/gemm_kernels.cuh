@@ -35,6 +35,68 @@ __device__ __forceinline__ void store_through16(T* e, const T (&acc)[N], const E
   store16(e, val);
 }
 
+// f(x[i], y[i]) for every element of two arrays of one shape (any rank), unrolled.
+template <class X, class Y, class F> __device__ __forceinline__ void each_pair(X& x, Y& y, F f) {
+  if constexpr (std::is_array_v<X>) {
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(std::extent_v<X>); ++i)
+      each_pair(x[i], y[i], f);
+  } else {
+    f(x, y);
+  }
+}
+
+// A thread's block counter over its outputs (Acc: an array of them, T[N] or T[TM][TN]): the
+// canonical tree over its chunk's k blocks (src/ops/gemm.hpp: gemm_store_level). Level l holds the
+// sum of an aligned run of 2^l blocks; it lives in local memory, touched once per block.
+template <class Acc> struct BlockCounter {
+  Acc stack[kLevels];
+  int pushed = 0;
+  // acc, the sum of the next block, joins the counter (acc then holds the entry it became).
+  __device__ __forceinline__ void push(Acc& acc) {
+    const int top = gemm_store_level(pushed);
+    for (int l = 0; l < top; ++l)
+      each_pair(stack[l], acc, [](auto s, auto& a) { a = rn_add(s, a); });
+    each_pair(stack[top], acc, [](auto& s, auto a) { s = a; });
+    ++pushed;
+  }
+  // After the last push acc holds the entry at level ctz(pushed); add the higher set bits.
+  __device__ __forceinline__ void fold(Acc& acc) {
+    if (pushed == 0)
+      return;
+    for (int l = gemm_store_level(pushed - 1) + 1; l < kLevels && (pushed >> l) != 0; ++l)
+      if ((pushed >> l) & 1)
+        each_pair(stack[l], acc, [](auto s, auto& a) { a = rn_add(s, a); });
+  }
+};
+
+// N adjacent outputs of row r from column col: 16 bytes at a time where c's rows run along memory,
+// the run lies inside n and is aligned, else one by one, columns past n left alone. `atomic` adds
+// alpha * run onto c, `raw` stores the sums as they are, else the epilogue writes them.
+template <class T, int N>
+__device__ __forceinline__ void store_run(T* c, i64 r, i64 col, i64 crs, i64 ccs, i64 n,
+                                          const T (&run)[N], const Epilogue<T>& epi, bool atomic,
+                                          bool raw) {
+  T* e = c + r * crs + col * ccs;
+  if (!atomic && ccs == 1 && col + N <= n && aligned16(e)) {
+    if (raw)
+      store16(e, run);
+    else
+      store_through16(e, run, epi);
+    return;
+  }
+#pragma unroll
+  for (int q = 0; q < N; ++q) {
+    if (col + q >= n)
+      continue;
+    T* eq = e + q * ccs;
+    if (atomic)
+      atomicAdd(eq, epi.alpha == T(1) ? run[q] : rn_mul(epi.alpha, run[q]));
+    else
+      *eq = raw ? run[q] : epi(run[q], eq);
+  }
+}
+
 // Tile shapes: BM x BN outputs per block of (BM/TM) x (BN/TN) threads, k in steps of BK.
 // Wide: large outputs (register-blocked 8x8 per thread). Narrow: thin outputs with short k.
 // Deep: few output tiles and long k (weight gradients) cut into many chunks of k: more blocks,
@@ -198,36 +260,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
         acc[i][j] = T(0);
   };
   zero_acc();
-  // The block counter: level l holds the sum of an aligned run of 2^l blocks.
-  T stack[kLevels][TM][TN];
-  int pushed = 0;
-  auto push = [&] {
-    const int top = gemm_store_level(pushed);
-    for (int l = 0; l < top; ++l)
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j)
-          acc[i][j] = rn_add(stack[l][i][j], acc[i][j]);
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j)
-        stack[top][i][j] = acc[i][j];
-    ++pushed;
-  };
-  // After the last push acc holds the entry at level ctz(pushed); add the higher set bits.
-  auto fold = [&] {
-    if (pushed == 0)
-      return;
-    for (int l = gemm_store_level(pushed - 1) + 1; l < kLevels && (pushed >> l) != 0; ++l)
-      if ((pushed >> l) & 1)
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TN; ++j)
-            acc[i][j] = rn_add(stack[l][i][j], acc[i][j]);
-  };
+  BlockCounter<T[TM][TN]> counter;
   // A canonical block ends after the step at k0 when k0 + BK reaches a multiple of the block
   // length (relative to kb, itself a multiple) or the end of the chunk.
   auto block_ends = [&](i64 k0) { return (k0 + BK - kb) % kGemmBlockK == 0 || k0 + BK >= ke; };
@@ -448,7 +481,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
         fetch(k0 + BK);
       compute(buf);
       if (block_ends(k0)) {
-        push();
+        counter.push(acc);
         if (more)
           zero_acc();
       }
@@ -469,14 +502,14 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
         fetch(k0 + BK);
       compute(0);
       if (block_ends(k0)) {
-        push();
+        counter.push(acc);
         if (k0 + BK < ke)
           zero_acc();
       }
       __syncthreads();
     }
   }
-  fold();
+  counter.fold(acc);
   const bool atomic = mode == TileOut::atomic_add, raw = mode == TileOut::partial;
   c += static_cast<i64>(blockIdx.z) * zstride;
 
@@ -493,24 +526,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
 #pragma unroll
         for (int q = 0; q < GW; ++q)
           run[q] = acc[i][g * GW + q];
-        T* e = c + r * crs + col * ccs;
-        if (!atomic && ccs == 1 && col + GW <= n && aligned16(e)) {
-          if (raw)
-            store16(e, run);
-          else
-            store_through16(e, run, epi);
-          continue;
-        }
-#pragma unroll
-        for (int q = 0; q < GW; ++q) {
-          if (col + q >= n)
-            continue;
-          T* eq = e + q * ccs;
-          if (atomic)
-            atomicAdd(eq, epi.alpha == T(1) ? run[q] : rn_mul(epi.alpha, run[q]));
-          else
-            *eq = raw ? run[q] : epi(run[q], eq);
-        }
+        store_run(c, r, col, crs, ccs, n, run, epi, atomic, raw);
       }
     }
   } else {
@@ -558,32 +574,10 @@ __global__ void __launch_bounds__(kThinRows)
       a_k_fast && A.rs % W == 0 && kb % W == 0 && aligned16(A.data) && row0 + BM <= m;
 
   T acc[BN];
-  T stack[kLevels][BN];
-  int pushed = 0;
 #pragma unroll
   for (int j = 0; j < BN; ++j)
     acc[j] = T(0);
-  // The block counter of gemm_tiles (src/ops/gemm.hpp: gemm_store_level), over BN outputs.
-  auto push = [&] {
-    const int top = gemm_store_level(pushed);
-    for (int l = 0; l < top; ++l)
-#pragma unroll
-      for (int j = 0; j < BN; ++j)
-        acc[j] = rn_add(stack[l][j], acc[j]);
-#pragma unroll
-    for (int j = 0; j < BN; ++j)
-      stack[top][j] = acc[j];
-    ++pushed;
-  };
-  auto fold = [&] {
-    if (pushed == 0)
-      return;
-    for (int l = gemm_store_level(pushed - 1) + 1; l < kLevels && (pushed >> l) != 0; ++l)
-      if ((pushed >> l) & 1)
-#pragma unroll
-        for (int j = 0; j < BN; ++j)
-          acc[j] = rn_add(stack[l][j], acc[j]);
-  };
+  BlockCounter<T[BN]> counter; // over BN outputs
 
   // A k step's tiles, global memory -> shared memory. A by 16-byte vectors where the whole step
   // lies inside A (thread tid's vectors: row tid / (BK / W) + l * (NT * W / BK), depth kk0),
@@ -635,7 +629,7 @@ __global__ void __launch_bounds__(kThinRows)
     }
     // A canonical block ends with this step at a multiple of its length or at the chunk's end.
     if ((k0 + BK - kb) % kGemmBlockK == 0 || k0 + BK >= ke) {
-      push();
+      counter.push(acc);
       if (k0 + BK < ke)
 #pragma unroll
         for (int j = 0; j < BN; ++j)
@@ -643,31 +637,14 @@ __global__ void __launch_bounds__(kThinRows)
     }
     __syncthreads();
   }
-  fold();
+  counter.fold(acc);
 
   const i64 r = row0 + tid;
   if (r >= m)
     return;
   c += static_cast<i64>(blockIdx.z) * zstride;
-  T* e = c + r * crs + col0 * ccs;
-  const bool atomic = mode == TileOut::atomic_add, raw = mode == TileOut::partial;
-  if (!atomic && ccs == 1 && col0 + BN <= n && aligned16(e)) {
-    if (raw)
-      store16(e, acc);
-    else
-      store_through16(e, acc, epi);
-    return;
-  }
-#pragma unroll
-  for (int j = 0; j < BN; ++j) {
-    if (col0 + j >= n)
-      continue;
-    T* ej = e + j * ccs;
-    if (atomic)
-      atomicAdd(ej, epi.alpha == T(1) ? acc[j] : rn_mul(epi.alpha, acc[j]));
-    else
-      *ej = raw ? acc[j] : epi(acc[j], ej);
-  }
+  store_run(c, r, col0, crs, ccs, n, acc, epi, mode == TileOut::atomic_add,
+            mode == TileOut::partial);
 }
 
 // Finishes a product whose k was cut into `groups` chunks: element e's chunk sums, part[z * m * n
