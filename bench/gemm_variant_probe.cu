@@ -61,9 +61,9 @@ struct Problem {
         Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk(),
         Epilogue<float>{1.f, 0.f}, TileOut::final_c);
   }
-  template <int BK, int S> void copy() const {
-    dim3 grid((m + 127) / 128, (n + 127) / 128, 1);
-    gemm_copy_tiles<BK, S><<<grid, kCopyThreads, copy_tiles_smem<BK, S>(), 0>>>(
+  template <int BK, int S, int BM> void copy() const {
+    dim3 grid((m + BM - 1) / BM, (n + 127) / 128, 1);
+    gemm_copy_tiles<BK, S, BM><<<grid, kCopyThreadsOf<BM>, copy_tiles_smem<BK, S, BM>(), 0>>>(
         Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk(),
         Epilogue<float>{1.f, 0.f}, TileOut::final_c);
   }
@@ -132,21 +132,32 @@ int main(int argc, char** argv) {
            name, label, t.best, t.mean, b.best, b.mean, b.best / t.best, hsh);
   };
   time_big("ours", [&] { big.ours(); });
-  auto copy_variant = [&](auto bk, auto stages) {
+  auto copy_variant = [&](auto bk, auto stages, auto rows) {
     constexpr int BK = decltype(bk)::value, S = decltype(stages)::value;
-    CK(cudaFuncSetAttribute(gemm_copy_tiles<BK, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            copy_tiles_smem<BK, S>()));
+    constexpr int BM = decltype(rows)::value;
+    CK(cudaFuncSetAttribute(gemm_copy_tiles<BK, S, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            copy_tiles_smem<BK, S, BM>()));
     char label[32];
-    snprintf(label, sizeof label, "copy%d/%d", BK, S);
-    time_big(label, [&] { big.template copy<BK, S>(); });
+    snprintf(label, sizeof label, "copy%d/%d/%d", BK, S, BM);
+    time_big(label, [&] { big.template copy<BK, S, BM>(); });
   };
   using std::integral_constant;
-  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 3>{});
-  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 4>{});
-  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 2>{});
-  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 3>{});
-  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 4>{});
-  copy_variant(integral_constant<int, 64>{}, integral_constant<int, 3>{});
+  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 3>{},
+               integral_constant<int, 128>{});
+  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 4>{},
+               integral_constant<int, 128>{});
+  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 2>{},
+               integral_constant<int, 128>{});
+  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 3>{},
+               integral_constant<int, 128>{});
+  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 4>{},
+               integral_constant<int, 128>{});
+  copy_variant(integral_constant<int, 64>{}, integral_constant<int, 3>{},
+               integral_constant<int, 128>{});
+  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 3>{},
+               integral_constant<int, 256>{});
+  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 3>{},
+               integral_constant<int, 256>{});
   if (getenv("NOACC"))
     return 0;
   for (long k : {1031L, 4096L}) {

@@ -6,7 +6,9 @@
 //   cuda.tiled_small     portable        cuda.tiled, preferred for short-k products with few
 //                                        outputs (it beats cuBLAS's launch there)
 //   cuda.cublas          run_to_run      cuBLAS (src/cuda/gemm_cublas.cu)
-//   cuda.tiled           portable        shared-memory tiles (src/cuda/gemm_kernels.cuh; float64
+//   cuda.tiled           portable        shared-memory tiles (src/cuda/gemm_kernels.cuh; float
+//                                        wide tiles copied in by cp.async, src/cuda/
+//                                        gemm_copy_tiles.cuh, unless A is read m-fast; float64
 //                                        wide tiles on the FP64 tensor cores from sm_80), or for
 //                                        thin outputs (n <= 32, many rows) one thread per row; each
 //                                        thread block sums one chunk of k, an aligned run of

@@ -18,15 +18,18 @@ namespace samebits::detail::cuda_gemm {
 struct CopyFloatTiles {
   static constexpr int BM = 128, BN = 128, TM = 8, TN = 8;
 };
-constexpr int kCopyThreads = kThreads<CopyFloatTiles>;
+// BM rows (the launch's 128, or more in bench/gemm_variant_probe.cu) by BN columns: one thread
+// per 8 x 8 outputs.
+template <int BM>
+constexpr int kCopyThreadsOf = BM / CopyFloatTiles::TM*(CopyFloatTiles::BN / CopyFloatTiles::TN);
+constexpr int kCopyThreads = kCopyThreadsOf<CopyFloatTiles::BM>;
 // The step depth and the number of steps in flight that gemm.cu launches.
 constexpr int kCopyK = 32, kCopyStages = 3;
 // A row of A's tile: BK floats, plus 4 where BK is a multiple of 32 (else rows one apart would
 // start on the same bank).
 template <int BK> constexpr int kCopyRowA = BK % 32 == 0 ? BK + 4 : BK;
-template <int BK, int S> constexpr int copy_tiles_smem() {
-  return S * (CopyFloatTiles::BM * kCopyRowA<BK> + BK * CopyFloatTiles::BN) *
-         static_cast<int>(sizeof(float));
+template <int BK, int S, int BM = CopyFloatTiles::BM> constexpr int copy_tiles_smem() {
+  return S * (BM * kCopyRowA<BK> + BK * CopyFloatTiles::BN) * static_cast<int>(sizeof(float));
 }
 
 // dst[0..4) = src[0..4) as one 16-byte copy that lands in shared memory asynchronously (cp.async,
@@ -55,13 +58,13 @@ template <int N> __device__ __forceinline__ void copy_wait() {
 
 // Block (x, y, z) computes rows [x*128, +128) x columns [y*128, +128) over k in [z*k_chunk,
 // +k_chunk), exactly as gemm_tiles does (see there for the chunk, the counter and `mode`).
-template <int BK, int S>
-__global__ void __launch_bounds__(kCopyThreads, 1)
+template <int BK, int S, int BM = CopyFloatTiles::BM>
+__global__ void __launch_bounds__(kCopyThreadsOf<BM>, 1)
     gemm_copy_tiles(Mat<float> A, Mat<float> B, float* c, i64 crs, i64 ccs, i64 zstride, i64 m,
                     i64 n, i64 k, i64 k_chunk, Epilogue<float> epi, TileOut mode) {
   using Cfg = CopyFloatTiles;
-  constexpr int BM = Cfg::BM, BN = Cfg::BN, TM = Cfg::TM, TN = Cfg::TN, RA = kCopyRowA<BK>;
-  constexpr int NT = kCopyThreads, RY = BM / TM, RX = BN / TN;
+  constexpr int BN = Cfg::BN, TM = Cfg::TM, TN = Cfg::TN, RA = kCopyRowA<BK>;
+  constexpr int NT = kCopyThreadsOf<BM>, RY = BM / TM, RX = BN / TN;
   constexpr int GW = TN / 2; // a thread's columns: two runs of GW, BN / 2 apart
   static_assert(kGemmBlockK % BK == 0, "k steps never straddle a canonical block");
   static_assert(BM * BK % (4 * NT) == 0 && BK * BN % (4 * NT) == 0, "whole copies per thread");

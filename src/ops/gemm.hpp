@@ -132,9 +132,10 @@ template <class T> struct Epilogue {
 // The instruction set of the CPU micro-kernels. Each gives the same bits (an FMA is one rounding
 // in hardware and in libm's std::fma); automatic takes the widest the CPU has.
 enum class CpuGemmIsa : std::uint8_t { automatic, generic, avx2, avx512 };
-// Tile shapes of the CUDA kernel (src/cuda/gemm_kernels.cuh): wide 128 x 128 outputs per thread
-// block, narrow 32 x 16, deep 16 x 16 with 128-deep k steps, thin 128 rows x 8, 16 or 32 columns
-// (one thread per row; the smallest of the three that covers n, 32 for larger n).
+// Tile shapes of the CUDA kernels (src/cuda/gemm_kernels.cuh; float wide tiles whose A is not
+// read m-fast in src/cuda/gemm_copy_tiles.cuh): wide 128 x 128 outputs per thread block, narrow
+// 32 x 16, deep 16 x 16 with 128-deep k steps, thin 128 rows x 8, 16 or 32 columns (one thread
+// per row; the smallest of the three that covers n, 32 for larger n).
 enum class GemmTiles : std::uint8_t { automatic, wide, narrow, deep, thin };
 
 // How float64 wide tiles multiply (GemmTuning::f64_mma).
