@@ -158,6 +158,8 @@ int main(int argc, char** argv) {
                integral_constant<int, 256>{});
   copy_variant(integral_constant<int, 32>{}, integral_constant<int, 3>{},
                integral_constant<int, 256>{});
+  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 4>{},
+               integral_constant<int, 256>{});
   if (getenv("NOACC"))
     return 0;
   for (long k : {1031L, 4096L}) {
