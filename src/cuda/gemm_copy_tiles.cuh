@@ -9,19 +9,20 @@
 
 namespace samebits::detail::cuda_gemm {
 
-// 128 x 128 outputs per block of 256 threads, BK k a step, S steps in dynamic shared memory
-// (copy_tiles_smem bytes). A's tile is row-major (BK k of a row adjacent, rows padded to
-// kCopyRowA floats), B's k-major, as in memory: a 16-byte copy moves 4 elements of a row of A or
-// of B unchanged. Thread (tx, ty) = (tid % 16, tid / 16) owns rows ty + 16 i (i < 8) and columns
-// 64 g + 4 tx + q (g < 2, q < 4): the two rows a warp reads at one k group are adjacent, and
-// their padded stride puts the two 16-byte loads on disjoint banks.
+// BM x 128 outputs per block of 2 BM threads (the launch's BM is 128), BK k a step, S steps in
+// dynamic shared memory (copy_tiles_smem bytes). A's tile is row-major (BK k of a row adjacent,
+// rows padded to kCopyRowA floats), B's k-major, as in memory: a 16-byte copy moves 4 elements of a
+// row of A or of B unchanged. Thread (tx, ty) = (tid % 16, tid / 16) owns rows ty + i BM / 8
+// (i < 8) and columns 64 g + 4 tx + q (g < 2, q < 4): the two rows a warp reads at one k group
+// are adjacent, and their padded stride puts the two 16-byte loads on disjoint banks.
 struct CopyFloatTiles {
   static constexpr int BM = 128, BN = 128, TM = 8, TN = 8;
 };
 // BM rows (the launch's 128, or more in bench/gemm_variant_probe.cu) by BN columns: one thread
 // per 8 x 8 outputs.
 template <int BM>
-constexpr int kCopyThreadsOf = BM / CopyFloatTiles::TM*(CopyFloatTiles::BN / CopyFloatTiles::TN);
+constexpr int kCopyThreadsOf = (BM / CopyFloatTiles::TM) *
+                               (CopyFloatTiles::BN / CopyFloatTiles::TN);
 constexpr int kCopyThreads = kCopyThreadsOf<CopyFloatTiles::BM>;
 // The step depth and the number of steps in flight that gemm.cu launches.
 constexpr int kCopyK = 32, kCopyStages = 3;
