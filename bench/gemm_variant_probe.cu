@@ -74,6 +74,9 @@ struct Problem {
   }
 };
 
+// One configuration of gemm_copy_tiles: k per step, steps in flight, tile rows.
+template <int BK, int S, int BM> struct CopyConfig {};
+
 struct Times {
   float best = 1e9, mean = 0;
 };
@@ -132,34 +135,19 @@ int main(int argc, char** argv) {
            name, label, t.best, t.mean, b.best, b.mean, b.best / t.best, hsh);
   };
   time_big("ours", [&] { big.ours(); });
-  auto copy_variant = [&](auto bk, auto stages, auto rows) {
-    constexpr int BK = decltype(bk)::value, S = decltype(stages)::value;
-    constexpr int BM = decltype(rows)::value;
+  // gemm_copy_tiles<BK, S, BM> for each (step depth, stages, tile rows) of the list.
+  auto copy_variant = [&]<int BK, int S, int BM>(CopyConfig<BK, S, BM>) {
     CK(cudaFuncSetAttribute(gemm_copy_tiles<BK, S, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             copy_tiles_smem<BK, S, BM>()));
     char label[32];
     snprintf(label, sizeof label, "copy%d/%d/%d", BK, S, BM);
     time_big(label, [&] { big.template copy<BK, S, BM>(); });
   };
-  using std::integral_constant;
-  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 3>{},
-               integral_constant<int, 128>{});
-  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 4>{},
-               integral_constant<int, 128>{});
-  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 2>{},
-               integral_constant<int, 128>{});
-  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 3>{},
-               integral_constant<int, 128>{});
-  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 4>{},
-               integral_constant<int, 128>{});
-  copy_variant(integral_constant<int, 64>{}, integral_constant<int, 3>{},
-               integral_constant<int, 128>{});
-  copy_variant(integral_constant<int, 16>{}, integral_constant<int, 3>{},
-               integral_constant<int, 256>{});
-  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 3>{},
-               integral_constant<int, 256>{});
-  copy_variant(integral_constant<int, 32>{}, integral_constant<int, 4>{},
-               integral_constant<int, 256>{});
+  [&]<class... C>(C... configs) {
+    (copy_variant(configs), ...);
+  }(CopyConfig<16, 3, 128>{}, CopyConfig<16, 4, 128>{}, CopyConfig<32, 2, 128>{},
+    CopyConfig<32, 3, 128>{}, CopyConfig<32, 4, 128>{}, CopyConfig<64, 3, 128>{},
+    CopyConfig<16, 3, 256>{}, CopyConfig<32, 3, 256>{}, CopyConfig<32, 4, 256>{});
   if (getenv("NOACC"))
     return 0;
   for (long k : {1031L, 4096L}) {
