@@ -31,7 +31,6 @@
 #include "ops/gemm.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <climits>
 #include <cstdint>
@@ -93,26 +92,15 @@ void launch_tiles(const GemmArgs& g, const GemmLaunch& l, Epilogue<T> epi, TileO
 }
 
 // One launch of the wide float kernel that copies its tiles asynchronously (gemm_copy_tiles.cuh).
-// Its shared memory is dynamic and past the default 48 KB: the kernel is allowed it once per
-// device (a bit per device number, the first 64).
 void launch_copy_tiles(const GemmArgs& g, const GemmLaunch& l, Epilogue<float> epi, TileOut mode,
                        float* scratch, cudaStream_t s) {
   check_tile<CopyFloatTiles>(l);
-  constexpr auto kernel = gemm_copy_tiles<kCopyK, kCopyStages>;
   constexpr int smem = copy_tiles_smem<kCopyK, kCopyStages>();
-  static std::atomic<std::uint64_t> allowed{0};
-  int device = 0;
-  SAMEBITS_CUDA_CHECK(cudaGetDevice(&device));
-  const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
-  if ((allowed.load(std::memory_order_acquire) & bit) == 0 || bit == 0) {
-    SAMEBITS_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    allowed.fetch_or(bit, std::memory_order_release);
-  }
   const auto [grid, out, ors, ocs, zstride, chunk] =
       tile_grid(g, l, mode, scratch, CopyFloatTiles::BM, CopyFloatTiles::BN);
-  kernel<<<grid, kCopyThreads, smem, s>>>(g.mat_a<float>(), g.mat_b<float>(), out, ors, ocs,
-                                          zstride, g.m(), g.n(), g.k(), chunk, epi, mode);
+  gemm_copy_tiles<kCopyK, kCopyStages>
+      <<<grid, kCopyThreads, smem, s>>>(g.mat_a<float>(), g.mat_b<float>(), out, ors, ocs, zstride,
+                                        g.m(), g.n(), g.k(), chunk, epi, mode);
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_copy_tiles");
 }
 

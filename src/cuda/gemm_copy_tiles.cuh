@@ -24,14 +24,19 @@ template <int BM>
 constexpr int kCopyThreadsOf = (BM / CopyFloatTiles::TM) *
                                (CopyFloatTiles::BN / CopyFloatTiles::TN);
 constexpr int kCopyThreads = kCopyThreadsOf<CopyFloatTiles::BM>;
-// The step depth and the number of steps in flight that gemm.cu launches.
-constexpr int kCopyK = 32, kCopyStages = 3;
 // A row of A's tile: BK floats, plus 4 where BK is a multiple of 32 (else rows one apart would
 // start on the same bank).
 template <int BK> constexpr int kCopyRowA = BK % 32 == 0 ? BK + 4 : BK;
 template <int BK, int S, int BM = CopyFloatTiles::BM> constexpr int copy_tiles_smem() {
   return S * (BM * kCopyRowA<BK> + BK * CopyFloatTiles::BN) * static_cast<int>(sizeof(float));
 }
+// The step depth and the steps in flight that gemm.cu launches: 16 k and 3, 48 KB, what every GPU
+// gives a block without opting in (sm_86 and sm_89 allow at most 99 KB, too little for 32 k and 3
+// stages). On an H100 it ran 4096^3 as fast as 32 k with 3 stages (3.417 against 3.405-3.429 ms,
+// bench/results/partial-run147-h100).
+constexpr int kCopyK = 16, kCopyStages = 3;
+static_assert(copy_tiles_smem<kCopyK, kCopyStages>() <= 48 * 1024,
+              "the launch's shared memory needs no opt-in");
 
 // dst[0..4) = src[0..4) as one 16-byte copy that lands in shared memory asynchronously (cp.async,
 // committed and waited on per group), or a plain 16-byte load and store before sm_80.
