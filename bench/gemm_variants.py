@@ -28,7 +28,7 @@ DBLOOP = """      compute(buf);
       if (block_ends(k0)) {
         counter.push(acc);
         if (more)
-          zero_acc();
+          set_zero(acc);
       }"""
 def foldreg(s):
     s = rep(s, BE, SUBDEF + "  T blk[TM][TN];\n")
@@ -41,7 +41,7 @@ def foldreg(s):
             blk[i][j] = first_sub ? acc[i][j] : rn_add(blk[i][j], acc[i][j]);
         first_sub = false;
         if (!block_ends(k0))
-          zero_acc();
+          set_zero(acc);
       }
       if (block_ends(k0)) {
 #pragma unroll
@@ -52,7 +52,7 @@ def foldreg(s):
         first_sub = true;
         counter.push(acc);
         if (more)
-          zero_acc();
+          set_zero(acc);
       }""")
 def foldsmem(s):
     s = rep(s, BE, SUBDEF + "  extern __shared__ __align__(16) unsigned char dyn_smem[];\n  float4* bsm = reinterpret_cast<float4*>(dyn_smem);\n")
@@ -78,12 +78,12 @@ def foldsmem(s):
         }
         first_sub = be;
         if (!be)
-          zero_acc();
+          set_zero(acc);
       }
       if (block_ends(k0)) {
         counter.push(acc);
         if (more)
-          zero_acc();
+          set_zero(acc);
       }""")
 def lb2(s):
     return rep(s, "__launch_bounds__(kThreads<Cfg>, 1)", "__launch_bounds__(kThreads<Cfg>, 2)")

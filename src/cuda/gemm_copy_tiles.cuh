@@ -62,7 +62,7 @@ template <int N> __device__ __forceinline__ void copy_wait() {
 #endif
 }
 
-// Block (x, y, z) computes rows [x*128, +128) x columns [y*128, +128) over k in [z*k_chunk,
+// Block (x, y, z) computes rows [x*BM, +BM) x columns [y*128, +128) over k in [z*k_chunk,
 // +k_chunk), exactly as gemm_tiles does (see there for the chunk, the counter and `mode`).
 template <int BK, int S, int BM = CopyFloatTiles::BM>
 __global__ void __launch_bounds__(kCopyThreadsOf<BM>, 1)
@@ -129,14 +129,7 @@ __global__ void __launch_bounds__(kCopyThreadsOf<BM>, 1)
   };
 
   float acc[TM][TN];
-  auto zero_acc = [&] {
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j)
-        acc[i][j] = 0.0f;
-  };
-  zero_acc();
+  set_zero(acc);
   BlockCounter<float[TM][TN]> counter;
 
   // The products of one step from stage st, each output's chain in ascending k: A's 4 k of each
@@ -187,11 +180,12 @@ __global__ void __launch_bounds__(kCopyThreadsOf<BM>, 1)
     compute(read_st);
     write_st = read_st;
     read_st = read_st + 1 == S ? 0 : read_st + 1;
-    const i64 k_next = kb + static_cast<i64>(t + 1) * BK;
-    if ((k_next - kb) % kGemmBlockK == 0 || t + 1 == steps) {
+    // A canonical block ends every kGemmBlockK / BK steps (kb is a multiple of it) and at the
+    // chunk's end.
+    if ((t + 1) % (kGemmBlockK / BK) == 0 || t + 1 == steps) {
       counter.push(acc);
       if (t + 1 < steps)
-        zero_acc();
+        set_zero(acc);
     }
   }
   counter.fold(acc);

@@ -46,6 +46,17 @@ template <class X, class Y, class F> __device__ __forceinline__ void each_pair(X
   }
 }
 
+// Every element of an array of any rank set to +0 (a thread's sums before a canonical block).
+template <class X> __device__ __forceinline__ void set_zero(X& x) {
+  if constexpr (std::is_array_v<X>) {
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(std::extent_v<X>); ++i)
+      set_zero(x[i]);
+  } else {
+    x = X(0);
+  }
+}
+
 // A thread's block counter over its outputs (Acc: an array of them, T[N] or T[TM][TN]): the
 // canonical tree over its chunk's k blocks (src/ops/gemm.hpp: gemm_store_level). Level l holds the
 // sum of an aligned run of 2^l blocks; it lives in local memory, touched once per block.
@@ -252,14 +263,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
                          aligned16(A.data) && aligned16(B.data) && row0 + BM <= m && col0 + BN <= n;
 
   T acc[TM][TN];
-  auto zero_acc = [&] {
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j)
-        acc[i][j] = T(0);
-  };
-  zero_acc();
+  set_zero(acc);
   BlockCounter<T[TM][TN]> counter;
   // A canonical block ends after the step at k0 when k0 + BK reaches a multiple of the block
   // length (relative to kb, itself a multiple) or the end of the chunk.
@@ -483,7 +487,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
       if (block_ends(k0)) {
         counter.push(acc);
         if (more)
-          zero_acc();
+          set_zero(acc);
       }
       if (more)
         stash(buf ^ 1);
@@ -504,7 +508,7 @@ __global__ void __launch_bounds__(kThreads<Cfg>, 1)
       if (block_ends(k0)) {
         counter.push(acc);
         if (k0 + BK < ke)
-          zero_acc();
+          set_zero(acc);
       }
       __syncthreads();
     }
@@ -574,9 +578,7 @@ __global__ void __launch_bounds__(kThinRows)
       a_k_fast && A.rs % W == 0 && kb % W == 0 && aligned16(A.data) && row0 + BM <= m;
 
   T acc[BN];
-#pragma unroll
-  for (int j = 0; j < BN; ++j)
-    acc[j] = T(0);
+  set_zero(acc);
   BlockCounter<T[BN]> counter; // over BN outputs
 
   // A k step's tiles, global memory -> shared memory. A by 16-byte vectors where the whole step
@@ -631,9 +633,7 @@ __global__ void __launch_bounds__(kThinRows)
     if ((k0 + BK - kb) % kGemmBlockK == 0 || k0 + BK >= ke) {
       counter.push(acc);
       if (k0 + BK < ke)
-#pragma unroll
-        for (int j = 0; j < BN; ++j)
-          acc[j] = T(0);
+        set_zero(acc);
     }
     __syncthreads();
   }
