@@ -1,10 +1,9 @@
 // The wide float GEMM kernel of one variant (bench/gemm_variants.py; its src/ comes first on the
-// include path) on 4096^3 against cublasSgemm (FP32, no TF32), its output hash, and its largest
-// error over sum|a||b| on [128 x k] @ [k x 128] for k = 1031 and 4096 beside cuBLAS's; then the
-// same 4096^3 timing and hash for the kernel that copies its tiles asynchronously
-// (src/cuda/gemm_copy_tiles.cuh, as the variant's src/ has it) at several step depths and stage
-// counts. NOACC=1 skips the accuracy part,
-// REPS sets the timed repeats (best and mean of them are printed).
+// include path) on 4096^3 against cublasSgemm (FP32, no TF32) with its output hash, then the same
+// for the kernel that copies its tiles asynchronously (src/cuda/gemm_copy_tiles.cuh, as the
+// variant's src/ has it) at several step depths, stage counts and tile heights, then the largest
+// error over sum|a||b| on [128 x k] @ [k x 128] for k = 1031 and 4096 beside cuBLAS's. NOACC=1
+// skips the accuracy part, REPS sets the timed repeats (best and mean of them are printed).
 #include "cuda/gemm_copy_tiles.cuh"
 
 #include <cmath>
@@ -52,8 +51,8 @@ struct Problem {
     cudaFree(C);
     cudaFree(D);
   }
-  // The variant's gemm_tiles, or gemm_copy_tiles<BK, S> (dynamic shared memory set up by
-  // copy_attributes).
+  // The variant's gemm_tiles, or gemm_copy_tiles<BK, S, BM> (its dynamic shared memory allowed
+  // by main's copy_variant).
   void ours() const {
     using Cfg = WideFloatTiles;
     dim3 grid((m + 127) / 128, (n + 127) / 128, 1);
