@@ -21,7 +21,12 @@ wait
 for n in $names; do
   [ -x $dir/probe_$n ] || { echo "$n: build failed"; continue; }
   echo "$n: $(grep -A2 gemm_tilesIf $dir/build_$n.txt | grep -E 'Used|spill' | tr -s ' \n' ' ')"
-  echo "$n: $(grep -A2 gemm_copy_tiles $dir/build_$n.txt | grep -E 'Used' | tr -s ' \n' ' ')"
+  # A line per copy configuration: its template arguments (mangled), spills, registers.
+  awk -v n="$n" '/Compiling entry.*gemm_copy_tiles/ { match($0, /tilesIL[^E]*E(Li[0-9]+E)+/);
+      cfg = substr($0, RSTART + 5, RLENGTH - 5) }
+    cfg != "" && /spill stores/ { sp = $0; sub(/.*stack frame, /, "", sp) }
+    cfg != "" && /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/,.*/, "", r);
+      print n ": copy " cfg ": " r ", " sp; cfg = "" }' $dir/build_$n.txt
 done
 for round in 1 2; do
   for n in $names; do [ -x $dir/probe_$n ] && $dir/probe_$n $n; done

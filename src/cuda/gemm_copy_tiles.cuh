@@ -34,9 +34,14 @@ template <int BK, int S, int BM = CopyFloatTiles::BM> constexpr int copy_tiles_s
 // gives a block without opting in (sm_86 and sm_89 allow at most 99 KB, too little for 32 k and 3
 // stages). On an H100 it ran 4096^3 as fast as 32 k with 3 stages (3.417 against 3.405-3.429 ms,
 // bench/results/partial-run147-h100).
-constexpr int kCopyK = 16, kCopyStages = 3;
+// Two blocks an SM: 4 warps a scheduler instead of 2, registers capped at 128 a thread (ptxas
+// fits the 64 sums and their operands without spills, where one block an SM used 209), 96 KB of
+// shared memory an SM, within every GPU's 100 KB.
+constexpr int kCopyK = 16, kCopyStages = 3, kCopyBlocksPerSM = 2;
 static_assert(copy_tiles_smem<kCopyK, kCopyStages>() <= 48 * 1024,
               "the launch's shared memory needs no opt-in");
+static_assert(kCopyBlocksPerSM * (copy_tiles_smem<kCopyK, kCopyStages>() + 1024) <= 100 * 1024,
+              "the blocks an SM holds fit the smallest shared memory of sm_80 and later");
 
 // dst[0..4) = src[0..4) as one 16-byte copy that lands in shared memory asynchronously (cp.async,
 // committed and waited on per group), or a plain 16-byte load and store before sm_80.
@@ -63,9 +68,10 @@ template <int N> __device__ __forceinline__ void copy_wait() {
 }
 
 // Block (x, y, z) computes rows [x*BM, +BM) x columns [y*128, +128) over k in [z*k_chunk,
-// +k_chunk), exactly as gemm_tiles does (see there for the chunk, the counter and `mode`).
-template <int BK, int S, int BM = CopyFloatTiles::BM>
-__global__ void __launch_bounds__(kCopyThreadsOf<BM>, 1)
+// +k_chunk), exactly as gemm_tiles does (see there for the chunk, the counter and `mode`). MB:
+// the blocks an SM should hold at once (registers capped to fit them).
+template <int BK, int S, int BM = CopyFloatTiles::BM, int MB = 1>
+__global__ void __launch_bounds__(kCopyThreadsOf<BM>, MB)
     gemm_copy_tiles(Mat<float> A, Mat<float> B, float* c, i64 crs, i64 ccs, i64 zstride, i64 m,
                     i64 n, i64 k, i64 k_chunk, Epilogue<float> epi, TileOut mode) {
   using Cfg = CopyFloatTiles;
