@@ -7,7 +7,10 @@
 # veconly: the 16-byte loads alone, without the element-wise path for edges and unaligned operands;
 # t8x4: 8 x 4 outputs a thread (512 threads a tile, 16 warps an SM at 128 registers);
 # kb128/kb64/kb32: canonical blocks of 128, 64 or 32 k (src/ops/gemm.hpp's kGemmBlockK) instead
-# of 256, the same kernel: shorter fma chains, more pushes onto the block counter.
+# of 256, the same kernel: shorter fma chains, more pushes onto the block counter. The copy
+# kernel's fmas of one k (whose odd rows walk their columns backwards) in another order, the same
+# chains: copyrows every row forwards, copyji the columns outside and the rows inside, copyserprev
+# the even rows backwards.
 import os, shutil, sys
 root, out = sys.argv[1], sys.argv[2]
 K = 'src/cuda/gemm_kernels.cuh'
@@ -109,6 +112,27 @@ def veconly(s):  # the 16-byte path alone (4096^3 takes nothing else): what the 
 def t8x4(s):  # 8 x 4 outputs a thread: 512 threads a 128 x 128 tile, 128 registers, 16 warps an SM
     return rep(float_tiles(16, 4)(s), "constexpr int NG = CONTIG ? 2 : 1, GW = TN / NG;",
                "constexpr int NG = CONTIG && TN >= 8 ? 2 : 1, GW = TN / NG;")
+C = 'src/cuda/gemm_copy_tiles.cuh'
+COPY_FMAS = """#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int jj = 0; jj < TN; ++jj) {
+            const int j = i % 2 == 0 ? jj : TN - 1 - jj;
+            acc[i][j] = rn_fma(a[i][q], b[j], acc[i][j]);
+          }"""
+def copy_fmas(order):  # gemm_copy_tiles' fmas of one k in another order (the same chains)
+    return lambda s: rep(s, COPY_FMAS, order)
+copyrows = copy_fmas("""#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j)
+            acc[i][j] = rn_fma(a[i][q], b[j], acc[i][j]);""")
+copyji = copy_fmas("""#pragma unroll
+        for (int j = 0; j < TN; ++j)
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+            acc[i][j] = rn_fma(a[i][q], b[j], acc[i][j]);""")
+copyserprev = copy_fmas(COPY_FMAS.replace("i % 2 == 0 ? jj", "i % 2 == 1 ? jj"))
 def kblock(kb):
     return H, lambda s: rep(s, "constexpr std::int64_t kGemmBlockK = 256;",
                             f"constexpr std::int64_t kGemmBlockK = {kb};")
@@ -121,6 +145,7 @@ VARIANTS = {
     't8x4': t8x4, 't8x4_foldreg': lambda s: foldreg(t8x4(s)),
     't8x4_veconly_foldreg': lambda s: foldreg(veconly(t8x4(s))),
     't8x4_foldsmem': lambda s: foldsmem(t8x4(s)),
+    'copyrows': (C, copyrows), 'copyji': (C, copyji), 'copyserprev': (C, copyserprev),
     'kb128': kblock(128), 'kb64': kblock(64), 'kb32': kblock(32),
 }
 for name in sys.argv[3:] or VARIANTS:

@@ -140,7 +140,11 @@ __global__ void __launch_bounds__(kCopyThreadsOf<BM>, MB)
   BlockCounter<float[TM][TN]> counter;
 
   // The products of one step from stage st, each output's chain in ascending k: A's 4 k of each
-  // row at once, then B's row at each of those k.
+  // row at once, then B's row at each of those k. Odd rows walk their columns backwards, so that
+  // a row's first fma reads the b its predecessor read last: ptxas then gives the fmas' operands
+  // fewer register-bank conflicts (0.346 against 0.385 extra register reads per fma in the sm_90
+  // SASS, bench/sass_bank_conflicts.py), and those conflicts set this loop's issue rate (H100,
+  // 4096^3: 3.359 against 3.423 ms, bench/results/partial-run147-h100 call 9). No chain changes.
   auto compute = [&](int st) {
 #pragma unroll
     for (int kq = 0; kq < BK; kq += 4) {
@@ -162,8 +166,10 @@ __global__ void __launch_bounds__(kCopyThreadsOf<BM>, MB)
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
-          for (int j = 0; j < TN; ++j)
+          for (int jj = 0; jj < TN; ++jj) {
+            const int j = i % 2 == 0 ? jj : TN - 1 - jj;
             acc[i][j] = rn_fma(a[i][q], b[j], acc[i][j]);
+          }
       }
     }
   };
