@@ -10,19 +10,21 @@
 # of 256, the same kernel: shorter fma chains, more pushes onto the block counter. The copy
 # kernel's fmas of one k (whose odd rows walk their columns backwards) in another order, the same
 # chains: copyrows every row forwards, copyji the columns outside and the rows inside, copyserprev
-# the even rows backwards.
+# the even rows backwards; copystackswap, copyscalarstore, copyboth and copyserprevboth free the
+# sums' registers from 16-byte accesses (see stackswap below).
 import os, shutil, sys
 root, out = sys.argv[1], sys.argv[2]
 K = 'src/cuda/gemm_kernels.cuh'
 H = 'src/ops/gemm.hpp'
-def variant(name, edit):  # edit: a function of the kernel file, or (another file, its function)
-    d = os.path.join(out, name)
+def variant(name, edit):  # edit: a function of the kernel file, (another file, its function),
+    d = os.path.join(out, name)  # or a list of such pairs
     shutil.rmtree(d, ignore_errors=True)
     shutil.copytree(os.path.join(root, 'src'), os.path.join(d, 'src'))
-    f, edit = edit if isinstance(edit, tuple) else (K, edit)
-    p = os.path.join(d, f); s = open(p).read(); s2 = edit(s)
-    assert s2 != s or name == 'base', name
-    open(p, 'w').write(s2)
+    edits = edit if isinstance(edit, list) else [edit if isinstance(edit, tuple) else (K, edit)]
+    for f, e in edits:
+        p = os.path.join(d, f); s = open(p).read(); s2 = e(s)
+        assert s2 != s or name == 'base', name
+        open(p, 'w').write(s2)
 def rep(s, a, b):
     assert a in s, a[:60]; return s.replace(a, b, 1)
 BE = "  auto block_ends = [&](i64 k0) { return (k0 + BK - kb) % kGemmBlockK == 0 || k0 + BK >= ke; };"
@@ -133,6 +135,33 @@ copyji = copy_fmas("""#pragma unroll
           for (int i = 0; i < TM; ++i)
             acc[i][j] = rn_fma(a[i][q], b[j], acc[i][j]);""")
 copyserprev = copy_fmas(COPY_FMAS.replace("i % 2 == 0 ? jj", "i % 2 == 1 ? jj"))
+# The block counter's levels keep each pair of adjacent outputs swapped (level[i][j ^ 1] holds
+# acc[i][j]), and the copy kernel writes c one element at a time: the two 16-byte accesses that
+# tie each run of 4 sums to an aligned quad of registers, whose banks then match b's (loaded the
+# same way); the same sums and bits. Not yet timed. Scored with bench/sass_bank_conflicts.py
+# (sm_90), against the kernel's 0.346: copystackswap 0.306, copyboth 0.320, copyserprevboth 0.310
+# (0.288 and 0.271 with a shorter store loop: the score moves with code elsewhere in the kernel,
+# as ptxas's allocation does).
+EACH_PAIR = """    for (int i = 0; i < static_cast<int>(std::extent_v<X>); ++i)
+      each_pair(x[i], y[i], f);"""
+def stackswap(s):
+    return rep(s, EACH_PAIR, """    for (int i = 0; i < static_cast<int>(std::extent_v<X>); ++i) {
+      constexpr bool leaf = !std::is_array_v<std::remove_extent_t<X>>;
+      each_pair(x[leaf && std::extent_v<X> % 2 == 0 ? (i ^ 1) : i], y[i], f);
+    }""")
+def scalarstore(s):
+    return rep(s, "      store_run(c, r, col0 + g * (BN / 2) + tx * GW, crs, ccs, n, run, epi, atomic, raw);",
+               """#pragma unroll
+      for (int q = 0; q < GW; ++q) {
+        const i64 col = col0 + g * (BN / 2) + tx * GW + q;
+        float* eq = c + r * crs + col * ccs;
+        if (col >= n)
+          continue;
+        if (atomic)
+          atomicAdd(eq, epi.alpha == 1.0f ? run[q] : rn_mul(epi.alpha, run[q]));
+        else
+          *eq = raw ? run[q] : epi(run[q], eq);
+      }""")
 def kblock(kb):
     return H, lambda s: rep(s, "constexpr std::int64_t kGemmBlockK = 256;",
                             f"constexpr std::int64_t kGemmBlockK = {kb};")
@@ -146,6 +175,9 @@ VARIANTS = {
     't8x4_veconly_foldreg': lambda s: foldreg(veconly(t8x4(s))),
     't8x4_foldsmem': lambda s: foldsmem(t8x4(s)),
     'copyrows': (C, copyrows), 'copyji': (C, copyji), 'copyserprev': (C, copyserprev),
+    'copystackswap': (K, stackswap), 'copyscalarstore': (C, scalarstore),
+    'copyboth': [(K, stackswap), (C, scalarstore)],
+    'copyserprevboth': [(K, stackswap), (C, lambda s: scalarstore(copyserprev(s)))],
     'kb128': kblock(128), 'kb64': kblock(64), 'kb32': kblock(32),
 }
 for name in sys.argv[3:] or VARIANTS:
