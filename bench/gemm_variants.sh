@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: build bench/gemm_variant_probe.cu against variants of the wide float GEMM
-# kernel (bench/gemm_variants.py) and run each twice; each run also times gemm_copy_tiles at several
+# kernel (bench/gemm_variants.py), print each one's registers, spills and register-bank score
+# (bench/sass_bank_conflicts.py), and run each twice; each run also times gemm_copy_tiles at several
 # step depths and stage counts (a variant's edit applies to it where it edits what both share, as
 # kGemmBlockK). docs/decisions.md has the figures.
 #   VARIANTS="base:0 foldsmem:65536" bash bench/gemm_variants.sh     (name:dynamic shared bytes)
@@ -27,6 +28,10 @@ for n in $names; do
     cfg != "" && /spill stores/ { sp = $0; sub(/.*stack frame, /, "", sp) }
     cfg != "" && /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/,.*/, "", r);
       print n ": copy " cfg ": " r ", " sp; cfg = "" }' $dir/build_$n.txt
+  # The register-bank conflicts of each copy configuration's fmas (bench/sass_bank_conflicts.py).
+  score='s/^ *[0-9]+ FFMA +([0-9.]+) extra reads per FFMA.*tilesI(L[^E]*E(Li[0-9]+E)+).*/'
+  python3 bench/sass_bank_conflicts.py $dir/probe_$n gemm_copy_tiles 2>&1 |
+    sed -E "${score}$n: copy I\2: \1 extra register reads per fma/"
 done
 for round in 1 2; do
   for n in $names; do [ -x $dir/probe_$n ] && $dir/probe_$n $n; done
