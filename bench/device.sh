@@ -27,8 +27,18 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --fo
 B=build-device
 if has build; then
   say build
+  # A build tree configured with other packages than .device/debs holds keeps what it found in its
+  # cache (a call that did not carry .device, then one that did, linked objects built against two
+  # nlohmann-json versions): such a tree starts again.
+  stamp=$B/.samebits-device-debs
+  debs=$(ls .device/debs 2>/dev/null | md5sum | cut -c1-32)
+  if [ -d $B ] && [ "$(cat $stamp 2>/dev/null)" != "$debs" ]; then
+    echo "build-device was configured with other packages: configuring it again" | tee -a "$log"
+    rm -rf $B
+  fi
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DSAMEBITS_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$root/usr" >>"$log" 2>&1 || { tail -30 "$log"; exit 1; }
+  echo "$debs" >$stamp
   cmake --build $B -j "$(nproc)" >>"$OUT/build.txt" 2>&1 || { grep -E "error|Error" "$OUT/build.txt" | head -40; exit 1; }
 fi
 if has test; then
