@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
            name, label, t.best, t.mean, b.best, b.mean, b.best / t.best, hsh);
   };
   time_big("ours", [&] { big.ours(); });
-  // gemm_copy_tiles<BK, S, BM> for each (step depth, stages, tile rows) of the list.
+  // gemm_copy_tiles<BK, S, BM, MB> for each (step depth, stages, tile rows, blocks an SM) of the
+  // list.
   auto copy_variant = [&]<int BK, int S, int BM, int MB>(CopyConfig<BK, S, BM, MB>) {
     CK(cudaFuncSetAttribute(gemm_copy_tiles<BK, S, BM, MB>,
                             cudaFuncAttributeMaxDynamicSharedMemorySize,

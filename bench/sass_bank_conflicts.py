@@ -54,7 +54,7 @@ def extra_reads(instructions, banks):
         per_bank, reuse = {}, {}
         for slot, operand in enumerate(sources):
             m = re.match(r"-?\|?R(\d+)\|?(\.reuse)?", operand)
-            if not m or m.group(1) is None:
+            if not m:
                 continue
             reg = int(m.group(1))
             if m.group(2):

@@ -98,7 +98,7 @@ void launch_copy_tiles(const GemmArgs& g, const GemmLaunch& l, Epilogue<float> e
   constexpr int smem = copy_tiles_smem<kCopyK, kCopyStages>();
   const auto [grid, out, ors, ocs, zstride, chunk] =
       tile_grid(g, l, mode, scratch, CopyFloatTiles::BM, CopyFloatTiles::BN);
-  gemm_copy_tiles<kCopyK, kCopyStages, CopyFloatTiles::BM, kCopyBlocksPerSM>
+  gemm_copy_tiles<kCopyK, kCopyStages>
       <<<grid, kCopyThreads, smem, s>>>(g.mat_a<float>(), g.mat_b<float>(), out, ors, ocs, zstride,
                                         g.m(), g.n(), g.k(), chunk, epi, mode);
   SAMEBITS_CUDA_CHECK_LAUNCH("gemm_copy_tiles");

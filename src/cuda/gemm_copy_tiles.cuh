@@ -34,15 +34,13 @@ template <int BK, int S, int BM = CopyFloatTiles::BM> constexpr int copy_tiles_s
 // gives a block without opting in (sm_86 and sm_89 allow at most 99 KB, too little for 32 k and 3
 // stages). On an H100 it ran 4096^3 as fast as 32 k with 3 stages (3.417 against 3.405-3.429 ms,
 // bench/results/partial-run147-h100).
-// One block an SM (209 registers a thread). Two (launch bounds 256 x 2: 128 registers, no spills,
-// 4 warps a scheduler instead of 2) ran slower on an H100, 3.51 against 3.39-3.42 ms: the issue
-// rate stayed at 0.71 instructions a cycle a scheduler, set by dispatch stalls rather than by
-// warps waiting (bench/results/partial-run147-h100, calls 5, 7 and 8).
-constexpr int kCopyK = 16, kCopyStages = 3, kCopyBlocksPerSM = 1;
+// It runs one block an SM (MB = 1, 209 registers a thread). Two (MB = 2: 128 registers, no
+// spills, 4 warps a scheduler instead of 2) ran slower on an H100, 3.51 against 3.39-3.42 ms: the
+// issue rate stayed at 0.71 instructions a cycle a scheduler, set by dispatch stalls rather than
+// by warps waiting (bench/results/partial-run147-h100, calls 5, 7 and 8).
+constexpr int kCopyK = 16, kCopyStages = 3;
 static_assert(copy_tiles_smem<kCopyK, kCopyStages>() <= 48 * 1024,
               "the launch's shared memory needs no opt-in");
-static_assert(kCopyBlocksPerSM * (copy_tiles_smem<kCopyK, kCopyStages>() + 1024) <= 100 * 1024,
-              "the blocks an SM holds fit the smallest shared memory of sm_80 and later");
 
 // dst[0..4) = src[0..4) as one 16-byte copy that lands in shared memory asynchronously (cp.async,
 // committed and waited on per group), or a plain 16-byte load and store before sm_80.
