@@ -207,13 +207,12 @@ fi
 if has pyg; then
   # PyG's own models on Cora under the drop-in mode against PyG's default, and SAGEConv inference
   # on the synthetic graph (examples/pyg_cora.py; PYG_RUNS trainings at run_to_run, PYG_REF_RUNS
-  # in torch default, torch deterministic and portable).
+  # in torch default, torch deterministic and portable, all interleaved in 10 rounds).
   say "PyG on Cora and the synthetic graph under the drop-in mode"
   py=$PWD/.device/python
-  PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda --runs "${PYG_REF_RUNS:-100}" \
-    --modes torch,torch_det,portable --synthetic --json "$OUT/pyg_reference.json" 2>&1 | tee -a "$log"
   PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda --runs "${PYG_RUNS:-1000}" \
-    --modes run_to_run --json "$OUT/pyg_samebits.json" 2>&1 | tee -a "$log"
+    --ref-runs "${PYG_REF_RUNS:-100}" --modes torch,torch_det,run_to_run,portable --synthetic \
+    --json "$OUT/pyg_samebits.json" 2>&1 | tee -a "$log"
   # The same with the mode's Python kernels for every op (SAMEBITS_TORCH_MODE=python), against
   # its C++ scatters above: PYG_REF_RUNS trainings (PYG_PYTHON_KERNELS=0 leaves them out).
   [[ ${PYG_PYTHON_KERNELS:-1} == 0 ]] ||

@@ -35,7 +35,7 @@ b)
   PYTEST_ARGS="-n 12 -k zzz_none" PYG_REF_RUNS=30 PYG_RUNS=1000 PYG_PYTHON_KERNELS=0 \
     bash bench/device.sh $steps
   mv "$OUT/log.txt" "$OUT/log_b.txt" 2>/dev/null
-  keep log_b.txt bench_torch.json pyg_reference.json pyg_samebits.json
+  keep log_b.txt bench_torch.json pyg_samebits.json
   ;;
 *)
   echo "usage: bash bench/full_run.sh a|b   (see the comment at the top)"

@@ -5,9 +5,9 @@ family against PyTorch measured in the same call, GEMM against cuBLAS, and the G
 and inference. Reads from RUN_DIR: gpu_bench.json (samebits_bench_gpu --out), and where present
 run.json (commit, date, command), torch_baseline.json or torch.txt (torch_reference.py),
 experiment_cuda.json (samebits experiment --json), bench_graphsage.json (samebits bench graphsage
---json), bench_torch.json (python/bench/bench_torch.py), pyg_reference.json and pyg_samebits.json
-(examples/pyg_cora.py --json). Prints Markdown; the output depends on the files alone, so the committed baseline can be
-checked against its input.
+--json), bench_torch.json (python/bench/bench_torch.py), pyg_samebits.json (examples/pyg_cora.py
+--json; runs before 147 split it with pyg_reference.json). Prints Markdown; the output depends on
+the files alone, so the committed baseline can be checked against its input.
 
 usage: bench/summarize.py RUN_DIR        print the baseline of the run in RUN_DIR
        bench/summarize.py --check FILE   regenerate FILE from the run it names; exit 1 if it differs
@@ -439,6 +439,19 @@ def pyg_models(ref, own, python_kernels=None):
     out = titled_table(f"PyG's models on Cora, ms per training of {epochs} epochs, x torch default "
                        "(distinct weight sets of runs):", ["model"] + [t for _, t in PYG_MODES],
                        cells)
+    spread = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        base = by.get((model, "torch"), {}).get("round_ms")
+        for mode, title in PYG_MODES[1:]:
+            mine = by.get((model, mode), {}).get("round_ms")
+            if base and mine and len(mine) == len(base):
+                q = sorted(m / b for m, b in zip(mine, base))
+                spread.append([model, title, str(len(q)), f"{q[0]:.3f}", f"{q[len(q) // 2]:.3f}",
+                               f"{q[-1]:.3f}"])
+    if spread:
+        out += titled_table("The same trainings round by round (the modes interleaved), each "
+                            "round's ms per training over torch default's in that round:",
+                            ["model", "mode", "rounds", "min", "median", "max"], spread)
     syn = (ref or {}).get("synthetic") or (own or {}).get("synthetic")
     if syn:
         out += titled_table("SAGEConv inference on the synthetic graph (1M nodes, 20M edges, 128 "

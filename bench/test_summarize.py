@@ -37,6 +37,8 @@ expected = [
     "| index_add | E=2000000,N=1000,F=64 | 0.900 | 2.000 | 0.500 | 0.25x | 1.10x |",
     # PyG: the mode at 36 ms against the default's 40 (0.90x), torch's mode 60 (1.50x)
     "| sage | 40.00 (50 of 50) | 60.00, 1.50x (1 of 50) | 36.00, 0.90x (1 of 1000) | - |",
+    # round by round: 36/40, 40/50, 33/30
+    "| sage | samebits run_to_run | 3 | 0.800 | 0.900 | 1.100 |",
     "| 24.00 (10 of 10) | 18.00 (0 of 10) |",
     "| mma.sync m8n8k4 f64 | 1024 problems of 8x8x4 | of 65536 outputs: 65536 equal the ascending "
     "fma chain, 100 the descending one, 0 neither (layout checked on small integers) |",

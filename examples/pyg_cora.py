@@ -5,7 +5,8 @@ in four modes (torch default, torch deterministic, samebits run_to_run, samebits
 
 For every model and mode it prints how many distinct weight sets the N trainings gave (same seed,
 same data, same code), the test accuracy's spread and the time per training, and it can draw the
-distinct counts as an SVG bar chart. With --synthetic it also times PyG SAGEConv inference on a
+distinct counts as an SVG bar chart. The modes' trainings interleave in rounds (--rounds), so a
+drift of the machine's speed during the run does not fall on one mode. With --synthetic it also times PyG SAGEConv inference on a
 random graph of 1M nodes and 20M edges (CUDA) with and without the mode.
 """
 import argparse
@@ -125,20 +126,58 @@ class Mode:
         torch.use_deterministic_algorithms(self.was)
 
 
-def run_mode(name, mode, data, nf, nc, runs, epochs, sync):
-    hashes, accs = set(), []
-    with Mode(mode):
-        train_once(name, data, nf, nc, epochs)  # warm-up: kernels, caches
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(runs):
-            h, acc = train_once(name, data, nf, nc, epochs)
-            hashes.add(h)
-            accs.append(acc)
-        sync()
-        ms = (time.perf_counter() - t0) * 1e3 / runs
-    return dict(model=name, mode=mode, runs=runs, distinct=len(hashes), acc_min=min(accs),
-                acc_max=max(accs), ms=ms, hash=sorted(hashes)[0])
+def split_runs(runs, rounds):
+    """`runs` trainings spread over `rounds` rounds as evenly as whole trainings allow."""
+    return [runs // rounds + (r < runs % rounds) for r in range(rounds)]
+
+
+def run_modes(name, modes, data, nf, nc, runs, epochs, sync, rounds=1, progress=None):
+    """Trains model `name` runs[mode] times in each mode, the modes interleaved: round r runs
+    each mode's r-th share of its trainings in turn, so that a drift of the machine's speed over
+    the whole run (clocks, other load) falls on every mode alike. Rows in the order of `modes`;
+    ms is the mean per training over all rounds, round_ms the mean of each round. A mode that
+    torch refuses (its deterministic mode throws on some ops) gives a row with `refused`;
+    progress(r, rounds), when given, is called as each round ends."""
+    rounds = max(1, min(rounds, min(runs[m] for m in modes)))
+    hashes = {m: set() for m in modes}
+    accs = {m: [] for m in modes}
+    total = dict.fromkeys(modes, 0.0)
+    round_ms = {m: [] for m in modes}
+    refused = {}
+    shares = {m: split_runs(runs[m], rounds) for m in modes}
+    for r in range(rounds):
+        for mode in modes:
+            if mode in refused:
+                continue
+            try:
+                with Mode(mode):
+                    if r == 0:
+                        train_once(name, data, nf, nc, epochs)  # warm-up: kernels, caches
+                    sync()
+                    t0 = time.perf_counter()
+                    for _ in range(shares[mode][r]):
+                        h, acc = train_once(name, data, nf, nc, epochs)
+                        hashes[mode].add(h)
+                        accs[mode].append(acc)
+                    sync()
+                    dt = (time.perf_counter() - t0) * 1e3
+            except RuntimeError as e:
+                refused[mode] = str(e).splitlines()[0][:120]
+                continue
+            total[mode] += dt
+            round_ms[mode].append(dt / shares[mode][r])
+        if progress:
+            progress(r + 1, rounds)
+    rows = []
+    for mode in modes:
+        if mode in refused:
+            rows.append(dict(model=name, mode=mode, refused=refused[mode]))
+            continue
+        n = len(accs[mode])
+        rows.append(dict(model=name, mode=mode, runs=n, distinct=len(hashes[mode]),
+                         acc_min=min(accs[mode]), acc_max=max(accs[mode]), ms=total[mode] / n,
+                         hash=sorted(hashes[mode])[0], rounds=rounds, round_ms=round_ms[mode]))
+    return rows
 
 
 def synthetic_inference(device, sync, nodes=1_000_000, edges=20_000_000, feats=128, reps=10):
@@ -192,6 +231,12 @@ def svg_chart(rows, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="trainings per model and mode (20)")
+    ap.add_argument("--ref-runs", type=int,
+                    help="trainings in every mode but run_to_run (default: --runs), so that the "
+                    "mode a claim rests on can run 1000 times beside shorter references")
+    ap.add_argument("--rounds", type=int, default=10,
+                    help="rounds the modes' trainings interleave in (10; 1 runs each mode's "
+                    "trainings in one block)")
     ap.add_argument("--epochs", type=int, default=10, help="epochs per training (10)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--models", default="sage,gcn,gat", help="any of sage, gcn, gat")
@@ -204,8 +249,17 @@ def main(argv=None):
                     help="also time SAGEConv inference on a 1M-node, 20M-edge random graph")
     ap.add_argument("--json", help="write the rows (and the synthetic figures) as JSON")
     a = ap.parse_args(argv)
-    if a.runs < 1 or a.epochs < 1:
-        ap.error("--runs and --epochs must be at least 1")
+    if a.ref_runs is None:
+        a.ref_runs = a.runs
+    if min(a.runs, a.ref_runs, a.epochs, a.rounds) < 1:
+        ap.error("--runs, --ref-runs, --epochs and --rounds must be at least 1")
+    modes = a.modes.split(",")
+    for mode in modes:
+        if mode not in MODES:
+            ap.error(f"--modes: unknown mode {mode!r}")
+    for name in a.models.split(","):
+        if name not in ("sage", "gcn", "gat"):
+            ap.error(f"--models: unknown model {name!r}")
     device = torch.device(a.device)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     if os.path.exists(os.path.join(a.data, "nodes.tsv")):
@@ -215,18 +269,17 @@ def main(argv=None):
     rows = []
     print(f"{'model':6} {'mode':11} {'runs':>5} {'distinct':>8} {'acc min':>8} {'acc max':>8} "
           f"{'ms/training':>12}")
+    runs = {m: a.runs if m == "run_to_run" else a.ref_runs for m in modes}
     for name in a.models.split(","):
-        for mode in a.modes.split(","):
-            if mode not in MODES:
-                ap.error(f"--modes: unknown mode {mode!r}")
-            try:
-                r = run_mode(name, mode, data, nf, nc, a.runs, a.epochs, sync)
-            except RuntimeError as e:   # torch's deterministic mode throws on some ops
-                print(f"{name:6} {mode:11} refused: {str(e).splitlines()[0][:90]}")
+        def progress(done, rounds):
+            print(f"{name}: round {done} of {rounds}", file=sys.stderr, flush=True)
+        for r in run_modes(name, modes, data, nf, nc, runs, a.epochs, sync, a.rounds, progress):
+            if "refused" in r:
+                print(f"{name:6} {r['mode']:11} refused: {r['refused'][:90]}")
                 continue
             rows.append(r)
-            print(f"{name:6} {mode:11} {r['runs']:5d} {r['distinct']:8d} {r['acc_min']:8.4f} "
-                  f"{r['acc_max']:8.4f} {r['ms']:12.2f}", flush=True)
+            print(f"{name:6} {r['mode']:11} {r['runs']:5d} {r['distinct']:8d} "
+                  f"{r['acc_min']:8.4f} {r['acc_max']:8.4f} {r['ms']:12.2f}", flush=True)
     if a.svg:
         svg_chart(rows, a.svg)
     synthetic = None

@@ -63,3 +63,37 @@ def test_the_script_writes_its_rows_as_json(tmp_path):
     got = json.loads(out.read_text())
     assert [r["mode"] for r in got["rows"]] == ["torch", "run_to_run"] == [r["mode"] for r in rows]
     assert got["rows"][1]["distinct"] == 1 and got["synthetic"] is None
+
+
+def test_modes_interleave_in_rounds_with_their_own_run_counts(tmp_path, monkeypatch):
+    # --rounds spreads every mode's trainings over the rounds (round r runs each mode's r-th share
+    # in turn), --ref-runs sets the trainings of the modes other than run_to_run, and a mode that
+    # throws is reported as refused without stopping the others.
+    import json
+    order = []
+
+    def train_once(name, data, nf, nc, epochs, seed=0):
+        mode = ("run_to_run" if st.is_enabled() else
+                "torch_det" if torch.are_deterministic_algorithms_enabled() else "torch")
+        if mode == "torch_det":
+            raise RuntimeError("refused by torch\nsecond line")
+        order.append(mode)
+        return f"h-{mode}-{len(order) % 2 if mode == 'torch' else 0}", 0.5
+    monkeypatch.setattr(pyg_cora, "train_once", train_once)
+    out = tmp_path / "pyg.json"
+    rows = pyg_cora.main(["--device", "cpu", "--runs", "5", "--ref-runs", "3", "--rounds", "2",
+                          "--epochs", "1", "--models", "gcn", "--modes",
+                          "torch,torch_det,run_to_run", "--json", str(out)])
+    # Warm-up, then round 1 (torch 2, run_to_run 3), then round 2 (torch 1, run_to_run 2).
+    assert order == ["torch"] * 3 + ["run_to_run"] * 4 + ["torch"] + ["run_to_run"] * 2
+    assert [(r["mode"], r["runs"], r["rounds"], len(r["round_ms"])) for r in rows] == [
+        ("torch", 3, 2, 2), ("run_to_run", 5, 2, 2)]
+    assert rows[0]["distinct"] == 2 and rows[1]["distinct"] == 1
+    assert [r["mode"] for r in json.loads(out.read_text())["rows"]] == ["torch", "run_to_run"]
+
+
+def test_split_runs_keeps_every_training():
+    for runs in range(1, 40):
+        for rounds in range(1, runs + 1):
+            shares = pyg_cora.split_runs(runs, rounds)
+            assert sum(shares) == runs and max(shares) - min(shares) <= 1 and min(shares) >= 1
