@@ -8,9 +8,9 @@
 # t8x4: 8 x 4 outputs a thread (512 threads a tile, 16 warps an SM at 128 registers);
 # kb128/kb64/kb32: canonical blocks of 128, 64 or 32 k (src/ops/gemm.hpp's kGemmBlockK) instead
 # of 256, the same kernel: shorter fma chains, more pushes onto the block counter. The copy
-# kernel's fmas of one k (whose odd rows walk their columns backwards) in another order, the same
+# kernel's fmas of one k (whose even rows walk their columns backwards) in another order, the same
 # chains: copyrows every row forwards, copyji the columns outside and the rows inside, copyserprev
-# the even rows backwards; copystackswap, copyscalarstore, copyboth and copyserprevboth free the
+# the odd rows backwards (the kernel's order until partial run 148); copystackswap, copyscalarstore, copyboth and copyserprevboth free the
 # sums' registers from 16-byte accesses (see stackswap below).
 import os, shutil, sys
 root, out = sys.argv[1], sys.argv[2]
@@ -119,7 +119,7 @@ COPY_FMAS = """#pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
           for (int jj = 0; jj < TN; ++jj) {
-            const int j = i % 2 == 0 ? jj : TN - 1 - jj;
+            const int j = i % 2 == 1 ? jj : TN - 1 - jj;
             acc[i][j] = rn_fma(a[i][q], b[j], acc[i][j]);
           }"""
 def copy_fmas(order):  # gemm_copy_tiles' fmas of one k in another order (the same chains)
@@ -134,14 +134,15 @@ copyji = copy_fmas("""#pragma unroll
 #pragma unroll
           for (int i = 0; i < TM; ++i)
             acc[i][j] = rn_fma(a[i][q], b[j], acc[i][j]);""")
-copyserprev = copy_fmas(COPY_FMAS.replace("i % 2 == 0 ? jj", "i % 2 == 1 ? jj"))
+copyserprev = copy_fmas(COPY_FMAS.replace("i % 2 == 1 ? jj", "i % 2 == 0 ? jj"))
 # The block counter's levels keep each pair of adjacent outputs swapped (level[i][j ^ 1] holds
 # acc[i][j]), and the copy kernel writes c one element at a time: the two 16-byte accesses that
 # tie each run of 4 sums to an aligned quad of registers, whose banks then match b's (loaded the
-# same way); the same sums and bits. Not yet timed. Scored with bench/sass_bank_conflicts.py
-# (sm_90), against the kernel's 0.346: copystackswap 0.306, copyboth 0.320, copyserprevboth 0.310
+# same way); the same sums and bits. Scored with bench/sass_bank_conflicts.py (sm_90), against
+# the odd-rows-backwards kernel's 0.346: copystackswap 0.306, copyboth 0.320, copyserprevboth 0.310
 # (0.288 and 0.271 with a shorter store loop: the score moves with code elsewhere in the kernel,
-# as ptxas's allocation does).
+# as ptxas's allocation does). Timed on an H100 against that kernel's 3.363 ms (partial run 148):
+# 3.363-3.372, 3.452-3.458 and 3.376-3.377 ms, none faster; a lower score did not buy time here.
 EACH_PAIR = """    for (int i = 0; i < static_cast<int>(std::extent_v<X>); ++i)
       each_pair(x[i], y[i], f);"""
 def stackswap(s):

@@ -138,11 +138,13 @@ __global__ void __launch_bounds__(kCopyThreadsOf<BM>, MB)
   BlockCounter<float[TM][TN]> counter;
 
   // The products of one step from stage st, each output's chain in ascending k: A's 4 k of each
-  // row at once, then B's row at each of those k. Odd rows walk their columns backwards, so that
+  // row at once, then B's row at each of those k. Even rows walk their columns backwards, so that
   // a row's first fma reads the b its predecessor read last: ptxas then gives the fmas' operands
-  // fewer register-bank conflicts (0.346 against 0.385 extra register reads per fma in the sm_90
-  // SASS, bench/sass_bank_conflicts.py), and those conflicts set this loop's issue rate (H100,
-  // 4096^3: 3.359 against 3.423 ms, bench/results/partial-run147-h100 call 9). No chain changes.
+  // fewer register-bank conflicts (0.333 extra register reads per fma in the sm_90 SASS,
+  // bench/sass_bank_conflicts.py; 0.346 with the odd rows backwards, 0.385 with every row
+  // forwards), and those conflicts set this loop's issue rate (H100, 4096^3: 3.337-3.341 ms
+  // against 3.363 with the odd rows backwards and 3.423 forwards; bench/results/partial-run148-h100
+  // and partial-run147-h100 call 9). No chain changes.
   auto compute = [&](int st) {
 #pragma unroll
     for (int kq = 0; kq < BK; kq += 4) {
@@ -165,7 +167,7 @@ __global__ void __launch_bounds__(kCopyThreadsOf<BM>, MB)
         for (int i = 0; i < TM; ++i)
 #pragma unroll
           for (int jj = 0; jj < TN; ++jj) {
-            const int j = i % 2 == 0 ? jj : TN - 1 - jj;
+            const int j = i % 2 == 1 ? jj : TN - 1 - jj;
             acc[i][j] = rn_fma(a[i][q], b[j], acc[i][j]);
           }
       }
