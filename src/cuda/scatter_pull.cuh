@@ -212,8 +212,9 @@ __device__ __forceinline__ bool group_slot(const Pull<T>& p, const PullReport& r
 }
 
 // A group of lanes per target (a power of two; several targets per warp when it is below 32),
-// lanes across features with V-wide loads, sequential over the sources: the loads of B
-// source rows are issued before their steps run, and the steps keep the ascending order.
+// lanes across features with V-wide loads, sequential over the sources: the row numbers of B
+// sources are loaded, then their rows, before their steps run, and the steps keep the ascending
+// order.
 template <class T, int R, int V, int B>
 __global__ void pull_group_kernel(Pull<T> p, int group, PullReport r) {
   take_chosen_plan(p);
@@ -244,11 +245,23 @@ __global__ void pull_group_kernel(Pull<T> p, int group, PullReport r) {
         acc[c] = contribution(w.v[c], p.alpha, p.scaled);
     }
     for (; s < e; s += B) {
+      // The batch's row numbers first, then its rows: two memory latencies a batch. Loaded in
+      // one loop, or under one condition (which the compiler merges back into one loop), each
+      // row's load sat beside the next row number's in the SASS and waited for its own number:
+      // about one latency a source, whatever B (sm_90 SASS of 7b5ff42; the hub of 169 sources
+      // set the 16 us of Cora's pull whether 4, 8, 16 or 32 rows were in flight). Past the
+      // target's last source the number read is the last one's: in bounds, unused. The empty asm
+      // keeps the compiler from moving the row loads back among the number loads.
+      std::int64_t rows[B];
+#pragma unroll
+      for (int u = 0; u < B; ++u)
+        rows[u] = load_index(p.order, p.ord64, s + u < e ? s + u : e - 1);
+      asm volatile("" ::: "memory");
       Pack<T, V> w[B];
 #pragma unroll
       for (int u = 0; u < B; ++u)
         if (s + u < e)
-          w[u] = row_at(load_index(p.order, p.ord64, s + u) * p.src_row);
+          w[u] = row_at(rows[u] * p.src_row);
 #pragma unroll
       for (int u = 0; u < B; ++u)
         if (s + u < e) {
