@@ -49,9 +49,13 @@ test: build python
 .PHONY: venv python pytest
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP_PACKAGES := torch==2.11.* torch-geometric pytest numpy nanobind scikit-build-core
-venv: $(VENV)/.samebits-venv
-$(VENV)/.samebits-venv: | deps
+# nvidia-cuda-cuobjdump and -nvdisasm: the SASS that bench/sass_round_trips.py checks (CTest).
+PIP_PACKAGES := torch==2.11.* torch-geometric pytest numpy nanobind scikit-build-core \
+                nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+# The stamp names the package list, so that a venv made before a package was added gets it.
+VENV_STAMP := $(VENV)/.samebits-venv-$(shell echo '$(PIP_PACKAGES)' | md5sum | cut -c1-8)
+venv: $(VENV_STAMP)
+$(VENV_STAMP): | deps
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PIP_PACKAGES)

@@ -5,7 +5,7 @@
 
 BINARY: an executable, object, cubin or library with SASS; FUNCTION_REGEX picks functions by
 mangled name (default: gemm_copy_tiles). ARCH (default sm_90) picks the SASS of one GPU
-architecture, BANKS the banks of the model below. cuobjdump comes from $CUOBJDUMP, else PATH.
+architecture, BANKS the banks of the model below; bench/sass.py says where cuobjdump comes from.
 
 The model: the register file has BANKS banks (2 by default; register Rn is in bank n % BANKS). An
 FFMA reads its three sources in one cycle unless two of them share a bank; each further read from
@@ -17,27 +17,10 @@ Compute on an H100 (1.41 cycles each), bench/results/partial-run147-h100.
 """
 import os
 import re
-import shutil
-import subprocess
 import sys
 
-
-def functions(binary):
-    """{mangled name: [instruction text]} for every function cuobjdump disassembles."""
-    tool = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
-    if not tool:
-        sys.exit("sass_bank_conflicts: no cuobjdump (set CUOBJDUMP or put it on PATH)")
-    arch = os.environ.get("ARCH", "sm_90")
-    out = subprocess.run([tool, "-sass", "-arch", arch, binary], capture_output=True, text=True,
-                         check=True).stdout
-    funcs, cur = {}, None
-    for line in out.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = funcs.setdefault(m.group(1), [])
-        elif cur is not None and "/*" in line and ";" in line:
-            cur.append(line.split("*/", 1)[1].split(";")[0].strip())
-    return funcs
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sass import functions  # noqa: E402
 
 
 def extra_reads(instructions, banks):
