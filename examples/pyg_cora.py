@@ -6,8 +6,9 @@ in four modes (torch default, torch deterministic, samebits run_to_run, samebits
 For every model and mode it prints how many distinct weight sets the N trainings gave (same seed,
 same data, same code), the test accuracy's spread and the time per training, and it can draw the
 distinct counts as an SVG bar chart. The modes' trainings interleave in rounds (--rounds), so a
-drift of the machine's speed during the run does not fall on one mode. With --synthetic it also times PyG SAGEConv inference on a
-random graph of 1M nodes and 20M edges (CUDA) with and without the mode.
+drift of the machine's speed during the run does not fall on one mode. With --synthetic it also
+times PyG SAGEConv inference on a random graph of 1M nodes and 20M edges (CUDA) with and without
+the mode.
 """
 import argparse
 import hashlib
