@@ -209,7 +209,20 @@ def synthetic_inference(device, sync, nodes=1_000_000, edges=20_000_000, feats=1
     return res
 
 
-def svg_chart(rows, path):
+def write_atomically(path, write):
+    """write(f) into a file beside `path`, then renamed over it: an interrupted or failed write
+    leaves the old file as it was."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def svg_chart(rows, f):
     """Distinct weight sets per model and mode, as bars scaled to the number of runs."""
     w, bar, gap, top = 720, 14, 6, 30
     h = top + len(rows) * (bar + gap) + 20
@@ -225,8 +238,7 @@ def svg_chart(rows, path):
         out.append(f'<text x="{175 + 450 * frac:.1f}" y="{y + 11}">{r["distinct"]} of '
                    f'{r["runs"]}</text>')
     out.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
+    f.write("\n".join(out) + "\n")
 
 
 def main(argv=None):
@@ -261,6 +273,10 @@ def main(argv=None):
     for name in a.models.split(","):
         if name not in ("sage", "gcn", "gat"):
             ap.error(f"--models: unknown model {name!r}")
+    for flag, path in (("--json", a.json), ("--svg", a.svg)):  # before hours of trainings
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            ap.error(f"{flag}: cannot write into {folder} (no such folder, or not writable)")
     device = torch.device(a.device)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     if os.path.exists(os.path.join(a.data, "nodes.tsv")):
@@ -271,35 +287,45 @@ def main(argv=None):
     print(f"{'model':6} {'mode':11} {'runs':>5} {'distinct':>8} {'acc min':>8} {'acc max':>8} "
           f"{'ms/training':>12}")
     runs = {m: a.runs if m == "run_to_run" else a.ref_runs for m in modes}
-    for name in a.models.split(","):
-        def progress(done, rounds):
-            print(f"{name}: round {done} of {rounds}", file=sys.stderr, flush=True)
-        for r in run_modes(name, modes, data, nf, nc, runs, a.epochs, sync, a.rounds, progress):
-            if "refused" in r:
-                print(f"{name:6} {r['mode']:11} refused: {r['refused'][:90]}")
-                continue
-            rows.append(r)
-            print(f"{name:6} {r['mode']:11} {r['runs']:5d} {r['distinct']:8d} "
-                  f"{r['acc_min']:8.4f} {r['acc_max']:8.4f} {r['ms']:12.2f}", flush=True)
-    if a.svg:
-        svg_chart(rows, a.svg)
-    synthetic = None
-    if a.synthetic:
-        if device.type != "cuda":
-            print("synthetic: skipped (needs --device cuda)")
-        else:
-            synthetic = synthetic_inference(device, sync)
-            for mode, r in synthetic.items():
+    synthetic, interrupted = None, False
+    try:
+        for name in a.models.split(","):
+            def progress(done, rounds):
+                print(f"{name}: round {done} of {rounds}", file=sys.stderr, flush=True)
+            for r in run_modes(name, modes, data, nf, nc, runs, a.epochs, sync, a.rounds,
+                               progress):
                 if "refused" in r:
-                    print(f"synthetic SAGEConv inference {mode:11} refused: {r['refused']}")
-                else:
-                    print(f"synthetic SAGEConv inference {mode:11} {r['ms']:8.2f} ms, "
-                          f"{r['differ']} of {r['reps']} outputs differ from the first")
+                    print(f"{name:6} {r['mode']:11} refused: {r['refused'][:90]}")
+                    continue
+                rows.append(r)
+                print(f"{name:6} {r['mode']:11} {r['runs']:5d} {r['distinct']:8d} "
+                      f"{r['acc_min']:8.4f} {r['acc_max']:8.4f} {r['ms']:12.2f}", flush=True)
+        if a.synthetic:
+            if device.type != "cuda":
+                print("synthetic: skipped (needs --device cuda)")
+            else:
+                synthetic = synthetic_inference(device, sync)
+                for mode, r in synthetic.items():
+                    if "refused" in r:
+                        print(f"synthetic SAGEConv inference {mode:11} refused: {r['refused']}")
+                    else:
+                        print(f"synthetic SAGEConv inference {mode:11} {r['ms']:8.2f} ms, "
+                              f"{r['differ']} of {r['reps']} outputs differ from the first")
+    except KeyboardInterrupt:  # keep what was measured: the models whose rounds all ran
+        interrupted = True
+        print(f"interrupted: keeping the {len(rows)} rows of the models that finished",
+              file=sys.stderr)
+    if a.svg:
+        write_atomically(a.svg, lambda f: svg_chart(rows, f))
     if a.json:
         info = dict(torch=torch.__version__, device=str(device), epochs=a.epochs,
                     gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu")
-        with open(a.json, "w") as f:
-            json.dump(dict(info, rows=rows, synthetic=synthetic), f, indent=1)
+        if interrupted:
+            info["interrupted"] = True
+        write_atomically(a.json, lambda f: json.dump(dict(info, rows=rows, synthetic=synthetic), f,
+                                                     indent=1))
+    if interrupted:
+        raise SystemExit(130)
     return rows
 
 

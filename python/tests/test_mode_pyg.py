@@ -97,3 +97,34 @@ def test_split_runs_keeps_every_training():
         for rounds in range(1, runs + 1):
             shares = pyg_cora.split_runs(runs, rounds)
             assert sum(shares) == runs and max(shares) - min(shares) <= 1 and min(shares) >= 1
+
+
+def test_an_interrupt_keeps_the_finished_models_rows(tmp_path, monkeypatch):
+    # Ctrl-C during the second model: the first model's rows are written (marked interrupted), the
+    # script exits with 130, and a JSON file from an earlier run is replaced only whole.
+    import json
+
+    def train_once(name, data, nf, nc, epochs, seed=0):
+        if name == "gcn":
+            raise KeyboardInterrupt
+        return "h", 0.5
+    monkeypatch.setattr(pyg_cora, "train_once", train_once)
+    out = tmp_path / "pyg.json"
+    out.write_text("earlier")
+    with pytest.raises(SystemExit) as e:
+        pyg_cora.main(["--device", "cpu", "--runs", "2", "--epochs", "1", "--models", "sage,gcn",
+                       "--modes", "torch,run_to_run", "--json", str(out)])
+    assert e.value.code == 130
+    got = json.loads(out.read_text())
+    assert got["interrupted"] and [(r["model"], r["mode"]) for r in got["rows"]] == [
+        ("sage", "torch"), ("sage", "run_to_run")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyg.json"]  # no temporary file left
+
+
+def test_an_unwritable_output_path_is_refused_before_any_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(pyg_cora, "train_once", lambda *a, **k: pytest.fail("trained"))
+    for flag in ("--json", "--svg"):
+        with pytest.raises(SystemExit) as e:
+            pyg_cora.main(["--device", "cpu", "--runs", "1", flag,
+                           str(tmp_path / "missing" / "out")])
+        assert e.value.code == 2
