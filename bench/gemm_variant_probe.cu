@@ -60,9 +60,9 @@ struct Problem {
         Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk(),
         Epilogue<float>{1.f, 0.f}, TileOut::final_c);
   }
-  template <int BK, int S, int BM, int MB> void copy() const {
+  template <int BK, int S, int BM> void copy() const {
     dim3 grid((m + BM - 1) / BM, (n + 127) / 128, 1);
-    gemm_copy_tiles<BK, S, BM, MB><<<grid, kCopyThreadsOf<BM>, copy_tiles_smem<BK, S, BM>(), 0>>>(
+    gemm_copy_tiles<BK, S, BM><<<grid, kCopyThreadsOf<BM>, copy_tiles_smem<BK, S, BM>(), 0>>>(
         Mat<float>{A, k, 1}, Mat<float>{B, n, 1}, C, n, 1, 0, m, n, k, chunk(),
         Epilogue<float>{1.f, 0.f}, TileOut::final_c);
   }
@@ -73,8 +73,8 @@ struct Problem {
   }
 };
 
-// One configuration of gemm_copy_tiles: k per step, steps in flight, tile rows, blocks an SM.
-template <int BK, int S, int BM, int MB = 1> struct CopyConfig {};
+// One configuration of gemm_copy_tiles: k per step, steps in flight, tile rows.
+template <int BK, int S, int BM> struct CopyConfig {};
 
 struct Times {
   float best = 1e9, mean = 0;
@@ -134,15 +134,13 @@ int main(int argc, char** argv) {
            name, label, t.best, t.mean, b.best, b.mean, b.best / t.best, hsh);
   };
   time_big("ours", [&] { big.ours(); });
-  // gemm_copy_tiles<BK, S, BM, MB> for each (step depth, stages, tile rows, blocks an SM) of the
-  // list.
-  auto copy_variant = [&]<int BK, int S, int BM, int MB>(CopyConfig<BK, S, BM, MB>) {
-    CK(cudaFuncSetAttribute(gemm_copy_tiles<BK, S, BM, MB>,
-                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+  // gemm_copy_tiles<BK, S, BM> for each (step depth, stages, tile rows) of the list.
+  auto copy_variant = [&]<int BK, int S, int BM>(CopyConfig<BK, S, BM>) {
+    CK(cudaFuncSetAttribute(gemm_copy_tiles<BK, S, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             copy_tiles_smem<BK, S, BM>()));
     char label[32];
-    snprintf(label, sizeof label, "copy%d/%d/%d/%d", BK, S, BM, MB);
-    time_big(label, [&] { big.template copy<BK, S, BM, MB>(); });
+    snprintf(label, sizeof label, "copy%d/%d/%d", BK, S, BM);
+    time_big(label, [&] { big.template copy<BK, S, BM>(); });
   };
   [&]<class... C>(C... configs) {
     (copy_variant(configs), ...);

@@ -10,8 +10,9 @@
 # of 256, the same kernel: shorter fma chains, more pushes onto the block counter. The copy
 # kernel's fmas of one k (whose even rows walk their columns backwards) in another order, the same
 # chains: copyrows every row forwards, copyji the columns outside and the rows inside, copyserprev
-# the odd rows backwards (the kernel's order until partial run 148); copystackswap, copyscalarstore, copyboth and copyserprevboth free the
-# sums' registers from 16-byte accesses (see stackswap below).
+# the odd rows backwards (the kernel's order until partial run 148); copystackswap,
+# copyscalarstore, copyboth and copyserprevboth free the sums' registers from 16-byte accesses
+# (see stackswap below).
 import os, shutil, sys
 root, out = sys.argv[1], sys.argv[2]
 K = 'src/cuda/gemm_kernels.cuh'

@@ -34,10 +34,10 @@ template <int BK, int S, int BM = CopyFloatTiles::BM> constexpr int copy_tiles_s
 // gives a block without opting in (sm_86 and sm_89 allow at most 99 KB, too little for 32 k and 3
 // stages). On an H100 it ran 4096^3 as fast as 32 k with 3 stages (3.417 against 3.405-3.429 ms,
 // bench/results/partial-run147-h100).
-// It runs one block an SM (MB = 1, 209 registers a thread). Two (MB = 2: 128 registers, no
-// spills, 4 warps a scheduler instead of 2) ran slower on an H100, 3.51 against 3.39-3.42 ms: the
-// issue rate stayed at 0.71 instructions a cycle a scheduler, set by dispatch stalls rather than
-// by warps waiting (bench/results/partial-run147-h100, calls 5, 7 and 8).
+// It runs one block an SM (209 registers a thread). Two (launch bounds 256 x 2: 128 registers,
+// no spills, 4 warps a scheduler instead of 2) ran slower on an H100, 3.51 against 3.39-3.42 ms:
+// the issue rate stayed at 0.71 instructions a cycle a scheduler, set by dispatch stalls rather
+// than by warps waiting (bench/results/partial-run147-h100, calls 5, 7 and 8).
 constexpr int kCopyK = 16, kCopyStages = 3;
 static_assert(copy_tiles_smem<kCopyK, kCopyStages>() <= 48 * 1024,
               "the launch's shared memory needs no opt-in");
@@ -67,10 +67,9 @@ template <int N> __device__ __forceinline__ void copy_wait() {
 }
 
 // Block (x, y, z) computes rows [x*BM, +BM) x columns [y*128, +128) over k in [z*k_chunk,
-// +k_chunk), exactly as gemm_tiles does (see there for the chunk, the counter and `mode`). MB:
-// the blocks an SM should hold at once (registers capped to fit them).
-template <int BK, int S, int BM = CopyFloatTiles::BM, int MB = 1>
-__global__ void __launch_bounds__(kCopyThreadsOf<BM>, MB)
+// +k_chunk), exactly as gemm_tiles does (see there for the chunk, the counter and `mode`).
+template <int BK, int S, int BM = CopyFloatTiles::BM>
+__global__ void __launch_bounds__(kCopyThreadsOf<BM>, 1)
     gemm_copy_tiles(Mat<float> A, Mat<float> B, float* c, i64 crs, i64 ccs, i64 zstride, i64 m,
                     i64 n, i64 k, i64 k_chunk, Epilogue<float> epi, TileOut mode) {
   using Cfg = CopyFloatTiles;
