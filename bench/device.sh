@@ -206,8 +206,8 @@ if has python; then
 fi
 if has pyg; then
   # PyG's own models on Cora under the drop-in mode against PyG's default, and SAGEConv inference
-  # on the synthetic graph (examples/pyg_cora.py; PYG_RUNS trainings at run_to_run, PYG_REF_RUNS
-  # in torch default, torch deterministic and portable, all interleaved in 10 rounds).
+  # on the synthetic graph (examples/pyg_cora.py; PYG_RUNS trainings in torch default and at
+  # run_to_run, PYG_REF_RUNS in torch deterministic and portable, all interleaved in 10 rounds).
   say "PyG on Cora and the synthetic graph under the drop-in mode"
   py=$PWD/.device/python
   PYTHONPATH=$py python3 examples/pyg_cora.py --device cuda --runs "${PYG_RUNS:-1000}" \

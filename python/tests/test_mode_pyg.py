@@ -67,13 +67,14 @@ def test_the_script_writes_its_rows_as_json(tmp_path):
 
 def test_modes_interleave_in_rounds_with_their_own_run_counts(tmp_path, monkeypatch):
     # --rounds spreads every mode's trainings over the rounds (round r runs each mode's r-th share
-    # in turn), --ref-runs sets the trainings of the modes other than run_to_run, and a mode that
-    # throws is reported as refused without stopping the others.
+    # in turn), --runs sets the trainings of torch default and run_to_run (equal rounds for the
+    # pair the no-cost claim compares), --ref-runs those of the other modes, and a mode that throws
+    # is reported as refused without stopping the others.
     import json
     order = []
 
     def train_once(name, data, nf, nc, epochs, seed=0):
-        mode = ("run_to_run" if st.is_enabled() else
+        mode = (st.level() if st.is_enabled() else
                 "torch_det" if torch.are_deterministic_algorithms_enabled() else "torch")
         if mode == "torch_det":
             raise RuntimeError("refused by torch\nsecond line")
@@ -83,13 +84,16 @@ def test_modes_interleave_in_rounds_with_their_own_run_counts(tmp_path, monkeypa
     out = tmp_path / "pyg.json"
     rows = pyg_cora.main(["--device", "cpu", "--runs", "5", "--ref-runs", "3", "--rounds", "2",
                           "--epochs", "1", "--models", "gcn", "--modes",
-                          "torch,torch_det,run_to_run", "--json", str(out)])
-    # Warm-up, then round 1 (torch 2, run_to_run 3), then round 2 (torch 1, run_to_run 2).
-    assert order == ["torch"] * 3 + ["run_to_run"] * 4 + ["torch"] + ["run_to_run"] * 2
+                          "torch,torch_det,portable,run_to_run", "--json", str(out)])
+    # Warm-up, then round 1 (torch 3, portable 2, run_to_run 3), then round 2 (torch 2, portable
+    # 1, run_to_run 2); torch_det is refused in round 1 and left out after.
+    assert order == (["torch"] * 4 + ["portable"] * 3 + ["run_to_run"] * 4
+                     + ["torch"] * 2 + ["portable"] + ["run_to_run"] * 2)
     assert [(r["mode"], r["runs"], r["rounds"], len(r["round_ms"])) for r in rows] == [
-        ("torch", 3, 2, 2), ("run_to_run", 5, 2, 2)]
-    assert rows[0]["distinct"] == 2 and rows[1]["distinct"] == 1
-    assert [r["mode"] for r in json.loads(out.read_text())["rows"]] == ["torch", "run_to_run"]
+        ("torch", 5, 2, 2), ("portable", 3, 2, 2), ("run_to_run", 5, 2, 2)]
+    assert [r["distinct"] for r in rows] == [2, 1, 1]
+    assert [r["mode"] for r in json.loads(out.read_text())["rows"]] == [
+        "torch", "portable", "run_to_run"]
 
 
 def test_split_runs_keeps_every_training():
