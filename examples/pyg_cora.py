@@ -243,7 +243,9 @@ def svg_chart(rows, f):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=20, help="trainings per model and mode (20)")
+    ap.add_argument("--runs", type=int, default=20,
+                    help="trainings per model in torch default and run_to_run, and in the other "
+                    "modes unless --ref-runs is given (20)")
     ap.add_argument("--ref-runs", type=int,
                     help="trainings in torch_det and portable (default: --runs); torch default "
                     "and run_to_run, the pair the no-cost claim compares, run --runs each, so "
