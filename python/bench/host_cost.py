@@ -47,7 +47,7 @@ def host_us(fn, device, calls):
 def cases(device, edges, nodes, widths):
     """name -> {layer: call}: PyG's scatter of messages (scatter_add_ with the index expanded
     over the features), index_add_, the gather of messages (index_select) and the backward of
-    indexing the training nodes (index_put_ with accumulate)."""
+    indexing the training nodes (index_put_ with accumulate, by row numbers and by a mask)."""
     g = torch.Generator().manual_seed(3)
     idx = torch.randint(0, nodes, (edges,), generator=g).to(device)
     s = _ops._stream(idx)
@@ -78,6 +78,15 @@ def cases(device, edges, nodes, widths):
     grad = torch.zeros(nodes, 7, device=device)
     out["index_put_ accumulate F=7"] = {
         "torch": lambda: grad.index_put_((rows,), vals, accumulate=True),
+        "wrapper": lambda: _ops._index_add_into(grad, 0, rows, vals, 1.0, LEVEL),
+        "raw": lambda: _core.index_add(grad, rows, vals, 1.0, LEVEL, s)}
+    # The same backward as autograd calls it, with the mask: torch counts the mask's elements
+    # (nonzero, a wait for the device); the mode's C++ kernel sizes the rows by the values.
+    mask = torch.zeros(nodes, dtype=torch.bool)
+    mask[rows.cpu()] = True
+    mask = mask.to(device)
+    out["index_put_ mask F=7"] = {
+        "torch": lambda: torch.ops.aten._index_put_impl_(grad, [mask], vals, True, True),
         "wrapper": lambda: _ops._index_add_into(grad, 0, rows, vals, 1.0, LEVEL),
         "raw": lambda: _core.index_add(grad, rows, vals, 1.0, LEVEL, s)}
     for calls in out.values():

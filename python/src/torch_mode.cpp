@@ -1,9 +1,9 @@
 // samebits._torch_mode: the drop-in mode's kernels for torch's scatters (index_add, scatter_add,
-// scatter_reduce, functional and in place), in C++. While the mode is on they are the aten kernels
-// of those ops on the CPU and CUDA dispatch keys, so a covered call costs what torch's own kernel
-// costs on the host plus samebits' work, with no Python in between. They do what the mode's
-// Python kernels (python/samebits/torch/mode.py) do, and hand a call to them whenever it is not
-// the plain case:
+// scatter_reduce, functional and in place) and for index_put_ with accumulate=True, in C++. While
+// the mode is on they are the aten kernels of those ops on the CPU and CUDA dispatch keys, so a
+// covered call costs what torch's own kernel costs on the host plus samebits' work, with no Python
+// in between. They do what the mode's Python kernels (python/samebits/torch/mode.py) do, and hand a
+// call to them whenever it is not the plain case:
 // - arguments samebits does not take (another dtype or device, a sparse tensor) run torch's own
 //   kernel, which the override keeps, as there;
 // - a call samebits refuses with NondeterministicError runs the Python kernel, which falls back to
@@ -20,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <c10/util/Exception.h>
+#include <limits>
 #include <memory>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -46,14 +47,16 @@ enum class Op : int {
   scatter_add_,
   scatter_reduce,
   scatter_reduce_,
+  index_put_impl_,
 };
-constexpr std::size_t kOps = 6;
+constexpr std::size_t kOps = 7;
 // aten names, as the mode's calls() counts them.
-constexpr std::array<const char*, kOps> kNames = {"index_add",          "index_add_",
-                                                  "scatter_add",        "scatter_add_",
-                                                  "scatter_reduce.two", "scatter_reduce_.two"};
+constexpr std::array<const char*, kOps> kNames = {
+    "index_add",          "index_add_",          "scatter_add",     "scatter_add_",
+    "scatter_reduce.two", "scatter_reduce_.two", "_index_put_impl_"};
 constexpr bool in_place(Op op) {
-  return op == Op::index_add_ || op == Op::scatter_add_ || op == Op::scatter_reduce_;
+  return op == Op::index_add_ || op == Op::scatter_add_ || op == Op::scatter_reduce_ ||
+         op == Op::index_put_impl_;
 }
 
 enum Key : int { kCpu = 0, kCuda = 1 };
@@ -133,13 +136,16 @@ TensorView one_element(TensorView v) {
 }
 
 // The tensors samebits takes: strided CPU or CUDA tensors of one value dtype (float32, float64,
-// bfloat16, float16) on one device, the index int64 or int32 there too.
-bool takes(const at::Tensor& self, const at::Tensor& src, const at::Tensor& index) {
+// bfloat16, float16) on one device, the index there too, strided, of `index_dtype` or (for
+// at::kLong) int64 or int32.
+bool takes(const at::Tensor& self, const at::Tensor& src, const at::Tensor& index,
+           at::ScalarType index_dtype = at::kLong) {
   if (!self.defined() || !src.defined() || !index.defined())
     return false;
   const at::ScalarType dt = self.scalar_type();
+  const at::ScalarType it = index.scalar_type();
   if (!value_dtype(dt) || src.scalar_type() != dt ||
-      (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt))
+      !(it == index_dtype || (index_dtype == at::kLong && it == at::kInt)))
     return false;
   if (self.layout() != at::kStrided || src.layout() != at::kStrided ||
       index.layout() != at::kStrided)
@@ -239,6 +245,49 @@ std::optional<ApiResult> scatter_reduce_into(const at::Tensor& out, std::int64_t
                              level.load(std::memory_order_relaxed), stream_of(out));
 }
 
+// index_put_(self, (index,), values, accumulate=True) when it is an index_add of rows along
+// dim 0: one index, values of exactly the indexing result's shape (no broadcast). The index is
+// - a vector of int64 or int32 row numbers into self, negative ones counting from the end (as
+//   torch's), or
+// - a bool mask over self's leading dims (self contiguous) with unsafe=true: what autograd passes
+//   for the backward of x[mask], whose values have a row for each set element by construction.
+//   Its rows come from nonzero_static, sized by values' rows, so unlike torch's nonzero the
+//   host does not wait for the device to count them. Should a caller pass fewer set elements
+//   than values has rows, the padding rows (self's row count) are out of range and samebits'
+//   index check reports them; more are not detected (torch's caller vouches for the shapes with
+//   unsafe).
+// Anything else: none (the Python kernel serves it).
+std::optional<ApiResult> index_put_into(const at::Tensor& self, const at::Tensor& index,
+                                        const at::Tensor& values, bool unsafe) {
+  const bool mask = index.scalar_type() == at::kBool;
+  if (!takes(self, values, index, mask ? at::kBool : at::kLong))
+    return std::nullopt;
+  const std::int64_t k = mask ? index.dim() : 1; // self's dims the index covers
+  if (self.dim() < std::max<std::int64_t>(k, 1) || values.dim() != self.dim() - k + 1 ||
+      values.sizes().slice(1) != self.sizes().slice(static_cast<std::size_t>(k)))
+    return std::nullopt;
+  at::Tensor target = self, rows;
+  if (mask) {
+    const std::int64_t n = values.size(0);
+    if (!unsafe || k < 1 || !self.is_contiguous() || n > std::numeric_limits<int>::max() ||
+        index.sizes() != self.sizes().slice(0, static_cast<std::size_t>(k)))
+      return std::nullopt;
+    const std::int64_t m = index.numel();
+    std::vector<std::int64_t> shape{m};
+    shape.insert(shape.end(), self.sizes().begin() + k, self.sizes().end());
+    target = self.view(shape);
+    rows = index.reshape({-1}).nonzero_static(n, m).view({-1});
+  } else {
+    if (index.dim() != 1 || values.size(0) != index.size(0))
+      return std::nullopt;
+    rows = index.add(self.size(0)).where(index.lt(0), index);
+  }
+  std::optional<TensorView> o = view_of(target), i = view_of(rows), s = view_of(values);
+  if (!o || !i || !s)
+    return std::nullopt;
+  return api->index_add(*o, *i, *s, 1.0, level.load(std::memory_order_relaxed), stream_of(self));
+}
+
 // --- Python: the mode's kernels and samebits' errors ------------------------------------------
 
 // The Python error now set, thrown so that torch raises it unchanged in Python.
@@ -269,6 +318,12 @@ nb::object as_python(const c10::IValue& v) {
   }
   if (v.isNone())
     return nb::none();
+  if (v.isList()) { // index_put_'s indices: tensors and Nones
+    nb::list items;
+    for (const c10::IValue& item : v.toListRef())
+      items.append(as_python(item));
+    return items;
+  }
   throw std::runtime_error("samebits._torch_mode: an argument of unexpected kind " + v.tagKind());
 }
 
@@ -325,6 +380,7 @@ const Call& call_of(Op op) {
   static const Call index_add{5, 4, {"alpha"}};
   static const Call scatter_add{4, 4, {}};
   static const Call scatter_reduce{6, 5, {"include_self"}};
+  static const Call index_put{5, 5, {}};
   switch (op) {
   case Op::index_add:
   case Op::index_add_:
@@ -332,6 +388,8 @@ const Call& call_of(Op op) {
   case Op::scatter_add:
   case Op::scatter_add_:
     return scatter_add;
+  case Op::index_put_impl_:
+    return index_put;
   default:
     return scatter_reduce;
   }
@@ -339,7 +397,37 @@ const Call& call_of(Op op) {
 
 // samebits' run of the call on the stack: its result, or none when the call is not samebits'
 // (torch's kernel runs it).
+// index_put_ with accumulate=True and one index (index_put_into), the call on the stack.
+std::optional<ApiResult> run_index_put(c10::ArrayRef<c10::IValue> args, at::Tensor& result) {
+  if (!args[3].toBool()) // no accumulation: torch's kernel
+    return std::nullopt;
+  // Other calls with accumulate=True (several indices, broadcast values): the Python kernel.
+  constexpr std::optional<ApiResult> python = ApiResult::nondeterministic;
+  const at::Tensor& self = args[0].toTensor();
+  const c10::List<std::optional<at::Tensor>> indices = args[1].toOptionalTensorList();
+  if (indices.size() != 1)
+    return python;
+  const std::optional<at::Tensor> index = indices.get(0);
+  if (!index || !index->defined())
+    return python;
+  const at::Tensor& values = args[2].toTensor();
+  if (!takes(self, values, *index, index->scalar_type() == at::kBool ? at::kBool : at::kLong))
+    return python;
+  if (refuse_for_test.load(std::memory_order_relaxed))
+    return ApiResult::nondeterministic;
+  constexpr auto op = static_cast<std::size_t>(Op::index_put_impl_);
+  calls[op].fetch_add(1, std::memory_order_relaxed);
+  const std::optional<ApiResult> r = index_put_into(self, *index, values, args[4].toBool());
+  if (r == ApiResult::ok)
+    result = self;
+  else
+    calls[op].fetch_sub(1, std::memory_order_relaxed);
+  return r ? r : std::optional<ApiResult>(ApiResult::nondeterministic); // not plain: Python's
+}
+
 std::optional<ApiResult> run_samebits(Op op, c10::ArrayRef<c10::IValue> args, at::Tensor& result) {
+  if (op == Op::index_put_impl_)
+    return run_index_put(args, result);
   const at::Tensor& self = args[0].toTensor();
   const std::int64_t dim = args[1].toInt();
   const at::Tensor& index = args[2].toTensor();
@@ -425,6 +513,8 @@ void register_kernel(torch::Library& lib, Op op, Key key) {
     return register_op<Op::scatter_reduce>(lib, key);
   case Op::scatter_reduce_:
     return register_op<Op::scatter_reduce_>(lib, key);
+  case Op::index_put_impl_:
+    return register_op<Op::index_put_impl_>(lib, key);
   }
 }
 

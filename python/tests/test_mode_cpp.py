@@ -241,3 +241,112 @@ def test_the_mode_can_end_while_another_thread_runs_covered_calls():
         stop.set()
         t.join()
     assert not errors, errors
+
+
+# index_put_ with accumulate=True: one index (int64/int32 row numbers, negative ones among them,
+# or a bool mask over the leading dims as autograd passes it for x[mask]'s backward) x value dtype
+# x the dims the mask covers x level x device.
+PUT_CASES = list(itertools.product(["int64", "int32", "mask"], VALUES, [1, 2],
+                                   ["run_to_run", "portable", "not_guaranteed"], DEVICES))
+
+
+def put_inputs(g, kind, dtype, covered, device):
+    """self (3-D), the index and values of one index_put_ call, and the same call's row numbers
+    into self viewed as [rows, rest] (for the mask: its set elements, in order)."""
+    shape = [int(s) for s in torch.randint(2, 6, (3,), generator=g)]
+    rand = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).to(dtype).to(device)
+    if kind == "mask":
+        mask = torch.rand(shape[:covered], generator=g) < 0.6
+        rows = mask.reshape(-1).nonzero().squeeze(1)
+        index, lead = mask, covered
+    else:
+        n = int(torch.randint(1, 12, (1,), generator=g))
+        index = torch.randint(-shape[0], shape[0], (n,), generator=g).to(getattr(torch, kind))
+        rows = torch.where(index < 0, index + shape[0], index).long()
+        lead = 1
+    values = rand(rows.numel(), *shape[lead:])
+    return rand(*shape), index.to(device), values, rows.to(device), lead
+
+
+@pytest.mark.parametrize("case", range(len(PUT_CASES)))
+def test_index_put_with_one_index_runs_in_cpp_as_an_index_add_of_rows(case):
+    kind, dtype, covered, level, device = PUT_CASES[case]
+    if kind != "mask" and covered == 2:
+        pytest.skip("row numbers index the first dim")
+    g = torch.Generator().manual_seed(SEED + 7000 + case)
+    x, index, values, rows, lead = put_inputs(g, kind, dtype, covered, device)
+    put = lambda: torch.ops.aten._index_put_impl_(x.clone(), [index], values, True, True)
+    ours, counted, by_cpp = run(put, level, cpp=True)
+    assert by_cpp and counted == {"_index_put_impl_": 1}
+    # The Python kernel's index_add of the same rows: the same samebits call, the same bits.
+    flat = lambda: torch.index_add(x.reshape((-1,) + x.shape[lead:]), 0, rows,
+                                   values).view(x.shape)
+    theirs, _, _ = run(flat, level, cpp=False)
+    assert torch.equal(bits(ours), bits(theirs))
+    want = x.double().reshape((-1,) + x.shape[lead:]).index_add(0, rows, values.double())
+    torch.testing.assert_close(ours.double(), want.view(x.shape), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_backward_of_a_masked_read_runs_in_cpp(device):
+    g = torch.Generator().manual_seed(SEED)
+    x = torch.randn(50, 4, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    mask = (torch.rand(50, generator=g) < 0.3).to(device)
+    w = torch.randn(int(mask.sum()), 4, generator=g, dtype=torch.float64).to(device)
+    with st.deterministic("run_to_run"):
+        sbmode.reset_calls()
+        (x[mask] * w).sum().backward()
+        assert sbmode._cpp.calls().get("_index_put_impl_") == 1
+    assert torch.equal(x.grad[mask], w) and not x.grad[~mask].any()
+
+
+def test_the_masked_backward_does_not_wait_for_the_device():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    g = torch.Generator().manual_seed(SEED)
+    mask = (torch.rand(2708, generator=g) < 0.05).cuda()
+    values = torch.randn(int(mask.sum()), 7, generator=g).cuda()
+    target = torch.zeros(2708, 7, device="cuda")
+    with st.deterministic("run_to_run"), samebits.index_checks("deferred"):
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            torch.ops.aten._index_put_impl_(target, [mask], values, True, True)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(target[mask], values)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_index_put_calls_the_cpp_kernel_does_not_take_go_where_they_went(device):
+    g = torch.Generator().manual_seed(SEED)
+    x = torch.randn(6, 3, generator=g).to(device)
+    mask = torch.tensor([True, False, True, True, False, False], device=device)
+    rows = torch.tensor([0, 2, 3], device=device)
+    v = torch.randn(3, 3, generator=g).to(device)
+    cases = {
+        # a user's masked index_put_ (unsafe=False): torch's kernel, which checks the count
+        "user mask": lambda: x.clone().index_put_((mask,), v, accumulate=True),
+        "user mask, wrong count": lambda: x.clone().index_put_((mask,), v[:2], accumulate=True),
+        "broadcast values": lambda: x.clone().index_put_((rows,), v[:1], accumulate=True),
+        "two indices": lambda: x.clone().index_put_((rows, rows), v[:, 0], accumulate=True),
+        "no accumulation": lambda: x.clone().index_put_((rows,), v),
+        "out of range": lambda: x.clone().index_put_((rows + 4,), v, accumulate=True),
+        "integer values": lambda: x.long().index_put_((rows,), v.long(), accumulate=True),
+    }
+    for name, fn in cases.items():
+        with samebits.index_checks("wait"):
+            ours = outcome(fn, "run_to_run", cpp=True)
+            theirs = outcome(fn, "run_to_run", cpp=False)
+        assert ours == theirs, (name, ours, theirs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_mask_with_fewer_elements_than_value_rows_writes_nothing(device):
+    x = torch.arange(12.0, device=device).view(4, 3)
+    before = x.clone()
+    mask = torch.tensor([True, False, True, False], device=device)
+    with st.deterministic("run_to_run"), samebits.index_checks("wait"):
+        with pytest.raises(samebits.IndexOutOfRange):
+            torch.ops.aten._index_put_impl_(x, [mask], torch.ones(3, 3, device=device), True,
+                                            True)
+    assert torch.equal(x, before)

@@ -37,8 +37,10 @@ samebits does not replace either runs torch's deterministic kernel or throws; in
 it.
 
 Where the package was built against this torch (samebits._torch_mode), the scatters (index_add,
-scatter_add, scatter_reduce; functional and in place) are C++ kernels: the same work without the
-Python kernel's host time per call. They hand whatever is not their plain case to the Python kernel
+scatter_add, scatter_reduce; functional and in place) and index_put_ with accumulate=True are C++
+kernels: the same work without the Python kernel's host time per call. The backward of x[mask]
+(index_put_ with a bool mask, which autograd calls with unsafe=True) then finds the mask's rows
+without the host waiting for the device to count them, as torch's nonzero does. They hand whatever is not their plain case to the Python kernel
 of the op (a refusal at run_to_run, an argument to reshape) and raise samebits' errors as they are;
 SAMEBITS_TORCH_MODE=python in the environment keeps the Python kernels for every op.
 
@@ -61,8 +63,8 @@ from . import _grid_sample, _ops, _separable
 
 def _load_cpp():
     """samebits._torch_mode, the C++ kernels of the scatters below (index_add, scatter_add,
-    scatter_reduce, functional and in place), where the package was built against this torch
-    (the same version);
+    scatter_reduce, functional and in place) and of index_put_ with accumulate=True, where the
+    package was built against this torch (the same version);
     None where it was not, or with SAMEBITS_TORCH_MODE=python in the environment (the Python
     kernels then serve every op: same bits, more host time per call)."""
     if os.environ.get("SAMEBITS_TORCH_MODE", "") == "python":
@@ -141,8 +143,8 @@ def reset_calls():
 
 
 def uses_cpp_kernels():
-    """True when the mode's scatters run as C++ kernels (samebits._torch_mode), False when every
-    covered op runs its Python kernel."""
+    """True when the mode's scatters and index_put_ run as C++ kernels (samebits._torch_mode),
+    False when every covered op runs its Python kernel."""
     return _cpp is not None
 
 
@@ -650,7 +652,7 @@ def covered_ops(dtype=None):
 
 # The ops whose C++ kernel (samebits._torch_mode) replaces the Python one when it is there.
 _CPP_OPS = ("index_add", "index_add_", "scatter_add", "scatter_add_", "scatter_reduce.two",
-            "scatter_reduce_.two")
+            "scatter_reduce_.two", "_index_put_impl_")
 
 
 def _python_kernels():
