@@ -163,7 +163,7 @@ def test_host_cost_quick_times_every_layer(tmp_path):
                     "--json", str(out)], check=True, capture_output=True, timeout=300)
     rows = json.loads(out.read_text())["host_us"]
     assert set(rows) == {"scatter_add_ F=5", "index_add_ F=5", "index_select F=5",
-                         "index_put_ accumulate F=7"}
+                         "index_put_ accumulate F=7", "index_put_ mask F=7"}
     for row in rows.values():
         assert set(row) == {"torch", "mode", "wrapper", "raw"}
         assert all(v > 0 for v in row.values()), row
