@@ -268,11 +268,12 @@ std::optional<ApiResult> index_put_into(const at::Tensor& self, const at::Tensor
     return std::nullopt;
   at::Tensor target = self, rows;
   if (mask) {
-    const std::int64_t n = values.size(0);
-    if (!unsafe || k < 1 || !self.is_contiguous() || n > std::numeric_limits<int>::max() ||
+    // (nonzero_static counts in int: a mask or row count past that is torch's.)
+    const std::int64_t n = values.size(0), m = index.numel();
+    constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+    if (!unsafe || k < 1 || !self.is_contiguous() || n > kIntMax || m > kIntMax ||
         index.sizes() != self.sizes().slice(0, static_cast<std::size_t>(k)))
       return std::nullopt;
-    const std::int64_t m = index.numel();
     std::vector<std::int64_t> shape{m};
     shape.insert(shape.end(), self.sizes().begin() + k, self.sizes().end());
     target = self.view(shape);
