@@ -245,17 +245,47 @@ std::optional<ApiResult> scatter_reduce_into(const at::Tensor& out, std::int64_t
                              level.load(std::memory_order_relaxed), stream_of(out));
 }
 
+// Whether a CPU index vector (int64 or int32, any stride) holds a negative value.
+bool has_negative(const at::Tensor& index) {
+  const std::int64_t n = index.size(0), step = index.stride(0);
+  auto any_below_zero = [&](const auto* p) {
+    for (std::int64_t i = 0; i < n; ++i)
+      if (p[i * step] < 0)
+        return true;
+    return false;
+  };
+  return index.scalar_type() == at::kLong ? any_below_zero(index.const_data_ptr<std::int64_t>())
+                                          : any_below_zero(index.const_data_ptr<std::int32_t>());
+}
+
+// The positions of a CPU mask's set elements (row-major) as int64, read here; undefined unless
+// there are exactly n (torch's kernel then raises its error).
+at::Tensor set_positions(const at::Tensor& mask, std::int64_t n) {
+  const at::Tensor flat = mask.reshape({-1}).contiguous();
+  at::Tensor rows = flat.new_empty({n}, flat.options().dtype(at::kLong));
+  const bool* set = flat.const_data_ptr<bool>();
+  std::int64_t* out = rows.mutable_data_ptr<std::int64_t>();
+  std::int64_t count = 0;
+  for (std::int64_t i = 0, m = flat.numel(); i < m; ++i)
+    if (set[i]) {
+      if (count == n)
+        return {};
+      out[count++] = i;
+    }
+  return count == n ? rows : at::Tensor();
+}
+
 // index_put_(self, (index,), values, accumulate=True) when it is an index_add of rows along
 // dim 0: one index, values of exactly the indexing result's shape (no broadcast). The index is
 // - a vector of int64 or int32 row numbers into self, negative ones counting from the end (as
 //   torch's), or
 // - a bool mask over self's leading dims (self contiguous) with unsafe=true: what autograd passes
 //   for the backward of x[mask], whose values have a row for each set element by construction.
-//   Its rows come from nonzero_static, sized by values' rows, so unlike torch's nonzero the
-//   host does not wait for the device to count them. Should a caller pass fewer set elements
+//   On CUDA its rows come from nonzero_static, sized by values' rows, so unlike torch's nonzero
+//   the host does not wait for the device to count them. Should a caller pass fewer set elements
 //   than values has rows, the padding rows (self's row count) are out of range and samebits'
 //   index check reports them; more are not detected (torch's caller vouches for the shapes with
-//   unsafe).
+//   unsafe). A CPU mask is read here, and a count that differs goes to torch's kernel.
 // Anything else: none (the Python kernel serves it).
 std::optional<ApiResult> index_put_into(const at::Tensor& self, const at::Tensor& index,
                                         const at::Tensor& values, bool unsafe) {
@@ -277,11 +307,18 @@ std::optional<ApiResult> index_put_into(const at::Tensor& self, const at::Tensor
     std::vector<std::int64_t> shape{m};
     shape.insert(shape.end(), self.sizes().begin() + k, self.sizes().end());
     target = self.view(shape);
-    rows = index.reshape({-1}).nonzero_static(n, m).view({-1});
+    rows = index.is_cpu() ? set_positions(index, n)
+                          : index.reshape({-1}).nonzero_static(n, m).view({-1});
+    if (!rows.defined())
+      return std::nullopt;
   } else {
     if (index.dim() != 1 || values.size(0) != index.size(0))
       return std::nullopt;
-    rows = index.add(self.size(0)).where(index.lt(0), index);
+    // Negative row numbers count from the end. A CPU index is read here: without negatives (the
+    // common case) it is used as it is, with no new tensor.
+    rows = index.is_cpu() && !has_negative(index)
+               ? index
+               : index.add(self.size(0)).where(index.lt(0), index);
   }
   std::optional<TensorView> o = view_of(target), i = view_of(rows), s = view_of(values);
   if (!o || !i || !s)
