@@ -285,7 +285,8 @@ at::Tensor set_positions(const at::Tensor& mask, std::int64_t n) {
 //   the host does not wait for the device to count them. Should a caller pass fewer set elements
 //   than values has rows, the padding rows (self's row count) are out of range and samebits'
 //   index check reports them; more are not detected (torch's caller vouches for the shapes with
-//   unsafe). A CPU mask is read here, and a count that differs goes to torch's kernel.
+//   unsafe). One value row is left to torch's kernel on CUDA: it may be broadcast over several
+//   set elements. A CPU mask is read here, and a count that differs goes to torch's kernel.
 // Anything else: none (the Python kernel serves it).
 std::optional<ApiResult> index_put_into(const at::Tensor& self, const at::Tensor& index,
                                         const at::Tensor& values, bool unsafe) {
@@ -307,6 +308,8 @@ std::optional<ApiResult> index_put_into(const at::Tensor& self, const at::Tensor
     std::vector<std::int64_t> shape{m};
     shape.insert(shape.end(), self.sizes().begin() + k, self.sizes().end());
     target = self.view(shape);
+    if (index.is_cuda() && n == 1)
+      return std::nullopt;
     rows = index.is_cpu() ? set_positions(index, n)
                           : index.reshape({-1}).nonzero_static(n, m).view({-1});
     if (!rows.defined())
