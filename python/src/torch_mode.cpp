@@ -305,11 +305,11 @@ std::optional<ApiResult> index_put_into(const at::Tensor& self, const at::Tensor
     if (!unsafe || k < 1 || !self.is_contiguous() || n > kIntMax || m > kIntMax ||
         index.sizes() != self.sizes().slice(0, static_cast<std::size_t>(k)))
       return std::nullopt;
+    if (index.is_cuda() && n == 1)
+      return std::nullopt;
     std::vector<std::int64_t> shape{m};
     shape.insert(shape.end(), self.sizes().begin() + k, self.sizes().end());
     target = self.view(shape);
-    if (index.is_cuda() && n == 1)
-      return std::nullopt;
     rows = index.is_cpu() ? set_positions(index, n)
                           : index.reshape({-1}).nonzero_static(n, m).view({-1});
     if (!rows.defined())
@@ -436,8 +436,6 @@ const Call& call_of(Op op) {
   }
 }
 
-// samebits' run of the call on the stack: its result, or none when the call is not samebits'
-// (torch's kernel runs it).
 // index_put_ with accumulate=True and one index (index_put_into), the call on the stack.
 std::optional<ApiResult> run_index_put(c10::ArrayRef<c10::IValue> args, at::Tensor& result) {
   if (!args[3].toBool()) // no accumulation: torch's kernel
@@ -466,6 +464,8 @@ std::optional<ApiResult> run_index_put(c10::ArrayRef<c10::IValue> args, at::Tens
   return r ? r : std::optional<ApiResult>(ApiResult::nondeterministic); // not plain: Python's
 }
 
+// samebits' run of the call on the stack: its result, or none when the call is not samebits'
+// (torch's kernel runs it).
 std::optional<ApiResult> run_samebits(Op op, c10::ArrayRef<c10::IValue> args, at::Tensor& result) {
   if (op == Op::index_put_impl_)
     return run_index_put(args, result);
