@@ -287,12 +287,11 @@ at::Tensor set_positions(const at::Tensor& mask, std::int64_t n) {
 //   index check reports them; more are not detected (torch's caller vouches for the shapes with
 //   unsafe). One value row is left to torch's kernel on CUDA: it may be broadcast over several
 //   set elements. A CPU mask is read here, and a count that differs goes to torch's kernel.
-// Anything else: none (the Python kernel serves it).
+// Anything else: none (the Python kernel serves it). The caller has checked that samebits takes
+// the tensors (takes()).
 std::optional<ApiResult> index_put_into(const at::Tensor& self, const at::Tensor& index,
                                         const at::Tensor& values, bool unsafe) {
   const bool mask = index.scalar_type() == at::kBool;
-  if (!takes(self, values, index, mask ? at::kBool : at::kLong))
-    return std::nullopt;
   const std::int64_t k = mask ? index.dim() : 1; // self's dims the index covers
   if (self.dim() < std::max<std::int64_t>(k, 1) || values.dim() != self.dim() - k + 1 ||
       values.sizes().slice(1) != self.sizes().slice(static_cast<std::size_t>(k)))
@@ -461,7 +460,7 @@ std::optional<ApiResult> run_index_put(c10::ArrayRef<c10::IValue> args, at::Tens
     result = self;
   else
     calls[op].fetch_sub(1, std::memory_order_relaxed);
-  return r ? r : std::optional<ApiResult>(ApiResult::nondeterministic); // not plain: Python's
+  return r ? r : python; // not the plain case
 }
 
 // samebits' run of the call on the stack: its result, or none when the call is not samebits'
