@@ -40,9 +40,10 @@ Where the package was built against this torch (samebits._torch_mode), the scatt
 scatter_add, scatter_reduce; functional and in place) and index_put_ with accumulate=True are C++
 kernels: the same work without the Python kernel's host time per call. The backward of x[mask]
 (index_put_ with a bool mask, which autograd calls with unsafe=True) then finds the mask's rows
-without the host waiting for the device to count them, as torch's nonzero does. They hand whatever is not their plain case to the Python kernel
-of the op (a refusal at run_to_run, an argument to reshape) and raise samebits' errors as they are;
-SAMEBITS_TORCH_MODE=python in the environment keeps the Python kernels for every op.
+on CUDA without the host waiting for the device to count them (torch's nonzero waits). They hand
+whatever is not their plain case to the Python kernel of the op (a refusal at run_to_run, an
+argument to reshape) and raise samebits' errors as they are; SAMEBITS_TORCH_MODE=python in the
+environment keeps the Python kernels for every op.
 
 The overrides are process-wide (the dispatcher has no per-thread kernels): enable() and the
 context manager affect every thread, and nest: the innermost level applies until it ends.
