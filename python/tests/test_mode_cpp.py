@@ -279,11 +279,13 @@ def test_index_put_with_one_index_runs_in_cpp_as_an_index_add_of_rows(case):
     put = lambda: torch.ops.aten._index_put_impl_(x.clone(), [index], values, True, True)
     ours, counted, by_cpp = run(put, level, cpp=True)
     assert by_cpp and counted == {"_index_put_impl_": 1}
-    # The Python kernel's index_add of the same rows: the same samebits call, the same bits.
+    # The Python kernel's index_add of the same rows: the same samebits call, the same bits where
+    # the level is deterministic.
     flat = lambda: torch.index_add(x.reshape((-1,) + x.shape[lead:]), 0, rows,
                                    values).view(x.shape)
     theirs, _, _ = run(flat, level, cpp=False)
-    assert torch.equal(bits(ours), bits(theirs))
+    if level != "not_guaranteed":  # atomics: repeated rows add in any order
+        assert torch.equal(bits(ours), bits(theirs))
     want = x.double().reshape((-1,) + x.shape[lead:]).index_add(0, rows, values.double())
     torch.testing.assert_close(ours.double(), want.view(x.shape), rtol=1e-2, atol=1e-2)
 
