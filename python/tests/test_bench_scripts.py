@@ -186,3 +186,28 @@ def test_cpp_hook_floor_builds_its_callbacks_and_times_every_mode():
     seen = next(line for line in r.stdout.splitlines() if "leaf ops and" in line)
     leaves, reductions = (int(w) for w in seen.split(";")[1].split() if w.isdigit())
     assert leaves > 0 and 0 < reductions <= leaves
+
+
+def test_flag_cost_times_each_op_both_ways_and_restores_the_settings(tmp_path):
+    pytest.importorskip("torch_geometric")
+    out = tmp_path / "flag_cost.json"
+    subprocess.run([sys.executable, str(BENCH / "flag_cost.py"), "--device", "cpu", "--repeat",
+                    "1", "--batch", "2", "--json", str(out)], check=True, capture_output=True,
+                   timeout=300)
+    rows = {r["op"]: r for r in json.loads(out.read_text())["rows"]}
+    # GCN's aggregation and its backward are the mode's; its matrix products are torch's
+    assert rows["aten.scatter_add_.default"]["replaced"]
+    assert not rows["aten.mm.default"]["replaced"]
+    for r in rows.values():
+        assert r["calls"] >= 1
+        assert r["error"] or (r["on_us"] > 0 and r["off_us"] > 0), r
+    # in process: the settings come back as they were
+    flag_cost = bench_script("flag_cost")
+    was = torch.are_deterministic_algorithms_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    x = torch.randn(5, 3)
+    calls = [(torch.ops.aten.index_add.default, (x, 0, torch.tensor([0, 0]), x[:2]), {})]
+    got = flag_cost.flag_costs(calls, 1, 2, lambda: None, {"aten::index_add"}, fill=not fill)
+    assert [r["replaced"] for r in got] == [True]
+    assert torch.are_deterministic_algorithms_enabled() == was
+    assert torch.utils.deterministic.fill_uninitialized_memory == fill
