@@ -208,3 +208,20 @@ def test_check_of_a_deterministic_script_exits_0(tmp_path):
     r = run_check(tmp_path, ["--runs", "2"], "plain")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "no difference" in r.stdout
+
+
+def test_check_refuses_a_missing_script_and_a_keep_folder_it_cannot_make(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    check = [sys.executable, "-m", "samebits.torch.check"]
+    r = subprocess.run(check + [str(tmp_path / "missing.py")], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 2 and "no such script" in r.stderr, r.stderr
+    assert "run 1" not in r.stderr  # refused before any run
+    a_file = tmp_path / "taken"
+    a_file.write_text("the user's")
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    r = subprocess.run(check + ["--keep", str(a_file), str(script)], capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 2 and "cannot keep the traces" in r.stderr, r.stderr
+    assert a_file.read_text() == "the user's"

@@ -1,6 +1,9 @@
-"""samebits.torch as a package: every op registered under torch.ops.samebits, the lazily imported
-finder names, and import without a GPU."""
+"""samebits.torch as a package: every op registered under torch.ops.samebits, the finder's names
+imported lazily (and no other module), and import without a GPU."""
 import importlib
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -29,15 +32,35 @@ def test_unknown_attribute_raises_attribute_error():
         st.not_a_samebits_name  # noqa: B018
 
 
-def test_lazy_names_resolve_to_what_their_module_defines():
-    # The finder's modules are optional: a name resolves only where its module is present.
-    for name, module in (("trace", "trace"), ("find_nondeterminism", "check")):
-        try:
-            mod = importlib.import_module(f"samebits.torch.{module}")
-        except ImportError:
-            continue
-        if hasattr(mod, name):
-            assert getattr(st, name) is getattr(mod, name)
+@pytest.mark.parametrize("name,module", [("trace", "tracing"), ("find_nondeterminism", "finder"),
+                                         ("compare_traces", "finder"),
+                                         ("calibrate", "calibration")])
+def test_finder_names_resolve_to_what_their_module_defines(name, module):
+    value = getattr(st, name)
+    assert callable(value)
+    assert value is getattr(importlib.import_module(f"samebits.torch.{module}"), name)
+    assert name in dir(st)
+
+
+def test_an_unknown_attribute_imports_nothing():
+    # A probe for a name samebits.torch lacks (hasattr, `from samebits.torch import x`) must not
+    # import the finder's modules: `check` imported before `python -m samebits.torch.check` runs
+    # it makes runpy warn.
+    code = ("import sys, samebits.torch as st; hasattr(st, 'not_a_name'); "
+            "print(sorted(m for m in sys.modules if m.startswith('samebits.torch.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    loaded = eval(out.stdout)  # a list of module names
+    assert not {"samebits.torch.check", "samebits.torch.tracing", "samebits.torch.finder",
+                "samebits.torch.calibration"} & set(loaded), loaded
+
+
+def test_check_runs_as_a_module_without_warnings():
+    r = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m",
+                        "samebits.torch.check", "--help"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert r.returncode == 0 and "usage: python -m samebits.torch.check" in r.stdout, r.stderr
+    assert "RuntimeWarning" not in r.stderr
 
 
 def test_dispatch_modes_see_the_custom_op():

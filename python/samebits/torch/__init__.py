@@ -105,25 +105,30 @@ def _core_plan(index, num_targets):
     return _core.IndexPlan(index, num_targets, _ops._stream(index))
 
 
-# The nondeterminism finder (trace, find_nondeterminism, calibrate) lives in modules of its own;
-# they are imported when first used, so a missing one never breaks `import samebits.torch`.
-_LAZY_MODULES = ("trace", "check", "calibrate", "mode")
+# The nondeterminism finder and the calibration live in modules of their own, imported when one
+# of their names is first used (`import samebits.torch` stays light). Only these names import
+# anything: any other missing attribute raises AttributeError at once, so that a probe such as
+# hasattr() never imports `check` behind `python -m samebits.torch.check`'s back.
+_LAZY_NAMES = {
+    "trace": "tracing",
+    "find_nondeterminism": "finder",
+    "compare_traces": "finder",
+    "calibrate": "calibration",
+}
 
 
 def __getattr__(name):
-    for module_name in ((name,) if name in _LAZY_MODULES else ()) + _LAZY_MODULES:
-        try:
-            module = _importlib.import_module(f"{__name__}.{module_name}")
-        except ImportError:
-            continue
-        # Importing samebits.torch.trace binds the module as our attribute `trace`: rebind the
-        # name to what the module defines under it (the function trace).
-        if hasattr(module, name):
-            globals()[name] = value = getattr(module, name)
-            return value
-        if module_name == name:
-            return module
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name = _LAZY_NAMES.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f"{__name__}.{module_name}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_NAMES))
+
 
 # The drop-in mode: torch's own accumulating ops through samebits (mode.py).
-from .mode import covered_ops, deterministic, disable, enable  # noqa: E402
+from .mode import covered_ops, deterministic, disable, enable, is_enabled, level  # noqa: E402

@@ -71,8 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     if o.runs < 2:
         print("samebits.torch.check: --runs must be at least 2", file=sys.stderr)
         return 2
+    if not os.path.isfile(o.script):
+        print(f"samebits.torch.check: no such script: {o.script}", file=sys.stderr)
+        return 2
     folder = o.keep or tempfile.mkdtemp(prefix="samebits_check_")
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        print(f"samebits.torch.check: cannot keep the traces in {folder}: {e.strerror}",
+              file=sys.stderr)
+        return 2
     paths = [os.path.join(folder, f"run{r}.trace") for r in range(1, o.runs + 1)]
     # The runs import this package from where this process did.
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
