@@ -5,6 +5,7 @@ counter), (b) give torch's values (float64 reference, exact where the op is exac
 bits of the samebits.torch op at the same level, and (d) leave torch as it was when the mode ends.
 Cases are generated from a seeded generator over dtype x device x level x layout.
 """
+import contextlib
 import itertools
 import os
 
@@ -261,6 +262,52 @@ def test_mode_restores_torch_on_exit():
         assert sbmode.calls() == {}, "an override outlived the mode"
         with pytest.raises(RuntimeError, match="not enabled"):
             st.disable()
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
+@pytest.mark.parametrize("outer", [None, "portable"])
+@pytest.mark.parametrize("bad", [None, "fast", 3])
+def test_a_refused_enable_leaves_everything_as_it_was(bad, outer):
+    # A level the mode refuses changes nothing: not torch's setting, not the mode's stack, not an
+    # enclosing mode's level.
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(False)
+    try:
+        with contextlib.ExitStack() as stack:
+            if outer:
+                stack.enter_context(st.deterministic(outer))
+            flag = torch.are_deterministic_algorithms_enabled()
+            with pytest.raises(samebits.InvalidArgument, match="level"):
+                with st.deterministic(bad):
+                    pass
+            assert st.is_enabled() == bool(outer) and st.level() == outer
+            assert torch.are_deterministic_algorithms_enabled() == flag
+        assert not st.is_enabled() and not torch.are_deterministic_algorithms_enabled()
+        sbmode.reset_calls()
+        torch.index_add(torch.zeros(3), 0, torch.tensor([0, 1]), torch.ones(2))
+        assert sbmode.calls() == {}, "an override outlived the mode"
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
+def test_enable_undoes_its_changes_when_installing_fails(monkeypatch):
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(False)
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    checks = samebits.cuda_index_checks()
+
+    def broken(level):
+        raise RuntimeError("install failed")
+    monkeypatch.setattr(sbmode, "_install", broken)
+    try:
+        with pytest.raises(RuntimeError, match="install failed"):
+            st.enable("run_to_run", index_checks="wait" if checks == "deferred" else "deferred",
+                      fill_uninitialized_memory=not fill)
+        assert not st.is_enabled()
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.utils.deterministic.fill_uninitialized_memory == fill
+        assert samebits.cuda_index_checks() == checks
     finally:
         torch.use_deterministic_algorithms(was)
 

@@ -725,6 +725,9 @@ def enable(level="run_to_run", index_checks="deferred", fill_uninitialized_memor
     exit.
     """
     name = _level_name(level)
+    if name is None:
+        raise _sb.InvalidArgument("the drop-in mode needs a level (not_guaranteed, run_to_run or "
+                                  "portable), got None")
     if index_checks not in ("wait", "deferred"):
         raise ValueError(f'index_checks must be "wait" or "deferred", got {index_checks!r}')
     with _lock:
@@ -732,10 +735,14 @@ def enable(level="run_to_run", index_checks="deferred", fill_uninitialized_memor
                        torch.is_deterministic_algorithms_warn_only_enabled(),
                        _sb.cuda_index_checks(),
                        torch.utils.deterministic.fill_uninitialized_memory))
-        _sb.set_cuda_index_checks(index_checks)
-        torch.use_deterministic_algorithms(True)
-        torch.utils.deterministic.fill_uninitialized_memory = bool(fill_uninitialized_memory)
-        _install(name)
+        try:
+            _sb.set_cuda_index_checks(index_checks)
+            torch.use_deterministic_algorithms(True)
+            torch.utils.deterministic.fill_uninitialized_memory = bool(fill_uninitialized_memory)
+            _install(name)
+        except BaseException:  # nothing half on: the settings as they were before this call
+            _pop_and_restore()
+            raise
 
 
 def disable():
@@ -744,16 +751,21 @@ def disable():
     with _lock:
         if not _stack:
             raise RuntimeError("samebits.torch.disable(): the drop-in mode is not enabled")
-        _, was_on, warn_only, checks, fill = _stack.pop()
-        torch.use_deterministic_algorithms(was_on, warn_only=warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = fill
-        _sb.set_cuda_index_checks(checks)
-        if _stack:
-            _state["level"] = _stack[-1][0]
-            if _cpp is not None:
-                _cpp.set_level(_state["level"])
-        else:
-            _uninstall()
+        _pop_and_restore()
+
+
+def _pop_and_restore():
+    """Drops the innermost enable() and puts back what it changed (with _lock held)."""
+    _, was_on, warn_only, checks, fill = _stack.pop()
+    torch.use_deterministic_algorithms(was_on, warn_only=warn_only)
+    torch.utils.deterministic.fill_uninitialized_memory = fill
+    _sb.set_cuda_index_checks(checks)
+    if _stack:
+        _state["level"] = _stack[-1][0]
+        if _cpp is not None:
+            _cpp.set_level(_state["level"])
+    else:
+        _uninstall()
 
 
 def is_enabled():
