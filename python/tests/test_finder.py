@@ -210,7 +210,7 @@ def test_check_of_a_deterministic_script_exits_0(tmp_path):
     assert "no difference" in r.stdout
 
 
-def test_check_refuses_a_missing_script_and_a_keep_folder_it_cannot_make(tmp_path):
+def test_check_refuses_a_missing_script_and_a_keep_folder_it_would_overwrite(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     check = [sys.executable, "-m", "samebits.torch.check"]
     r = subprocess.run(check + [str(tmp_path / "missing.py")], capture_output=True, text=True,
@@ -223,5 +223,12 @@ def test_check_refuses_a_missing_script_and_a_keep_folder_it_cannot_make(tmp_pat
     script.write_text("print('ran')\n")
     r = subprocess.run(check + ["--keep", str(a_file), str(script)], capture_output=True,
                        text=True, env=env)
-    assert r.returncode == 2 and "cannot keep the traces" in r.stderr, r.stderr
+    assert r.returncode == 2 and "is not a folder" in r.stderr, r.stderr
     assert a_file.read_text() == "the user's"
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "run1.trace").write_text("an earlier run's")
+    r = subprocess.run(check + ["--keep", str(kept), str(script)], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 2 and "run1.trace" in r.stderr and "run 1" not in r.stderr, r.stderr
+    assert (kept / "run1.trace").read_text() == "an earlier run's"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import samebits
 from samebits.torch import _trace_cpp
 from samebits.torch import tracing as tr
 
@@ -209,7 +210,7 @@ def test_the_recorder_is_chosen_nested_and_refused_as_documented(tmp_path):
 
 
 def test_a_path_that_cannot_be_written_is_refused_before_recording(tmp_path):
-    with pytest.raises(OSError):
+    with pytest.raises(samebits.InvalidArgument, match="does not exist"):
         with tr.trace(str(tmp_path / "no_such_folder" / "x.trace"), recorder="cpp"):
             pass
     # Nothing is left recording: the next trace starts.

@@ -8,11 +8,11 @@
 # Imports torch, the standard library and samebits' extensions.
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
+from .. import _files
 from . import tracing
 from .mode import _cpp
 
@@ -102,7 +102,7 @@ class CppTracer:
             _active.remove(self)
             self._rec.stop()  # writes what is pending, closes the file
         if exc_type is None:
-            os.replace(self.path + ".partial", self.path)  # a failed run leaves only .partial
+            _files.commit(self.path)  # a failed run leaves only .partial
 
     def _remove_hooks(self) -> None:
         self._modules.remove()

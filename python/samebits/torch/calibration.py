@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import torch
 
+from .. import _files
+
 __all__ = ["calibrate", "Calibrator"]
 
 RULE = "|actual - expected| <= abs + rel * |expected|, or both NaN, or equal"
@@ -158,12 +160,13 @@ def to_json(tolerances: dict[str, Any]) -> str:
     return json.dumps(_json_number(tolerances), indent=2, sort_keys=True)
 
 
-def save(tolerances: dict[str, Any], path: str) -> None:
-    """Writes the file whole or not at all (through `path`.partial)."""
-    partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8") as f:
+def save(tolerances: dict[str, Any], path: str | os.PathLike) -> None:
+    """Writes the file whole or not at all (through `path`.partial), by the rule of
+    samebits._files (a link stays a link; no folder is created)."""
+    target = _files.output_target(path, "samebits.torch.calibrate")
+    with open(target + ".partial", "w", encoding="utf-8") as f:
         f.write(to_json(tolerances) + "\n")
-    os.replace(partial, path)
+    _files.commit(target)
 
 
 def _seed(seed: int) -> None:
@@ -177,7 +180,7 @@ def _seed(seed: int) -> None:
 def calibrate(
     fn: Callable[..., Any],
     runs: int = 20,
-    path: str | None = None,
+    path: str | os.PathLike | None = None,
     *,
     args: tuple = (),
     kwargs: dict | None = None,
@@ -194,8 +197,14 @@ def calibrate(
         samebits.testing.assert_close(model.lin.weight, reference, "tol.json", "lin.weight")
 
     A deterministic fn calibrates to zero: the check then demands the same values."""
+    if not callable(fn):
+        raise TypeError(f"calibrate: fn must be callable, not {type(fn).__name__}")
+    if not isinstance(runs, int) or isinstance(runs, bool):
+        raise TypeError(f"calibrate: runs must be an int, not {type(runs).__name__}")
     if runs < 2:
         raise ValueError(f"calibrate: runs={runs}; a spread needs at least 2 runs")
+    if path is not None:  # refused before fn runs, not after
+        path = _files.output_target(path, "samebits.torch.calibrate")
     cal = Calibrator(safety_factor, rel_floor)
     for _ in range(runs):
         if seed is not None:

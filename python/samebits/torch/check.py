@@ -71,17 +71,25 @@ def main(argv: list[str] | None = None) -> int:
     if o.runs < 2:
         print("samebits.torch.check: --runs must be at least 2", file=sys.stderr)
         return 2
+    if os.path.isdir(o.script):
+        print(f"samebits.torch.check: {o.script} is a directory, not a script", file=sys.stderr)
+        return 2
     if not os.path.isfile(o.script):
         print(f"samebits.torch.check: no such script: {o.script}", file=sys.stderr)
         return 2
-    folder = o.keep or tempfile.mkdtemp(prefix="samebits_check_")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        print(f"samebits.torch.check: cannot keep the traces in {folder}: {e.strerror}",
-              file=sys.stderr)
-        return 2
-    paths = [os.path.join(folder, f"run{r}.trace") for r in range(1, o.runs + 1)]
+    names = [f"run{r}.trace" for r in range(1, o.runs + 1)]
+    if o.keep:
+        from .. import _files
+
+        try:
+            folder = _files.output_folder(o.keep, names + [n + ".partial" for n in names],
+                                          "samebits.torch.check --keep")
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
+    else:
+        folder = tempfile.mkdtemp(prefix="samebits_check_")
+    paths = [os.path.join(folder, n) for n in names]
     # The runs import this package from where this process did.
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import _files
 from .tracing import trace
 
 __all__ = ["find_nondeterminism", "compare_traces", "read_trace", "Report", "Difference"]
@@ -308,6 +309,20 @@ def _traced_run(fn: Callable[..., Any], args: tuple, kwargs: dict, path: str, se
         torch.use_deterministic_algorithms(was, warn_only=was_warn)
 
 
+def _check_picklable(fn: Callable[..., Any]) -> None:
+    """A fresh process gets fn by name: refuse one it could not import (a lambda, a nested
+    function, a function of a script's __main__ run by `python -c`) before anything runs."""
+    import pickle
+
+    try:
+        pickle.dumps(fn)
+    except Exception as e:
+        raise ValueError(
+            f"find_nondeterminism: fresh_process=True needs fn importable by name (a module-level "
+            f"function), and {getattr(fn, '__qualname__', fn)!r} is not ({e})"
+        ) from None
+
+
 def find_nondeterminism(
     fn: Callable[..., Any],
     runs: int = 2,
@@ -335,13 +350,24 @@ def find_nondeterminism(
         raise ValueError(
             f"find_nondeterminism: recorder is 'auto', 'cpp' or 'python', not {recorder!r}"
         )
+    if not callable(fn):
+        raise TypeError(f"find_nondeterminism: fn must be callable, not {type(fn).__name__}")
+    if not isinstance(runs, int) or isinstance(runs, bool):
+        raise TypeError(f"find_nondeterminism: runs must be an int, not {type(runs).__name__}")
     if runs < 2:
         raise ValueError(f"find_nondeterminism: runs={runs}; comparing needs at least 2")
+    if deterministic not in (None, True, False):
+        raise TypeError(f"find_nondeterminism: deterministic is None, True or False, not "
+                        f"{deterministic!r}")
+    if fresh_process:
+        _check_picklable(fn)
     kwargs = kwargs or {}
     keep = trace_dir is not None
-    folder = trace_dir if keep else tempfile.mkdtemp(prefix="samebits_finder_")
-    os.makedirs(folder, exist_ok=True)
-    paths = [os.path.join(folder, f"run{r}.trace") for r in range(1, runs + 1)]
+    names = [f"run{r}.trace" for r in range(1, runs + 1)]
+    folder = (_files.output_folder(trace_dir, names + [n + ".partial" for n in names],
+                                   "find_nondeterminism") if keep
+              else tempfile.mkdtemp(prefix="samebits_finder_"))
+    paths = [os.path.join(folder, n) for n in names]
     try:
         for r, path in enumerate(paths, 1):
             job = (fn, args, kwargs, path, seed, deterministic, stats, f"run {r}", recorder)

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .. import _core
+from .. import _core, _files
 from ._sumhash import SUM_HASH_ROW, _MULTIPLIERS, hash_hex, sum_hash, sum_hash_reference
 
 __all__ = ["trace", "Tracer", "sum_hash", "sum_hash_reference", "SUM_HASH_ROW"]
@@ -328,7 +328,7 @@ class Tracer(TorchDispatchMode):
             finally:
                 self._file.close()
         if exc_type is None:
-            os.replace(self.path + ".partial", self.path)  # a failed run leaves only .partial
+            _files.commit(self.path)  # a failed run leaves only .partial
 
     def _optimizer_enter(self, opt: Any, *args: Any) -> None:
         self._optimizer = "optimizer." + type(opt).__name__
@@ -643,7 +643,8 @@ def _header() -> dict[str, Any]:
     }
 
 
-def trace(path: str, *, stats: bool = True, context: str = "", recorder: str = "auto") -> Any:
+def trace(path: str | os.PathLike, *, stats: bool = True, context: str = "",
+          recorder: str = "auto") -> Any:
     """Records every aten op run inside the `with` block into the trace file `path`:
 
         with samebits.torch.trace("run1.trace"):
@@ -663,6 +664,12 @@ def trace(path: str, *, stats: bool = True, context: str = "", recorder: str = "
         raise ValueError(
             f"samebits.torch.trace: recorder is 'auto', 'cpp' or 'python', not {recorder!r}"
         )
+    if not isinstance(stats, bool):
+        raise TypeError(f"samebits.torch.trace: stats is True or False, not {stats!r}")
+    if not isinstance(context, str):
+        raise TypeError(f"samebits.torch.trace: context is a str, not {type(context).__name__}")
+    # Refused now, before the block runs, rather than when the run is over.
+    path = _files.output_target(path, "samebits.torch.trace")
     if recorder != "python":
         from . import _trace_cpp
 
