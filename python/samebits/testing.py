@@ -46,6 +46,10 @@ def _tolerance(tolerances: Any, name: str | None) -> tuple[dict[str, Any], str]:
         tensors = tolerances["tensors"]
         if name is None and len(tensors) == 1:
             name = next(iter(tensors))
+        if name is None:
+            known = ", ".join(sorted(tensors))
+            raise KeyError(f"the calibration holds {len(tensors)} tensors: name one "
+                           f"(assert_close(actual, expected, tolerances, name)); it has: {known}")
         if name not in tensors:
             known = ", ".join(sorted(tensors)) or "(none)"
             raise KeyError(f"no tolerance for tensor '{name}'; the calibration has: {known}")
@@ -169,6 +173,10 @@ def assert_close(
     tensor (optional when the file holds one), or one tensor's entry {'abs': .., 'rel': ..}.
     The message is the C++ helper's: which elements fail, the worst (index, both values, the
     difference and what was allowed) and the first."""
+    for what, t in (("actual", actual), ("expected", expected)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"assert_close: {what} must be a torch.Tensor, not "
+                            f"{type(t).__name__} (torch.as_tensor converts arrays and lists)")
     tol, tol_name = _tolerance(tolerances, name)
     r = check_close(actual, expected, tol)
     if not r.ok:

@@ -132,6 +132,13 @@ def test_passes_within_and_names_the_tensor_and_the_shape():
     with pytest.raises(KeyError, match="no tolerance for tensor 'x'; the calibration has: b, "
                                        "steps, w"):
         assert_close(E, E, t, "x")
+    with pytest.raises(KeyError, match="holds 3 tensors: name one .*it has: b, steps, w"):
+        assert_close(E, E, t)
+    for bad in (E.numpy(), E.tolist(), 1.0):
+        with pytest.raises(TypeError, match="actual must be a torch.Tensor"):
+            assert_close(bad, E, TOL)
+        with pytest.raises(TypeError, match="expected must be a torch.Tensor"):
+            assert_close(E, bad, TOL)
     # NaN-calibrated (infinite) tolerance lets everything through but NaN on one side.
     assert check_close(torch.tensor([1e30, 7.0, -4.0]), torch.tensor([0.5, 0.0, 3.0]),
                        t["tensors"]["b"]).ok
