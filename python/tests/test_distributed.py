@@ -2,6 +2,9 @@
 accumulator's partition independence without a process group, and the check script end to end
 (world sizes 1, 2, 3 in processes of their own)."""
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -138,3 +141,28 @@ def test_accumulator_cuda_equals_cpu():
             acc.reduce()
         means[dev] = model.w.grad.cpu()
     assert torch.equal(means["cpu"].view(torch.int32), means["cuda"].view(torch.int32))
+
+
+def _run_check_cli(*args, **env):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), **env)
+    return subprocess.run([sys.executable, "-m", "samebits.torch.distributed.check", *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--world-sizes", "abc"], "not a comma-separated list"),
+    (["--world-sizes", "0"], "must divide the 12"), (["--world-sizes", "1,5"], "not 5"),
+    (["--models", "mlp,foo"], "unknown model foo"), (["--backend", "bogus"], "not available")])
+def test_check_cli_refuses_bad_arguments_before_any_training(args, message):
+    r = _run_check_cli(*args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert "world 1" not in r.stdout  # nothing trained
+
+
+def test_check_cli_runs_its_ranks_without_warnings():
+    # Every rank runs the module as its main: nothing may import it under its name first.
+    r = _run_check_cli("--world-sizes", "1,2", "--models", "mlp",
+                       PYTHONWARNINGS="error::RuntimeWarning")
+    assert r.returncode == 0, r.stderr
+    assert "RuntimeWarning" not in r.stderr
+    assert "portable: the same weights for world sizes 1,2" in r.stdout

@@ -142,8 +142,11 @@ def train(task, mode, rank, world):
     return _hash(model)
 
 
+MODELS = {"mlp": Mlp, "graphsage": Sage}
+
+
 def _tasks(models):
-    return [{"mlp": Mlp, "graphsage": Sage}[m]() for m in models]
+    return [MODELS[m]() for m in models]
 
 
 def _worker(rank, world, port, backend, models, queue, device="cpu"):
@@ -190,8 +193,10 @@ def run(world_sizes, backend="gloo", models=("mlp", "graphsage"), out=sys.stdout
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
     if method == "forkserver":
+        # Run as `python -m`, each rank runs this module again as its main (multiprocessing's
+        # rule): preloading it under its own name as well would make runpy warn in every rank.
         ctx.set_forkserver_preload([__name__ if __name__ != "__main__" else
-                                    "samebits.torch.distributed.check", "torch_geometric"])
+                                    "samebits.torch.distributed", "torch_geometric"])
     for world in world_sizes:
         if MICRO % world:
             raise ValueError(f"world size {world} does not divide the {MICRO} micro-batches")
@@ -226,22 +231,60 @@ def verdict(results, world_sizes, models):
     return bad
 
 
+def _world_sizes(text):
+    try:
+        worlds = [int(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole "
+                                         "numbers") from None
+    bad = [w for w in worlds if w < 1 or MICRO % w]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"world sizes must divide the {MICRO} micro-batches of a step (1, 2, 3, 4, 6, 12), "
+            f"not {', '.join(map(str, bad))}")
+    return worlds
+
+
+def _models(text):
+    models = tuple(text.split(","))
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown model {', '.join(unknown)} (known: "
+                                         f"{', '.join(MODELS)})")
+    return models
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--world-sizes", default="1,2,3")
-    ap.add_argument("--backend", default="gloo")
-    ap.add_argument("--models", default="mlp,graphsage")
+    ap = argparse.ArgumentParser(
+        prog="python -m samebits.torch.distributed.check",
+        description=__doc__.split("\n\n", 1)[1].strip() + "\n\nExit status: 0 the portable "
+        "hashes agree, 1 they differ, 2 a usage error or a rank that failed.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--world-sizes", type=_world_sizes, default=[1, 2, 3],
+                    help="comma-separated numbers of processes, each dividing 12 (default 1,2,3)")
+    ap.add_argument("--backend", default="gloo",
+                    help="torch.distributed backend: gloo (CPU), nccl (--device cuda), mpi, ucc "
+                         "(default gloo)")
+    ap.add_argument("--models", type=_models, default=tuple(MODELS),
+                    help=f"comma-separated, any of {', '.join(MODELS)} (default both)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="cuda: one GPU per rank (use --backend nccl --models mlp)")
     a = ap.parse_args(argv)
-    worlds = [int(w) for w in a.world_sizes.split(",")]
-    models = tuple(a.models.split(","))
-    results = run(worlds, a.backend, models, device=a.device)
+    if not dist.is_available() or not dist.is_backend_available(a.backend):
+        ap.error(f"the torch.distributed backend {a.backend!r} is not available here")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda needs a CUDA device")
+    worlds, models = a.world_sizes, a.models
+    try:
+        results = run(worlds, a.backend, models, device=a.device)
+    except RuntimeError as e:  # a rank failed: its own traceback is above
+        print(f"samebits.torch.distributed.check: {e}", file=sys.stderr)
+        return 2
     bad = verdict(results, worlds, models)
     for line in bad:
         print("MISMATCH", line)
     if not bad:
-        print(f"portable: the same weights for world sizes {a.world_sizes}")
+        print(f"portable: the same weights for world sizes {','.join(map(str, worlds))}")
     return 1 if bad else 0
 
 
