@@ -128,7 +128,13 @@ def test_fresh_processes_refuse_a_function_they_cannot_import():
     assert counter == []
 
 
-@pytest.mark.parametrize("fn,runs", [(None, 2), (torch.zeros, "5"), (torch.zeros, 2.5)])
-def test_calibrate_refuses_bad_arguments_before_running(fn, runs):
-    with pytest.raises(TypeError):
-        st.calibrate(fn, runs=runs)
+@pytest.mark.parametrize("fn,kwargs,error", [
+    (None, {}, TypeError), (torch.zeros, {"runs": "5"}, TypeError),
+    (torch.zeros, {"runs": 2.5}, TypeError), (torch.zeros, {"safety_factor": "4"}, TypeError),
+    (torch.zeros, {"rel_floor": None}, TypeError), (torch.zeros, {"rel_floor": -1.0}, ValueError),
+    (torch.zeros, {"safety_factor": 0.5}, ValueError)])
+def test_calibrate_refuses_bad_arguments_before_running(fn, kwargs, error):
+    counter = []
+    with pytest.raises(error):
+        st.calibrate(work(counter) if fn is torch.zeros else fn, **kwargs)
+    assert counter == []

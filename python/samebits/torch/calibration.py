@@ -66,6 +66,11 @@ class Calibrator:
     """Observations of named tensors over runs, turned into tolerances (as samebits::Calibrator)."""
 
     def __init__(self, safety_factor: float = 4.0, rel_floor: float = 1e-3) -> None:
+        for what, v in (("safety_factor", safety_factor), ("rel_floor", rel_floor)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise TypeError(f"Calibrator: {what} is a number, not {type(v).__name__}")
+        if not 0.0 <= rel_floor < math.inf:
+            raise ValueError(f"Calibrator: rel_floor {rel_floor} is not a finite number >= 0")
         if not safety_factor >= 1.0:
             raise ValueError(f"Calibrator: safety factor {safety_factor} < 1")
         self.safety_factor = float(safety_factor)
