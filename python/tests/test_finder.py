@@ -210,25 +210,25 @@ def test_check_of_a_deterministic_script_exits_0(tmp_path):
     assert "no difference" in r.stdout
 
 
-def test_check_refuses_a_missing_script_and_a_keep_folder_it_would_overwrite(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    check = [sys.executable, "-m", "samebits.torch.check"]
-    r = subprocess.run(check + [str(tmp_path / "missing.py")], capture_output=True, text=True,
-                       env=env)
-    assert r.returncode == 2 and "no such script" in r.stderr, r.stderr
-    assert "run 1" not in r.stderr  # refused before any run
-    a_file = tmp_path / "taken"
-    a_file.write_text("the user's")
+def test_check_refuses_a_missing_script_and_a_keep_folder_it_would_overwrite(tmp_path, capsys,
+                                                                             monkeypatch):
+    from samebits.torch import check
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a run started despite the refusal")
+    monkeypatch.setattr(check.subprocess, "run", no_run)
     script = tmp_path / "s.py"
     script.write_text("print('ran')\n")
-    r = subprocess.run(check + ["--keep", str(a_file), str(script)], capture_output=True,
-                       text=True, env=env)
-    assert r.returncode == 2 and "is not a folder" in r.stderr, r.stderr
-    assert a_file.read_text() == "the user's"
+    a_file = tmp_path / "taken"
+    a_file.write_text("the user's")
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / "run1.trace").write_text("an earlier run's")
-    r = subprocess.run(check + ["--keep", str(kept), str(script)], capture_output=True, text=True,
-                       env=env)
-    assert r.returncode == 2 and "run1.trace" in r.stderr and "run 1" not in r.stderr, r.stderr
+    for argv, message in (([str(tmp_path / "missing.py")], "no such script"),
+                          ([str(kept)], "is a directory, not a script"),
+                          (["--keep", str(a_file), str(script)], "is not a folder"),
+                          (["--keep", str(kept), str(script)], "already holds run1.trace")):
+        assert check.main(argv) == 2
+        assert message in capsys.readouterr().err, argv
+    assert a_file.read_text() == "the user's"
     assert (kept / "run1.trace").read_text() == "an earlier run's"
