@@ -8,7 +8,7 @@ output files (README, "Output files"):
   that does not exist are refused before any work starts. Missing directories are never created.
 
 A folder of files (the finder's traces) is a folder that exists or whose parent does, and none of
-the files the run would write may be there already.
+the files the run would write (nor their .partial files) may be there already.
 """
 import os
 import stat
@@ -54,8 +54,9 @@ def commit(target):
 
 
 def output_folder(folder, names, what):
-    """Makes sure `folder` can take the files `names` without replacing any: creates the folder
-    itself (not its parents) when missing; InvalidArgument otherwise."""
+    """Makes sure `folder` can take the files `names`, each written through its .partial file,
+    without replacing any: creates the folder itself (not its parents) when missing;
+    InvalidArgument otherwise."""
     f = _as_str(folder, what)
     if not f:
         raise InvalidArgument(f"{what}: the folder name is empty")
@@ -68,7 +69,8 @@ def output_folder(folder, names, what):
                                   f"'{parent}' does not exist (create it first)")
         os.mkdir(f)
         return f
-    there = [n for n in names if os.path.lexists(os.path.join(f, n))]
+    there = [n for name in names for n in (name, name + ".partial")
+             if os.path.lexists(os.path.join(f, n))]
     if there:
         raise InvalidArgument(f"{what}: '{f}' already holds {', '.join(there)}: give another "
                               "folder or move them (they would be replaced)")

@@ -11,7 +11,6 @@ import runpy
 import shutil
 import subprocess
 import sys
-import tempfile
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -77,19 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(o.script):
         print(f"samebits.torch.check: no such script: {o.script}", file=sys.stderr)
         return 2
-    names = [f"run{r}.trace" for r in range(1, o.runs + 1)]
-    if o.keep:
-        from .. import _files
+    from .finder import compare_traces, trace_folder
 
-        try:
-            folder = _files.output_folder(o.keep, names + [n + ".partial" for n in names],
-                                          "samebits.torch.check --keep")
-        except ValueError as e:
-            print(e, file=sys.stderr)
-            return 2
-    else:
-        folder = tempfile.mkdtemp(prefix="samebits_check_")
-    paths = [os.path.join(folder, n) for n in names]
+    try:
+        folder, paths = trace_folder(o.keep or None, o.runs, "samebits.torch.check --keep")
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
     # The runs import this package from where this process did.
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
@@ -106,8 +99,6 @@ def main(argv: list[str] | None = None) -> int:
             if rc != 0:
                 print(f"samebits.torch.check: run {r} failed (exit status {rc})", file=sys.stderr)
                 return 2
-        from .finder import compare_traces
-
         report = compare_traces(paths)
         print(report)
         if o.keep:

@@ -309,6 +309,17 @@ def _traced_run(fn: Callable[..., Any], args: tuple, kwargs: dict, path: str, se
         torch.use_deterministic_algorithms(was, warn_only=was_warn)
 
 
+def trace_folder(keep: str | os.PathLike | None, runs: int, what: str) -> tuple[str, list[str]]:
+    """The folder and paths of `runs` traces (run1.trace, ...): `keep` when given, a folder that
+    must not hold them already (samebits._files.output_folder), else a new temporary folder."""
+    names = [f"run{r}.trace" for r in range(1, runs + 1)]
+    if keep is None:
+        folder = tempfile.mkdtemp(prefix="samebits_traces_")
+    else:
+        folder = _files.output_folder(keep, names, what)
+    return folder, [os.path.join(folder, n) for n in names]
+
+
 def _check_picklable(fn: Callable[..., Any]) -> None:
     """A fresh process gets fn by name: refuse one it could not import (a lambda, a nested
     function, a function of a script's __main__ run by `python -c`) before anything runs."""
@@ -363,11 +374,7 @@ def find_nondeterminism(
         _check_picklable(fn)
     kwargs = kwargs or {}
     keep = trace_dir is not None
-    names = [f"run{r}.trace" for r in range(1, runs + 1)]
-    folder = (_files.output_folder(trace_dir, names + [n + ".partial" for n in names],
-                                   "find_nondeterminism") if keep
-              else tempfile.mkdtemp(prefix="samebits_finder_"))
-    paths = [os.path.join(folder, n) for n in names]
+    folder, paths = trace_folder(trace_dir, runs, "find_nondeterminism")
     try:
         for r, path in enumerate(paths, 1):
             job = (fn, args, kwargs, path, seed, deterministic, stats, f"run {r}", recorder)

@@ -240,7 +240,8 @@ def _world_sizes(text):
     bad = [w for w in worlds if w < 1 or MICRO % w]
     if bad:
         raise argparse.ArgumentTypeError(
-            f"world sizes must divide the {MICRO} micro-batches of a step (1, 2, 3, 4, 6, 12), "
+            f"world sizes must divide the {MICRO} micro-batches of a step "
+            f"({', '.join(str(d) for d in range(1, MICRO + 1) if MICRO % d == 0)}), "
             f"not {', '.join(map(str, bad))}")
     return worlds
 
@@ -261,7 +262,8 @@ def main(argv=None):
         "hashes agree, 1 they differ, 2 a usage error or a rank that failed.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world-sizes", type=_world_sizes, default=[1, 2, 3],
-                    help="comma-separated numbers of processes, each dividing 12 (default 1,2,3)")
+                    help=f"comma-separated numbers of processes, each dividing {MICRO} "
+                         "(default 1,2,3)")
     ap.add_argument("--backend", default="gloo",
                     help="torch.distributed backend: gloo (CPU), nccl (--device cuda), mpi, ucc "
                          "(default gloo)")
