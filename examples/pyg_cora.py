@@ -5,12 +5,13 @@ in four modes (torch default, torch deterministic, samebits run_to_run, samebits
 
 For every model and mode it prints how many distinct weight sets the N trainings gave (same seed,
 same data, same code), the test accuracy's spread and the time per training, and it can draw the
-distinct counts as an SVG bar chart. The modes' trainings interleave in rounds (--rounds), so a
-drift of the machine's speed during the run does not fall on one mode. With --synthetic it also
-times PyG SAGEConv inference on a random graph of 1M nodes and 20M edges (CUDA) with and without
-the mode.
+distinct counts as an SVG bar chart. The modes' trainings interleave in rounds (--rounds), their
+order reversed every other round, so a drift of the machine's speed during the run does not fall
+on one mode. With --synthetic it also times PyG SAGEConv inference on a random graph of 1M nodes
+and 20M edges (CUDA) with and without the mode.
 """
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -127,6 +128,12 @@ class Mode:
         torch.use_deterministic_algorithms(self.was)
 
 
+def turn_order(items, r):
+    """The order the modes (or configurations) take their turns in round r: as given in even
+    rounds, reversed in odd ones, so that none always follows the same other."""
+    return items if r % 2 == 0 else items[::-1]
+
+
 def split_runs(runs, rounds):
     """`runs` trainings spread over `rounds` rounds as evenly as whole trainings allow."""
     return [runs // rounds + (r < runs % rounds) for r in range(rounds)]
@@ -135,7 +142,11 @@ def split_runs(runs, rounds):
 def run_modes(name, modes, data, nf, nc, runs, epochs, sync, rounds=1, progress=None):
     """Trains model `name` runs[mode] times in each mode, the modes interleaved: round r runs
     each mode's r-th share of its trainings in turn, so that a drift of the machine's speed over
-    the whole run (clocks, other load) falls on every mode alike. Rows in the order of `modes`;
+    the whole run (clocks, other load) falls on every mode alike. The turns go in the order of
+    `modes` in even rounds and in reverse in odd ones, so that no mode always follows the same
+    other (a drift within a round cancels over two rounds), and Python's garbage is collected
+    before each timed share, so that no share pays for the garbage of another. Rows in the order
+    of `modes`;
     ms is the mean per training over all rounds, round_ms the mean of each round. A mode that
     torch refuses (its deterministic mode throws on some ops) gives a row with `refused`;
     progress(r, rounds), when given, is called as each round ends."""
@@ -147,13 +158,14 @@ def run_modes(name, modes, data, nf, nc, runs, epochs, sync, rounds=1, progress=
     refused = {}
     shares = {m: split_runs(runs[m], rounds) for m in modes}
     for r in range(rounds):
-        for mode in modes:
+        for mode in turn_order(modes, r):
             if mode in refused:
                 continue
             try:
                 with Mode(mode):
                     if r == 0:
                         train_once(name, data, nf, nc, epochs)  # warm-up: kernels, caches
+                    gc.collect()
                     sync()
                     t0 = time.perf_counter()
                     for _ in range(shares[mode][r]):

@@ -75,8 +75,9 @@ CONFIGS = (Config("torch default", "torch"),
 
 def time_configs(configs, model, data, nf, nc, runs, epochs, rounds):
     """Each configuration's trainings, timed one by one (a synchronize after each) and interleaved:
-    `rounds` rounds, each training every configuration runs // rounds times in turn, so that a
-    slow stretch of the machine falls on all of them. Returns per configuration the median and
+    `rounds` rounds, each training every configuration runs // rounds times in turn (in reverse
+    order every other round: pyg_cora.turn_order), so that a slow stretch of the machine falls on
+    all of them. Returns per configuration the median and
     mean ms per training, the medians of the rounds' halves (a spread), and distinct weight sets."""
     per = max(runs // rounds, 1)
     times = {cfg.name: [] for cfg in configs}
@@ -85,8 +86,8 @@ def time_configs(configs, model, data, nf, nc, runs, epochs, rounds):
         with cfg:
             pyg_cora.train_once(model, data, nf, nc, epochs)
     torch.cuda.synchronize()
-    for _ in range(rounds):
-        for cfg in configs:
+    for r in range(rounds):
+        for cfg in pyg_cora.turn_order(configs, r):
             with cfg:
                 for _ in range(per):
                     t0 = time.perf_counter()
@@ -134,8 +135,8 @@ def issue_times(configs, model, data, nf, nc, runs, epochs, rounds=5):
         with cfg:
             train_unsynced(model, data, nf, nc, epochs, train_idx)
             torch.cuda.synchronize()
-    for _ in range(rounds):
-        for cfg in configs:
+    for r in range(rounds):
+        for cfg in pyg_cora.turn_order(configs, r):
             with cfg:
                 for _ in range(per):
                     t0 = time.perf_counter()

@@ -71,7 +71,8 @@ def test_pyg_mode_profile_interleaves_configurations_and_takes_medians(monkeypat
     monkeypatch.setattr(prof.torch.cuda, "synchronize", lambda: None)
     a, b = Fake("a", 10.0), Fake("b", 30.0)
     out = prof.time_configs([a, b], "sage", None, 0, 0, runs=6, epochs=1, rounds=3)
-    assert order == ["a", "b"] + ["a", "b"] * 3  # warm-up, then the rounds in turn
+    # warm-up, then the rounds in turn, every other one in reverse order
+    assert order == ["a", "b"] + ["a", "b"] + ["b", "a"] + ["a", "b"]
     assert [r["config"] for r in out] == ["a", "b"]
     assert [r["runs"] for r in out] == [6, 6]
     assert out[0]["ms"] == pytest.approx(10.0) and out[1]["ms"] == pytest.approx(30.0)
@@ -115,7 +116,7 @@ def test_pyg_mode_profile_interleaves_the_issue_times(monkeypatch):
     monkeypatch.setattr(prof.torch.cuda, "synchronize", synchronize)
     a, b = Fake("a", 10.0, 0.0), Fake("b", 20.0, 5.0)
     out = prof.issue_times([a, b], "gcn", Data(), 0, 0, runs=4, epochs=1, rounds=2)
-    assert order == ["a", "b"] + ["a", "b"] * 2  # warm-up, then the rounds in turn
+    assert order == ["a", "b"] + ["a", "b"] + ["b", "a"]  # warm-up, then the rounds in turn
     assert [r["config"] for r in out] == ["a", "b"]
     assert out[0]["issue_ms"] == pytest.approx(10.0) and out[0]["wall_ms"] == pytest.approx(10.0)
     assert out[1]["issue_ms"] == pytest.approx(20.0) and out[1]["wall_ms"] == pytest.approx(25.0)

@@ -67,7 +67,7 @@ def test_the_script_writes_its_rows_as_json(tmp_path):
 
 def test_modes_interleave_in_rounds_with_their_own_run_counts(tmp_path, monkeypatch):
     # --rounds spreads every mode's trainings over the rounds (round r runs each mode's r-th share
-    # in turn), --runs sets the trainings of torch default and run_to_run (equal rounds for the
+    # in turn, in reverse order in odd rounds), --runs sets the trainings of torch default and run_to_run (equal rounds for the
     # pair the no-cost claim compares), --ref-runs those of the other modes, and a mode that throws
     # is reported as refused without stopping the others.
     import json
@@ -85,10 +85,10 @@ def test_modes_interleave_in_rounds_with_their_own_run_counts(tmp_path, monkeypa
     rows = pyg_cora.main(["--device", "cpu", "--runs", "5", "--ref-runs", "3", "--rounds", "2",
                           "--epochs", "1", "--models", "gcn", "--modes",
                           "torch,torch_det,portable,run_to_run", "--json", str(out)])
-    # Warm-up, then round 1 (torch 3, portable 2, run_to_run 3), then round 2 (torch 2, portable
-    # 1, run_to_run 2); torch_det is refused in round 1 and left out after.
+    # Warm-up, then round 1 (torch 3, portable 2, run_to_run 3), then round 2 in reverse order
+    # (run_to_run 2, portable 1, torch 2); torch_det is refused in round 1 and left out after.
     assert order == (["torch"] * 4 + ["portable"] * 3 + ["run_to_run"] * 4
-                     + ["torch"] * 2 + ["portable"] + ["run_to_run"] * 2)
+                     + ["run_to_run"] * 2 + ["portable"] + ["torch"] * 2)
     assert [(r["mode"], r["runs"], r["rounds"], len(r["round_ms"])) for r in rows] == [
         ("torch", 5, 2, 2), ("portable", 3, 2, 2), ("run_to_run", 5, 2, 2)]
     assert [r["distinct"] for r in rows] == [2, 1, 1]
