@@ -83,12 +83,13 @@ def flag_costs(calls, repeat, batch, sync, covered, fill=False):
         for name, (func, args, kwargs) in first.items():
             on, off, error = [], [], None
             with torch.no_grad():  # replays of in-place updates of leaves
-                for _ in range(repeat):
+                for turn in range(repeat):
                     try:
-                        torch.use_deterministic_algorithms(True)
-                        on.append(per_call_us(func, args, kwargs, batch, sync))
-                        torch.use_deterministic_algorithms(False)
-                        off.append(per_call_us(func, args, kwargs, batch, sync))
+                        # on then off, then off then on: neither setting always goes first
+                        for setting in ((True, False) if turn % 2 == 0 else (False, True)):
+                            torch.use_deterministic_algorithms(setting)
+                            (on if setting else off).append(
+                                per_call_us(func, args, kwargs, batch, sync))
                     except RuntimeError as e:
                         error = str(e).splitlines()[0][:120]
                         break
