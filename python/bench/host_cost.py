@@ -8,6 +8,13 @@ returns: what the host spends to issue it, the critical path of a training bound
 The differences between layers say where the mode's extra host time goes. On CUDA the device
 time of one call of torch's op and of the binding is listed too (torch.profiler).
 
+For the scatters two more layers split the binding's time: `atomic`, the binding at
+not_guaranteed (samebits' one atomic launch, no sort), and `plan`, an index_add through an
+IndexPlan built beforehand (the pull alone: no sort, no comparison with a kept index). raw - plan
+is what a short index's device-side comparison with the kept sorts costs the host (its launch
+included), plan - launch what samebits' dispatch costs beyond one launch; `launch` is the host
+time of one of torch's smallest launches (an add_ on 16 floats), the floor of any call.
+
     python python/bench/host_cost.py --json out/host_cost.json
 """
 import argparse
@@ -26,6 +33,7 @@ from samebits.torch import _ops
 
 LEVEL = "run_to_run"
 LAYERS = ("torch", "mode", "wrapper", "raw")
+SPLIT = ("atomic", "plan")  # the scatters' binding, split (see the docstring)
 
 
 def host_us(fn, device, calls):
@@ -51,6 +59,7 @@ def cases(device, edges, nodes, widths):
     g = torch.Generator().manual_seed(3)
     idx = torch.randint(0, nodes, (edges,), generator=g).to(device)
     s = _ops._stream(idx)
+    plan = _core.IndexPlan(idx, nodes, s)
     out = {}
     for f in widths:
         src = torch.randn(edges, f, generator=g).to(device)
@@ -58,14 +67,18 @@ def cases(device, edges, nodes, widths):
         acc = torch.zeros(nodes, f, device=device)
         eidx = idx.view(-1, 1).expand_as(src)
         sel = torch.empty(edges, f, device=device)
+        split = {
+            "atomic": lambda acc=acc, src=src: _core.index_add(acc, idx, src, 1.0,
+                                                              "not_guaranteed", s),
+            "plan": lambda acc=acc, src=src: plan.index_add(acc, src, 1.0, LEVEL, s)}
         out[f"scatter_add_ F={f}"] = {
             "torch": lambda acc=acc, eidx=eidx, src=src: acc.scatter_add_(0, eidx, src),
             "wrapper": lambda acc=acc, src=src: _ops._index_add_into(acc, 0, idx, src, 1.0, LEVEL),
-            "raw": lambda acc=acc, src=src: _core.index_add(acc, idx, src, 1.0, LEVEL, s)}
+            "raw": lambda acc=acc, src=src: _core.index_add(acc, idx, src, 1.0, LEVEL, s), **split}
         out[f"index_add_ F={f}"] = {
             "torch": lambda acc=acc, src=src: acc.index_add_(0, idx, src),
             "wrapper": lambda acc=acc, src=src: _ops._index_add_into(acc, 0, idx, src, 1.0, LEVEL),
-            "raw": lambda acc=acc, src=src: _core.index_add(acc, idx, src, 1.0, LEVEL, s)}
+            "raw": lambda acc=acc, src=src: _core.index_add(acc, idx, src, 1.0, LEVEL, s), **split}
         out[f"index_select F={f}"] = {
             "torch": lambda x=x: x.index_select(0, idx),
             "wrapper": lambda x=x: st.index_select(x, 0, idx, level=LEVEL),
@@ -110,12 +123,15 @@ def measure(device, calls, edges, nodes, widths):
         with st.deterministic(level=LEVEL):
             row["mode"] = host_us(fns["mode"], device, calls)
         with samebits.index_checks("deferred"):
-            for layer in ("wrapper", "raw"):
-                row[layer] = host_us(fns[layer], device, calls)
+            for layer in ("wrapper", "raw") + SPLIT:
+                if layer in fns:
+                    row[layer] = host_us(fns[layer], device, calls)
             kernels[name] = {"torch": device_us(fns["torch"], device),
                              "raw": device_us(fns["raw"], device)}
         rows[name] = row
-    return rows, kernels
+    small = torch.zeros(16, device=device)
+    launch = host_us(lambda: small.add_(1.0), device, calls)
+    return rows, kernels, launch
 
 
 def main():
@@ -130,7 +146,7 @@ def main():
     edges, nodes, widths, calls = 10556, 2708, (1433, 16, 7), a.calls
     if a.quick:
         edges, nodes, widths, calls = 300, 40, (5,), 5
-    rows, kernels = measure(device, calls, edges, nodes, widths)
+    rows, kernels, launch = measure(device, calls, edges, nodes, widths)
     print(f"host time per call ({device}, E={edges} N={nodes}), microseconds, median of {calls}; "
           f"mode - torch is the mode's extra host time")
     print(f"{'op':22s}" + "".join(f"{c:>9s}" for c in LAYERS) + f"{'mode-torch':>11s}"
@@ -139,6 +155,13 @@ def main():
         print(f"{name:22s}" + "".join(f"{r[c]:9.2f}" for c in LAYERS) +
               f"{r['mode'] - r['torch']:11.2f}{r['mode'] - r['wrapper']:10.2f}"
               f"{r['wrapper'] - r['raw']:9.2f}")
+    print(f"the scatters' binding split; launch, the floor of any call: torch's add_ on 16 "
+          f"floats, {launch:.2f} us")
+    print(f"{'op':22s}{'raw':>9s}{'atomic':>9s}{'plan':>9s}{'raw-plan':>10s}{'plan-launch':>12s}")
+    for name, r in rows.items():
+        if "plan" in r:
+            print(f"{name:22s}{r['raw']:9.2f}{r['atomic']:9.2f}{r['plan']:9.2f}"
+                  f"{r['raw'] - r['plan']:10.2f}{r['plan'] - launch:12.2f}")
     if device.type == "cuda":
         print("device time per call (kernels and memsets, torch.profiler), microseconds")
         for name, k in kernels.items():
@@ -146,7 +169,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": str(device), "edges": edges, "nodes": nodes, "calls": calls,
-                       "level": LEVEL, "host_us": rows, "device_us": kernels}, f, indent=1)
+                       "level": LEVEL, "host_us": rows, "device_us": kernels,
+                       "launch_us": launch}, f, indent=1)
     return 0
 
 

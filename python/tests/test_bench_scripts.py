@@ -162,12 +162,16 @@ def test_host_cost_quick_times_every_layer(tmp_path):
     out = tmp_path / "host_cost.json"
     subprocess.run([sys.executable, str(BENCH / "host_cost.py"), "--device", "cpu", "--quick",
                     "--json", str(out)], check=True, capture_output=True, timeout=300)
-    rows = json.loads(out.read_text())["host_us"]
+    got = json.loads(out.read_text())
+    rows = got["host_us"]
     assert set(rows) == {"scatter_add_ F=5", "index_add_ F=5", "index_select F=5",
                          "index_put_ accumulate F=7", "index_put_ mask F=7"}
-    for row in rows.values():
-        assert set(row) == {"torch", "mode", "wrapper", "raw"}
+    for name, row in rows.items():
+        # the scatters' binding is split into the atomic variant and the plan's pull
+        split = {"atomic", "plan"} if name.startswith(("scatter_add_", "index_add_")) else set()
+        assert set(row) == {"torch", "mode", "wrapper", "raw"} | split, name
         assert all(v > 0 for v in row.values()), row
+    assert got["launch_us"] > 0
 
 
 def test_cpp_hook_floor_builds_its_callbacks_and_times_every_mode():
