@@ -4,8 +4,8 @@
 # inference benchmark, and PyTorch's reference figures, writing everything under $OUT.
 #
 #   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch,
-#                               python, pyg and pygprofile (after python), profile (default: all but
-#                               profile and pygprofile)
+#                               python, pyg, pygprofile and hostcost (after python), profile
+#                               (default: all but profile, pygprofile and hostcost)
 #
 # The Debian development packages samebits builds against travel as .deb files in .device/debs
 # (git-ignored; see docs/device.md) and are unpacked into .device/root; PyTorch's reference script
@@ -229,6 +229,23 @@ if has pygprofile; then
       --json "$OUT/pyg_profile_$model.json" >"$OUT/pyg_profile_$model.txt" 2>&1
     echo "-- $model" | tee -a "$log"
     head -8 "$OUT/pyg_profile_$model.txt" | grep -v Warning | tee -a "$log"
+  done
+fi
+if has hostcost; then
+  # The host time of the mode's scatters, layer by layer (python/bench/host_cost.py:
+  # $OUT/host_cost.txt and .json), and what torch's deterministic setting, which the mode turns on,
+  # costs each aten op of a PyG epoch (python/bench/flag_cost.py, each model in PYG_MODELS:
+  # $OUT/flag_cost_MODEL.txt and .json).
+  say "host time of the mode's scatters, and of torch's deterministic setting per aten op"
+  PYTHONPATH=$PWD/.device/python python3 python/bench/host_cost.py --json "$OUT/host_cost.json" \
+    >"$OUT/host_cost.txt" 2>&1
+  grep -v Warning "$OUT/host_cost.txt" | tee -a "$log"
+  for model in ${PYG_MODELS:-sage gcn gat}; do
+    PYTHONPATH=$PWD/.device/python python3 python/bench/flag_cost.py --model "$model" \
+      --json "$OUT/flag_cost_$model.json" >"$OUT/flag_cost_$model.txt" 2>&1
+    echo "-- $model" | tee -a "$log"
+    head -12 "$OUT/flag_cost_$model.txt" | tee -a "$log"
+    tail -1 "$OUT/flag_cost_$model.txt" | tee -a "$log"
   done
 fi
 say done
