@@ -86,7 +86,7 @@ def flag_costs(calls, repeat, batch, sync, covered, fill=False):
                 for turn in range(repeat):
                     try:
                         # on then off, then off then on: neither setting always goes first
-                        for setting in ((True, False) if turn % 2 == 0 else (False, True)):
+                        for setting in pyg_cora.turn_order((True, False), turn):
                             torch.use_deterministic_algorithms(setting)
                             (on if setting else off).append(
                                 per_call_us(func, args, kwargs, batch, sync))

@@ -77,8 +77,8 @@ def time_configs(configs, model, data, nf, nc, runs, epochs, rounds):
     """Each configuration's trainings, timed one by one (a synchronize after each) and interleaved:
     `rounds` rounds, each training every configuration runs // rounds times in turn (in reverse
     order every other round: pyg_cora.turn_order), so that a slow stretch of the machine falls on
-    all of them. Returns per configuration the median and
-    mean ms per training, the medians of the rounds' halves (a spread), and distinct weight sets."""
+    all of them. Returns per configuration the median and mean ms per training, the medians of
+    the rounds' halves (a spread), and distinct weight sets."""
     per = max(runs // rounds, 1)
     times = {cfg.name: [] for cfg in configs}
     hashes = {cfg.name: set() for cfg in configs}
