@@ -255,11 +255,22 @@ int key_bits(std::int64_t num_keys) {
 
 // --- a one-block sort's kept indices (KeptIndex) ----------------------------------------------
 //
-// The slot whose copy equals the index (-1: none), decided by the whole block (every thread gets
-// the same answer). Eight positions in flight per thread, each compared with every filled slot:
-// one block reads the index and up to four copies, a few microseconds for Cora's 13264 positions.
-// On a match the chosen addresses name that slot's result.
+// The slot whose copy equals the index (-1: none), decided by the block that finishes comparing
+// last (kKeptOtherBlock in every other block, which then has nothing more to do). Block k compares
+// positions k * blockDim + t, then steps of the grid, each with every filled slot: with a block
+// per kKeptMatchPositions positions, each thread loads one position and its copies at once. One
+// block reading Cora's 13264 positions and its copies took 8.7 us a call on an H100 (GCN on Cora
+// under the mode, torch.profiler): one SM's bandwidth. On a match the chosen addresses name that
+// slot's result.
 constexpr int kKeptBatch = 8;
+constexpr int kKeptOtherBlock = -2;
+
+// Blocks for the comparison of n positions (one when nothing is kept: no comparison then).
+unsigned kept_match_blocks(int n, const KeptIndex& kept) {
+  if (!kept.on())
+    return 1;
+  return static_cast<unsigned>(std::max(1, (n + kKeptMatchPositions - 1) / kKeptMatchPositions));
+}
 
 __device__ void choose_slot(const KeptIndex& kept, int slot) {
   const unsigned long long now = kept.words[kKeptClock] + 1;
@@ -269,24 +280,19 @@ __device__ void choose_slot(const KeptIndex& kept, int slot) {
   kept.words[kKeptChosen + 1] = reinterpret_cast<unsigned long long>(kept.offsets[slot]);
 }
 
+// The slots this block found different from the index, ORed over its threads (the same in every
+// thread).
 template <class I>
-__device__ int kept_index_match(const I* idx, std::int64_t stride, int n, const KeptIndex& kept) {
-  if (kept.words == nullptr)
-    return -1;
-  // Nothing writes the words before the block's barriers below: every thread reads the same.
-  unsigned filled = 0;
-#pragma unroll
-  for (int s = 0; s < kKeptSlots; ++s)
-    filled |= kept.words[s] != 0 ? 1u << s : 0u;
-  if (filled == 0)
-    return -1;
+__device__ unsigned block_differs(const I* idx, std::int64_t stride, int n, const KeptIndex& kept,
+                                  unsigned filled) {
   __shared__ unsigned differs_any;
   if (threadIdx.x == 0)
     differs_any = 0;
   __syncthreads();
   unsigned differs = 0;
-  const int step = static_cast<int>(blockDim.x);
-  for (int i0 = static_cast<int>(threadIdx.x); i0 < n; i0 += step * kKeptBatch) {
+  const int step = static_cast<int>(gridDim.x * blockDim.x);
+  for (int i0 = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i0 < n;
+       i0 += step * kKeptBatch) {
     std::int64_t v[kKeptBatch];
 #pragma unroll
     for (int u = 0; u < kKeptBatch; ++u) {
@@ -308,7 +314,42 @@ __device__ int kept_index_match(const I* idx, std::int64_t stride, int n, const 
   if (differs != 0)
     atomicOr(&differs_any, differs);
   __syncthreads(); // (every thread has also read the words)
-  const unsigned same = filled & ~differs_any;
+  return differs_any;
+}
+
+template <class I>
+__device__ int kept_index_match(const I* idx, std::int64_t stride, int n, const KeptIndex& kept) {
+  if (kept.words == nullptr)
+    return -1;
+  // Only the deciding block writes the words, after every block has read them: all read the same.
+  unsigned filled = 0;
+#pragma unroll
+  for (int s = 0; s < kKeptSlots; ++s)
+    filled |= kept.words[s] != 0 ? 1u << s : 0u;
+  if (filled == 0) // nothing to compare: the first block sorts
+    return blockIdx.x == 0 ? -1 : kKeptOtherBlock;
+  unsigned differs = block_differs(idx, stride, n, kept, filled);
+  if (gridDim.x > 1) {
+    __shared__ bool deciding;
+    __shared__ unsigned differs_all;
+    if (threadIdx.x == 0) {
+      if (differs != 0)
+        atomicOr(reinterpret_cast<unsigned*>(kept.words + kKeptDiffers), differs);
+      __threadfence(); // this block's differences before its ticket
+      const unsigned long long ticket = atomicAdd(kept.words + kKeptArrived, 1ull);
+      deciding = ticket == gridDim.x - 1;
+      if (deciding) { // every other block's differences are in: take them, and reset both words
+        __threadfence();
+        differs_all = atomicExch(reinterpret_cast<unsigned*>(kept.words + kKeptDiffers), 0u);
+        kept.words[kKeptArrived] = 0;
+      }
+    }
+    __syncthreads();
+    if (!deciding)
+      return kKeptOtherBlock;
+    differs = differs_all;
+  }
+  const unsigned same = filled & ~differs;
   if (same == 0)
     return -1;
   const int slot = __ffs(static_cast<int>(same)) - 1;
@@ -362,7 +403,9 @@ __device__ void keep_index(const I* idx, std::int64_t stride, int n, const KeptI
 // search for the first key >= k. The kernel writes *bad itself (the first bad position, or all
 // ones): no memset before it. Two shapes: 32-bit keys and values, 11 a thread (values may be
 // carried 32-bit payloads), and 16-bit keys and positions, 16 a thread (the exchanges take half the
-// shared memory: up to 16384 positions and 65535 targets, no carried values).
+// shared memory: up to 16384 positions and 65535 targets, no carried values). Given kept indices,
+// the launch has a block per kKeptMatchPositions positions for the comparison, and the sort runs
+// in the one that decides.
 constexpr int kBlockThreads = 1024;
 
 template <class Key, class Val, int Items, class I>
@@ -371,8 +414,8 @@ __global__ void __launch_bounds__(kBlockThreads)
                       const int* values32, std::int64_t vstride, int* vals_out, int* offsets,
                       unsigned long long* bad, KeptIndex kept) {
   using Sort = cub::BlockRadixSort<Key, kBlockThreads, Items, Val>;
-  if (kept_index_match(idx, stride, n, kept) >= 0) { // a kept sort's result stands
-    if (bad != nullptr && threadIdx.x == 0)
+  if (const int match = kept_index_match(idx, stride, n, kept); match != -1) {
+    if (match >= 0 && bad != nullptr && threadIdx.x == 0) // a kept sort's result stands
       *bad = ~0ull;
     return;
   }
@@ -439,10 +482,10 @@ static_assert(kBlockSort16MaxPositions <= 65536 && kBlockSort16MaxKeys <= 65535)
 // gives the offsets. (3) Each warp walks its slice again and places its positions: lanes with the
 // same key take consecutive places in lane order. Slices, chunks and lanes follow position order,
 // so the sort is stable. Keys outside [0, m) lower *bad and count as key 0, as in the other sorts.
-// The block has 32 warps: all of them compare the index with the kept copies and copy it into a
-// slot (a training's usual call: the same index every epoch in a fresh tensor, where 8 warps took
-// about 10 us to find the match on Cora's 13264 positions), the first 8 count and place (their
-// 16-bit counters fill the shared memory).
+// The block has 32 warps: all of them compare the index with the kept copies (with the other
+// blocks of the launch, KeptIndex) and copy it into a slot (a training's usual call: the same
+// index every epoch in a fresh tensor, where 8 warps took about 10 us to find the match on Cora's
+// 13264 positions), the first 8 count and place (their 16-bit counters fill the shared memory).
 constexpr int kBlockCountWarps = 8;
 constexpr int kBlockCountThreads = 1024;
 static_assert(kBlockCountThreads % 32 == 0 && kBlockCountThreads / 32 >= kBlockCountWarps);
@@ -462,8 +505,8 @@ __global__ void __launch_bounds__(kBlockCountThreads)
   __shared__ unsigned long long first_bad;
   __shared__ unsigned short cnt[kBlockCountWarps * kBlockCountMaxKeys]; // [warp][key]
   const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
-  if (kept_index_match(idx, stride, n, kept) >= 0) { // a kept sort's result stands
-    if (bad != nullptr && threadIdx.x == 0)
+  if (const int match = kept_index_match(idx, stride, n, kept); match != -1) {
+    if (match >= 0 && bad != nullptr && threadIdx.x == 0) // a kept sort's result stands
       *bad = ~0ull;
     return;
   }
@@ -548,15 +591,16 @@ void block_sort(const I* idx, std::int64_t stride, const int* values32, std::int
                 KeptIndex kept) {
   const int n = static_cast<int>(b.n), m = static_cast<int>(b.num_keys);
   const int bits = key_bits(b.num_keys + 1);
+  const unsigned grid = kept_match_blocks(n, kept); // the sort itself runs in one of them
   if (b.block_count)
-    block_count_kernel<I><<<1, kBlockCountThreads, 0, stream>>>(
+    block_count_kernel<I><<<grid, kBlockCountThreads, 0, stream>>>(
         idx, stride, n, m, values32, vstride, b.vals_out, b.offsets, bad, kept);
   else if (b.block16)
     block_sort_kernel<unsigned short, unsigned short, kBlockItems16>
-        <<<1, kBlockThreads, 0, stream>>>(idx, stride, n, m, bits, nullptr, 0, b.vals_out,
-                                          b.offsets, bad, kept);
+        <<<grid, kBlockThreads, 0, stream>>>(idx, stride, n, m, bits, nullptr, 0, b.vals_out,
+                                             b.offsets, bad, kept);
   else
-    block_sort_kernel<int, int, kBlockItems32><<<1, kBlockThreads, 0, stream>>>(
+    block_sort_kernel<int, int, kBlockItems32><<<grid, kBlockThreads, 0, stream>>>(
         idx, stride, n, m, bits, values32, vstride, b.vals_out, b.offsets, bad, kept);
   SAMEBITS_CUDA_CHECK_LAUNCH("block_sort_kernel");
 }

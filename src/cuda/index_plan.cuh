@@ -111,14 +111,20 @@ void sort_pairs_and_offsets(const SortBuffers& b, cudaStream_t stream);
 // the first equal slot it points the two addresses at that slot's result and sets *bad to all ones:
 // nothing is sorted or copied. Otherwise it sorts into an empty slot, or the least recently used
 // one, points the addresses there, and keeps the index's values with it when they were all in range
-// (else the slot is left empty). The sort's own vals_out and offsets are not written then. Every
-// thread of the block decides alike, and only this block, on one stream, touches the slots. The
-// one-block layouts only, and no carried values.
+// (else the slot is left empty). The sort's own vals_out and offsets are not written then. The
+// comparison is spread over a block per kKeptMatchPositions positions (each ORs the slots it saw
+// differ into words[kKeptDiffers] and takes a ticket from words[kKeptArrived]); the block that
+// arrives last decides, sorts when nothing matched, and sets both words back to zero for the
+// next call. Only the deciding block writes the slots, and only kernels on one stream touch them.
+// The one-block layouts only, and no carried values.
 constexpr int kKeptSlots = 4;
-constexpr int kKeptClock = kKeptSlots;      // words[kKeptClock]: the clock
-constexpr int kKeptChosen = kKeptSlots + 1; // words[kKeptChosen + 0, 1]: order and offsets to read
-constexpr int kKeptSorts = kKeptSlots + 3;  // words[kKeptSorts]: the sorts that ran
-constexpr int kKeptWords = kKeptSlots + 4;
+constexpr int kKeptClock = kKeptSlots;       // words[kKeptClock]: the clock
+constexpr int kKeptChosen = kKeptSlots + 1;  // words[kKeptChosen + 0, 1]: order and offsets to read
+constexpr int kKeptSorts = kKeptSlots + 3;   // words[kKeptSorts]: the sorts that ran
+constexpr int kKeptDiffers = kKeptSlots + 4; // words[kKeptDiffers]: slots found different so far
+constexpr int kKeptArrived = kKeptSlots + 5; // words[kKeptArrived]: blocks done comparing so far
+constexpr int kKeptWords = kKeptSlots + 6;
+constexpr int kKeptMatchPositions = 1024; // positions each comparing block takes
 struct KeptIndex {
   int* copy[kKeptSlots] = {};
   int* order[kKeptSlots] = {};

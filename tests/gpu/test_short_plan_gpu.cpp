@@ -146,16 +146,24 @@ TEST(ShortPlanGpu, AnIndexChangedInPlaceOrRestoredIsFollowed) {
     Tensor out0 = testing::random_normal({c.n, c.f}, c.dtype, seed + 2);
     for (int r = 0; r < 2; ++r)
       expect_same(scatter_three(out0, index, src), on_cpu(out0, index, src), "first index");
-    // One position moved to another target (the last one, so the sort's result differs).
-    Tensor one = first.clone();
-    if (c.index_dtype == DType::i64)
-      one.data<std::int64_t>()[c.e / 3] = (one.data<std::int64_t>()[c.e / 3] + 1) % c.n;
-    else
-      one.data<std::int32_t>()[c.e / 3] =
-          static_cast<std::int32_t>((one.data<std::int32_t>()[c.e / 3] + 1) % c.n);
-    copy(one.to(kGpu).view(), index.view());
-    for (int r = 0; r < 2; ++r)
-      expect_same(scatter_three(out0, index, src), on_cpu(out0, index, src), "one position");
+    // One position moved to another target (the next one, so the sort's result differs): the
+    // first, one in the middle and the last, so that each lies in another comparing block
+    // (kKeptMatchPositions), then the first index again.
+    for (const std::int64_t at : {std::int64_t{0}, c.e / 3, c.e - 1}) {
+      Tensor one = first.clone();
+      if (c.index_dtype == DType::i64)
+        one.data<std::int64_t>()[at] = (one.data<std::int64_t>()[at] + 1) % c.n;
+      else
+        one.data<std::int32_t>()[at] =
+            static_cast<std::int32_t>((one.data<std::int32_t>()[at] + 1) % c.n);
+      copy(one.to(kGpu).view(), index.view());
+      for (int r = 0; r < 2; ++r)
+        expect_same(scatter_three(out0, index, src), on_cpu(out0, index, src),
+                    "position " + std::to_string(at) + " moved");
+      copy(first.to(kGpu).view(), index.view());
+      expect_same(scatter_three(out0, index, src), on_cpu(out0, index, src),
+                  "first index after position " + std::to_string(at));
+    }
     copy(testing::random_index(c.e, c.n, c.index_dtype, seed + 3, kGpu).view(), index.view());
     expect_same(scatter_three(out0, index, src), on_cpu(out0, index, src), "all positions");
     copy(first.to(kGpu).view(), index.view());
