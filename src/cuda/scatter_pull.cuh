@@ -244,24 +244,31 @@ __global__ void pull_group_kernel(Pull<T> p, int group, PullReport r) {
       for (int c = 0; c < V; ++c)
         acc[c] = contribution(w.v[c], p.alpha, p.scaled);
     }
-    for (; s < e; s += B) {
-      // The batch's row numbers first, then its rows: two memory latencies a batch. Loaded in
-      // one loop, or under one condition (which the compiler merges back into one loop), each
-      // row's load sat beside the next row number's in the SASS and waited for its own number:
-      // about one latency a source, whatever B (sm_90 SASS of 7b5ff42; the hub of 169 sources
-      // set the 16 us of Cora's pull whether 4, 8, 16 or 32 rows were in flight). Past the
-      // target's last source the number read is the last one's: in bounds, unused. The empty asm
-      // keeps the compiler from moving the row loads back among the number loads.
-      std::int64_t rows[B];
+    // Row numbers one batch ahead of their rows: a batch's rows and the next batch's numbers are
+    // in flight together, so a batch waits about one memory latency. With the numbers loaded in
+    // the same batch as their rows a batch waited two (Cora's hub of 169 sources set a pull's 11
+    // to 14 us on an H100 that way), and loaded in one loop with the rows, or under one condition
+    // (which the compiler merges back into one loop), each row's load sat beside its own number's
+    // in the SASS and waited for it: about one latency a source, whatever B (sm_90 SASS of
+    // 7b5ff42). Past the target's last source the number read is the last one's: in bounds,
+    // unused. The empty asm keeps the compiler from moving loads across it.
+    std::int64_t rows[B];
+    auto load_rows = [&](std::int64_t s0) {
 #pragma unroll
       for (int u = 0; u < B; ++u)
-        rows[u] = load_index(p.order, p.ord64, s + u < e ? s + u : e - 1);
-      asm volatile("" ::: "memory");
+        rows[u] = load_index(p.order, p.ord64, s0 + u < e ? s0 + u : e - 1);
+    };
+    if (s < e)
+      load_rows(s);
+    for (; s < e; s += B) {
       Pack<T, V> w[B];
 #pragma unroll
       for (int u = 0; u < B; ++u)
         if (s + u < e)
           w[u] = row_at(rows[u] * p.src_row);
+      if (s + B < e)
+        load_rows(s + B);
+      asm volatile("" ::: "memory");
 #pragma unroll
       for (int u = 0; u < B; ++u)
         if (s + u < e) {
