@@ -255,8 +255,9 @@ int key_bits(std::int64_t num_keys) {
 
 // --- a one-block sort's kept indices (KeptIndex) ----------------------------------------------
 //
-// The slot whose copy equals the index (-1: none), decided by the block that finishes comparing
-// last (kKeptOtherBlock in every other block, which then has nothing more to do). Block k compares
+// The slot whose copy equals the index (-1: none, the caller sorts), decided by the block that
+// finishes comparing last (kKeptOtherBlock in every other block, which then has nothing more to
+// do). Block k compares
 // positions k * blockDim + t, then steps of the grid, each with every filled slot: with a block
 // per kKeptMatchPositions positions, each thread loads one position and its copies at once. One
 // block reading Cora's 13264 positions and its copies took 8.7 us a call on an H100 (GCN on Cora
@@ -313,7 +314,7 @@ __device__ unsigned block_differs(const I* idx, std::int64_t stride, int n, cons
   }
   if (differs != 0)
     atomicOr(&differs_any, differs);
-  __syncthreads(); // (every thread has also read the words)
+  __syncthreads();
   return differs_any;
 }
 
@@ -321,14 +322,21 @@ template <class I>
 __device__ int kept_index_match(const I* idx, std::int64_t stride, int n, const KeptIndex& kept) {
   if (kept.words == nullptr)
     return -1;
-  // Only the deciding block writes the words, after every block has read them: all read the same.
-  unsigned filled = 0;
+  // The filled slots, read by one thread for its block. Only the deciding block writes the words,
+  // after every block has taken its ticket (so after every block has read them): all blocks read
+  // the same. With nothing filled the blocks still take their tickets, and the last one sorts: a
+  // block that sorted at once would write the words while others may not have read them yet.
+  __shared__ unsigned filled_words;
+  if (threadIdx.x == 0) {
+    unsigned f = 0;
 #pragma unroll
-  for (int s = 0; s < kKeptSlots; ++s)
-    filled |= kept.words[s] != 0 ? 1u << s : 0u;
-  if (filled == 0) // nothing to compare: the first block sorts
-    return blockIdx.x == 0 ? -1 : kKeptOtherBlock;
-  unsigned differs = block_differs(idx, stride, n, kept, filled);
+    for (int s = 0; s < kKeptSlots; ++s)
+      f |= kept.words[s] != 0 ? 1u << s : 0u;
+    filled_words = f;
+  }
+  __syncthreads();
+  const unsigned filled = filled_words;
+  unsigned differs = filled != 0 ? block_differs(idx, stride, n, kept, filled) : 0u;
   if (gridDim.x > 1) {
     __shared__ bool deciding;
     __shared__ unsigned differs_all;
