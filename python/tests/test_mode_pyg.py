@@ -67,9 +67,9 @@ def test_the_script_writes_its_rows_as_json(tmp_path):
 
 def test_modes_interleave_in_rounds_with_their_own_run_counts(tmp_path, monkeypatch):
     # --rounds spreads every mode's trainings over the rounds (round r runs each mode's r-th share
-    # in turn, in reverse order in odd rounds), --runs sets the trainings of torch default and run_to_run (equal rounds for the
-    # pair the no-cost claim compares), --ref-runs those of the other modes, and a mode that throws
-    # is reported as refused without stopping the others.
+    # in turn, in reverse order in odd rounds), --runs sets the trainings of torch default and
+    # run_to_run (equal rounds for the pair the no-cost claim compares), --ref-runs those of the
+    # other modes, and a mode that throws is reported as refused without stopping the others.
     import json
     order = []
 

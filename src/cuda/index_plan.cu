@@ -263,7 +263,6 @@ int key_bits(std::int64_t num_keys) {
 // block reading Cora's 13264 positions and its copies took 8.7 us a call on an H100 (GCN on Cora
 // under the mode, torch.profiler): one SM's bandwidth. On a match the chosen addresses name that
 // slot's result.
-constexpr int kKeptBatch = 8;
 constexpr int kKeptOtherBlock = -2;
 
 // Blocks for the comparison of n positions (one when nothing is kept: no comparison then).
@@ -292,25 +291,12 @@ __device__ unsigned block_differs(const I* idx, std::int64_t stride, int n, cons
   __syncthreads();
   unsigned differs = 0;
   const int step = static_cast<int>(gridDim.x * blockDim.x);
-  for (int i0 = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i0 < n;
-       i0 += step * kKeptBatch) {
-    std::int64_t v[kKeptBatch];
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += step) {
+    const auto v = static_cast<std::int64_t>(idx[i * stride]);
 #pragma unroll
-    for (int u = 0; u < kKeptBatch; ++u) {
-      const int i = i0 + u * step;
-      v[u] = i < n ? static_cast<std::int64_t>(idx[i * stride]) : 0;
-    }
-#pragma unroll
-    for (int s = 0; s < kKeptSlots; ++s) {
-      if ((filled >> s & 1u) == 0)
-        continue;
-#pragma unroll
-      for (int u = 0; u < kKeptBatch; ++u) {
-        const int i = i0 + u * step;
-        if (i < n && v[u] != kept.copy[s][i])
-          differs |= 1u << s;
-      }
-    }
+    for (int s = 0; s < kKeptSlots; ++s)
+      if ((filled >> s & 1u) != 0 && v != kept.copy[s][i])
+        differs |= 1u << s;
   }
   if (differs != 0)
     atomicOr(&differs_any, differs);
@@ -497,6 +483,8 @@ static_assert(kBlockSort16MaxPositions <= 65536 && kBlockSort16MaxKeys <= 65535)
 constexpr int kBlockCountWarps = 8;
 constexpr int kBlockCountThreads = 1024;
 static_assert(kBlockCountThreads % 32 == 0 && kBlockCountThreads / 32 >= kBlockCountWarps);
+// A position per thread in the comparison with the kept copies (kept_match_blocks).
+static_assert(kBlockThreads == kKeptMatchPositions && kBlockCountThreads == kKeptMatchPositions);
 // Each warp loads the keys (and carried values) of this many 32-position chunks before it counts
 // or places them: the loads are in flight together, where one chunk at a time waited for each.
 constexpr int kCountBatch = 8;

@@ -212,9 +212,9 @@ __device__ __forceinline__ bool group_slot(const Pull<T>& p, const PullReport& r
 }
 
 // A group of lanes per target (a power of two; several targets per warp when it is below 32),
-// lanes across features with V-wide loads, sequential over the sources: the row numbers of B
-// sources are loaded, then their rows, before their steps run, and the steps keep the ascending
-// order.
+// lanes across features with V-wide loads, sequential over the sources in batches of B: a batch's
+// rows are loaded with the next batch's row numbers before its steps run, and the steps keep the
+// ascending order.
 template <class T, int R, int V, int B>
 __global__ void pull_group_kernel(Pull<T> p, int group, PullReport r) {
   take_chosen_plan(p);
