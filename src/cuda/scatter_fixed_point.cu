@@ -40,23 +40,28 @@ struct FixedSite {
   std::int64_t src = 0, index = 0, target = 0, pos = 0; // pos: the position an error names
 };
 
-__device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_t e) {
+// The site of contribution e when s.rows.
+__device__ __forceinline__ FixedSite fixed_row_site(const FixedSites& s, std::int64_t e) {
   FixedSite r;
-  if (s.rows) {
-    std::int64_t i, f;
-    if (s.g.numel < (std::int64_t{1} << 32)) {
-      i = static_cast<unsigned>(e) / static_cast<unsigned>(s.F);
-      f = static_cast<unsigned>(e) - static_cast<unsigned>(i) * static_cast<unsigned>(s.F);
-    } else {
-      i = e / s.F;
-      f = e - i * s.F;
-    }
-    r.src = i * s.src_row + f;
-    r.index = i * s.istride;
-    r.target = f;
-    r.pos = i;
-    return r;
+  std::int64_t i, f;
+  if (s.g.numel < (std::int64_t{1} << 32)) {
+    i = static_cast<unsigned>(e) / static_cast<unsigned>(s.F);
+    f = static_cast<unsigned>(e) - static_cast<unsigned>(i) * static_cast<unsigned>(s.F);
+  } else {
+    i = e / s.F;
+    f = e - i * s.F;
   }
+  r.src = i * s.src_row + f;
+  r.index = i * s.istride;
+  r.target = f;
+  r.pos = i;
+  return r;
+}
+
+__device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_t e) {
+  if (s.rows)
+    return fixed_row_site(s, e);
+  FixedSite r;
   std::int64_t c[4];
   r.src = offset_of(e, s.g.size, s.g.src_st, s.g.nd, c);
   for (int j = 0; j < s.g.nd; ++j) {
@@ -72,42 +77,75 @@ __device__ __forceinline__ FixedSite fixed_site(const FixedSites& s, std::int64_
 // there): the loads of a batch are in flight together instead of one latency per site. Min, max
 // and integer sums do not depend on the order, so neither do the bits.
 constexpr int kSiteBatch = 4;
+// Sites a thread of the cluster kernel keeps in registers from the check to the sums, when every
+// thread has at most this many (16384 sites: a GCNConv degree count on Cora has 13264). With 1024
+// threads a block (64 registers a thread), 4 spill a register.
+constexpr int kKeptSites = 2;
+
+// A thread's batch of sites e0, e0 + step, ... (up to kSiteBatch, below n): each one's index
+// value, the position an error names, its target before the index's part and its source value.
+// Loaded together, then checked and summed from registers.
+template <int N = kSiteBatch> struct SiteBatch {
+  std::int64_t index[N], pos[N], target[N];
+  float v[N];
+};
+
+// (RowsOnly: the caller knows s.rows, and the general sites' code is left out.)
+template <bool RowsOnly = false, int N>
+__device__ __forceinline__ void load_site_batch(const FixedSites& s, const float* src,
+                                                const void* idx, bool is64, std::int64_t e0,
+                                                std::int64_t step, SiteBatch<N>& b) {
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    const std::int64_t e = e0 + u * step;
+    if (e < s.g.numel) {
+      const FixedSite site = RowsOnly ? fixed_row_site(s, e) : fixed_site(s, e);
+      b.index[u] = load_index(idx, is64, site.index);
+      b.v[u] = src[site.src];
+      b.pos[u] = site.pos;
+      b.target[u] = site.target;
+    }
+  }
+}
+
+// A thread's running check: the first bad position, max |c| over finite c, any non-finite c.
+struct SiteCheck {
+  unsigned long long bad = ULLONG_MAX;
+  double mx = 0;
+  unsigned sp = 0;
+};
+
+template <int N>
+__device__ __forceinline__ void check_site_batch(const FixedSites& s, const SiteBatch<N>& b,
+                                                 std::int64_t e0, std::int64_t step, float alpha,
+                                                 bool scaled, SiteCheck& c) {
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    if (e0 + u * step >= s.g.numel)
+      break;
+    if ((b.index[u] < 0 || b.index[u] >= s.g.M) &&
+        static_cast<unsigned long long>(b.pos[u]) < c.bad)
+      c.bad = static_cast<unsigned long long>(b.pos[u]);
+    const double v = contribution(b.v[u], alpha, scaled);
+    if (isfinite(v))
+      c.mx = fmax(c.mx, fabs(v));
+    else
+      c.sp = 1;
+  }
+}
 
 // One thread's share of the check, sites first, first + step, ...: the first bad position, max |c|
 // and whether a contribution is not finite, published into *res.
 __device__ __forceinline__ void check_sites(const FixedSites& s, const float* src, const void* idx,
                                             bool is64, float alpha, bool scaled, std::int64_t first,
                                             std::int64_t step, CheckResult* res) {
-  unsigned long long bad = ULLONG_MAX;
-  double mx = 0;
-  unsigned sp = 0;
+  SiteCheck c;
   for (std::int64_t e0 = first; e0 < s.g.numel; e0 += step * kSiteBatch) {
-    std::int64_t m[kSiteBatch], pos[kSiteBatch];
-    float v[kSiteBatch];
-#pragma unroll
-    for (int u = 0; u < kSiteBatch; ++u) { // the batch's loads first, then its checks
-      const std::int64_t e = e0 + u * step;
-      if (e < s.g.numel) {
-        const FixedSite site = fixed_site(s, e);
-        m[u] = load_index(idx, is64, site.index);
-        v[u] = src[site.src];
-        pos[u] = site.pos;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kSiteBatch; ++u) {
-      if (e0 + u * step >= s.g.numel)
-        break;
-      if ((m[u] < 0 || m[u] >= s.g.M) && static_cast<unsigned long long>(pos[u]) < bad)
-        bad = static_cast<unsigned long long>(pos[u]);
-      const double c = contribution(v[u], alpha, scaled);
-      if (isfinite(c))
-        mx = fmax(mx, fabs(c));
-      else
-        sp = 1;
-    }
+    SiteBatch<> b; // the batch's loads first, then its checks
+    load_site_batch(s, src, idx, is64, e0, step, b);
+    check_site_batch(s, b, e0, step, alpha, scaled, c);
   }
-  publish_check(bad, mx, sp, res);
+  publish_check(c.bad, c.mx, c.sp, res);
 }
 
 __global__ void fixed_check_kernel(FixedSites s, const float* src, const void* idx, bool is64,
@@ -193,6 +231,47 @@ __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
   }
 }
 
+// A checked batch as the sums need it: each site's target as out's element number (below
+// kFixedOneBlockMaxTargets: an int) and its source value. Smaller than SiteBatch, so that it stays
+// in registers across the cluster's syncs.
+template <int N> struct SummedSites {
+  int target[N];
+  float v[N];
+};
+
+template <int N>
+__device__ __forceinline__ SummedSites<N> summed_sites(const FixedSites& s, const SiteBatch<N>& b) {
+  SummedSites<N> r;
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    r.target[u] = static_cast<int>(b.target[u] + b.index[u] * s.target_mult);
+    r.v[u] = b.v[u];
+  }
+  return r;
+}
+
+// A batch's integer sums into a block's shared `acc` (the non-finite ones' bits into its byte
+// masks).
+template <int N>
+__device__ __forceinline__ void
+add_site_batch(const FixedSites& s, const SummedSites<N>& b, std::int64_t e0, std::int64_t step,
+               float alpha, bool scaled, int shift, unsigned long long* acc, unsigned* mask) {
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    if (e0 + u * step >= s.g.numel)
+      break;
+    const int t = b.target[u];
+    const double c = contribution(b.v[u], alpha, scaled);
+    if (!isfinite(c)) {
+      atomicOr(mask + t / 4, special_bit(c) << (8 * (t % 4)));
+      continue;
+    }
+    const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
+    if (q != 0)
+      atomicAdd(acc + t, q);
+  }
+}
+
 // The integer sums of one block's share of the sites (first, first + step, ...) into its shared
 // `acc` (and the non-finite ones' bits into its byte masks), the batch's loads before its adds.
 __device__ __forceinline__ void sum_sites_shared(const FixedSites& s, const float* src,
@@ -200,32 +279,10 @@ __device__ __forceinline__ void sum_sites_shared(const FixedSites& s, const floa
                                                  bool scaled, int shift, std::int64_t first,
                                                  std::int64_t step, unsigned long long* acc,
                                                  unsigned* mask) {
-  const std::int64_t n = s.g.numel;
-  for (std::int64_t e0 = first; e0 < n; e0 += step * kSiteBatch) {
-    std::int64_t t[kSiteBatch];
-    float v[kSiteBatch];
-#pragma unroll
-    for (int u = 0; u < kSiteBatch; ++u) {
-      const std::int64_t e = e0 + u * step;
-      if (e < n) {
-        const FixedSite site = fixed_site(s, e);
-        t[u] = site.target + load_index(idx, is64, site.index) * s.target_mult;
-        v[u] = src[site.src];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kSiteBatch; ++u) {
-      if (e0 + u * step >= n)
-        break;
-      const double c = contribution(v[u], alpha, scaled);
-      if (!isfinite(c)) {
-        atomicOr(mask + t[u] / 4, special_bit(c) << (8 * (t[u] % 4)));
-        continue;
-      }
-      const auto q = static_cast<unsigned long long>(__double2ll_rn(scale_pow2(c, shift)));
-      if (q != 0)
-        atomicAdd(acc + t[u], q);
-    }
+  for (std::int64_t e0 = first; e0 < s.g.numel; e0 += step * kSiteBatch) {
+    SiteBatch<> b;
+    load_site_batch(s, src, idx, is64, e0, step, b);
+    add_site_batch(s, summed_sites(s, b), e0, step, alpha, scaled, shift, acc, mask);
   }
 }
 
@@ -287,13 +344,40 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
     publish_one_launch(r, res, sink, at);
 }
 
+// The combined check of a cluster's blocks (min, max and or of their `mine`), for every thread of
+// the calling block: warp 0's lane k reads block k's through distributed shared memory, all
+// blocks' reads in flight together, and the warp combines them.
+// (A template: cooperative_groups::cluster_group exists only in code for sm_90 and later.)
+template <class Cluster>
+__device__ __forceinline__ void combine_cluster_checks(const Cluster& cl, CheckResult& mine,
+                                                       CheckResult& all) {
+  if (threadIdx.x < 32) {
+    const unsigned lane = threadIdx.x;
+    CheckResult c{ULLONG_MAX, 0, 0, 0};
+    if (lane < cl.num_blocks())
+      c = *cl.map_shared_rank(&mine, lane);
+    for (int o = 16; o > 0; o >>= 1) {
+      c.first_bad = min(c.first_bad, __shfl_xor_sync(0xffffffffu, c.first_bad, o));
+      c.max_bits = max(c.max_bits, __shfl_xor_sync(0xffffffffu, c.max_bits, o));
+      c.special |= __shfl_xor_sync(0xffffffffu, c.special, o);
+    }
+    if (lane == 0)
+      all = c;
+  }
+  __syncthreads();
+}
+
 // The same launch over a cluster of blocks (compute capability 9 and later; ops/scatter_choice.hpp:
 // fixed_point_blocks), for the calls one block's threads take too long over (a GCNConv degree
 // count on Cora: 13264 sites, 25 us in one block). Block k checks and sums the sites k * threads +
 // i (i < threads), then steps of the cluster's threads, into its own shared memory; the blocks
 // then combine their checks (min, max and or) and block k finishes the targets k * threads + i,
 // then steps, from the sums of every block, read through distributed shared memory. The integers
-// add in any order, so the bits are those of one block.
+// add in any order, so the bits are those of one block. Kept (chosen in run_fixed_point: rows,
+// and at most kKeptSites sites a thread): the sums come from the registers the check loaded, not
+// from a second load. (A kernel of its own: with the general path beside it, the loaded values
+// spilled.)
+template <bool Kept>
 __global__ void __launch_bounds__(kFixedOneBlockThreads)
     fixed_cluster_kernel(FixedSites s, const float* src, const void* idx, bool is64, float alpha,
                          bool scaled, float* out, CheckResult* res, DeferredSink sink,
@@ -306,40 +390,49 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
   __shared__ unsigned long long acc[kFixedOneBlockMaxTargets];
   __shared__ unsigned mask[kFixedOneBlockMaxTargets / 4];
   const std::int64_t n = s.g.numel, targets = s.g.out_numel;
-  clear_block_sums(mine, acc, mask, targets);
   const std::int64_t first = std::int64_t{rank} * blockDim.x + threadIdx.x,
                      step = std::int64_t{blocks} * blockDim.x;
-  check_sites(s, src, idx, is64, alpha, scaled, first, step, &mine);
-  cluster.sync(); // every block's check is in
-  if (threadIdx.x == 0) {
-    CheckResult c{ULLONG_MAX, 0, 0, 0};
-    for (unsigned k = 0; k < blocks; ++k) {
-      const CheckResult* o = cluster.map_shared_rank(&mine, k);
-      c.first_bad = min(c.first_bad, o->first_bad);
-      c.max_bits = max(c.max_bits, o->max_bits);
-      c.special |= o->special;
-    }
-    all = c;
+  SiteBatch<kKeptSites> loaded;
+  if constexpr (Kept) // in flight while the sums clear
+    load_site_batch<true>(s, src, idx, is64, first, step, loaded);
+  clear_block_sums(mine, acc, mask, targets);
+  SummedSites<kKeptSites> kept; // only these stay live across the syncs
+  if constexpr (Kept) {
+    SiteCheck c;
+    check_site_batch(s, loaded, first, step, alpha, scaled, c);
+    kept = summed_sites(s, loaded);
+    publish_check(c.bad, c.mx, c.sp, &mine);
+  } else {
+    check_sites(s, src, idx, is64, alpha, scaled, first, step, &mine);
   }
-  __syncthreads();
+  cluster.sync(); // every block's check is in
+  combine_cluster_checks(cluster, mine, all);
   int shift = 0;
   const bool ok = checked_shift(&all, n, shift); // the same answer in every block
-  if (ok)
+  if (ok && Kept)
+    add_site_batch(s, kept, first, step, alpha, scaled, shift, acc, mask);
+  else if (ok)
     sum_sites_shared(s, src, idx, is64, alpha, scaled, shift, first, step, acc, mask);
   cluster.sync(); // every block's sums are in
   if (ok)
     for (std::int64_t t = first; t < targets; t += step) {
+      float& o = out[offset_of(t, s.g.out_size, s.g.out_st, s.g.nd)];
+      const float before = o;
+      unsigned long long part[kFixedClusterBlocks]; // every block's sum in flight together
+#pragma unroll
+      for (int k = 0; k < kFixedClusterBlocks; ++k)
+        part[k] = static_cast<unsigned>(k) < blocks ? cluster.map_shared_rank(acc, k)[t] : 0;
       unsigned long long q = 0;
+#pragma unroll
+      for (int k = 0; k < kFixedClusterBlocks; ++k)
+        q += part[k];
       unsigned mk = 0;
-      for (unsigned k = 0; k < blocks; ++k) {
-        q += cluster.map_shared_rank(acc, k)[t];
-        if (all.special != 0)
+      if (all.special != 0)
+        for (unsigned k = 0; k < blocks; ++k)
           mk |= mask_byte(cluster.map_shared_rank(mask, k), t);
-      }
       if (q == 0 && mk == 0)
         continue;
-      float& o = out[offset_of(t, s.g.out_size, s.g.out_st, s.g.nd)];
-      o = finished_target(o, static_cast<long long>(q), mk, shift);
+      o = finished_target(before, static_cast<long long>(q), mk, shift);
     }
   cluster.sync(); // no block leaves while another reads its shared memory
   if (rank == 0 && threadIdx.x == 0)
@@ -365,28 +458,31 @@ cudaLaunchConfig_t cluster_launch(int blocks, cudaStream_t stream, cudaLaunchAtt
   return cfg;
 }
 
-// Whether fixed_cluster_kernel can run its clusters on the current device: the binary holds its
-// sm_90 code (one that only has PTX of an older architecture for it, a build for sm_80 alone run
-// on an H100, gets the trapping body), and a cluster of kFixedClusterBlocks blocks of its size
-// fits (not where a context has too few multiprocessors). Otherwise the one block runs. Asked
-// once per device.
+// Whether both fixed_cluster_kernel instances can run their clusters on the current device: the
+// binary holds their sm_90 code (one that only has PTX of an older architecture for it, a build for
+// sm_80 alone run on an H100, gets the trapping body), and a cluster of kFixedClusterBlocks blocks
+// of its size fits (not where a context has too few multiprocessors). Otherwise the one block runs.
+// Asked once per device.
 bool cluster_kernel_runs() {
   static std::array<std::atomic<int>, 64> known{}; // 0 unknown, 1 no, 2 yes
   int device = 0;
   SAMEBITS_CUDA_CHECK(cudaGetDevice(&device));
-  auto ask = [] {
+  auto runs = [](auto kernel) {
     cudaFuncAttributes attr{};
-    SAMEBITS_CUDA_CHECK(cudaFuncGetAttributes(&attr, fixed_cluster_kernel));
+    SAMEBITS_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
     if (attr.ptxVersion < 90)
-      return 1;
+      return false;
     cudaLaunchAttribute cluster{};
     const cudaLaunchConfig_t cfg = cluster_launch(kFixedClusterBlocks, nullptr, cluster);
     int fit = 0;
-    if (cudaOccupancyMaxActiveClusters(&fit, fixed_cluster_kernel, &cfg) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg) != cudaSuccess) {
       (void)cudaGetLastError(); // not a sticky error: the one block runs
-      return 1;
+      return false;
     }
-    return fit > 0 ? 2 : 1;
+    return fit > 0;
+  };
+  auto ask = [&] {
+    return runs(fixed_cluster_kernel<false>) && runs(fixed_cluster_kernel<true>) ? 2 : 1;
   };
   if (device < 0 || static_cast<std::size_t>(device) >= known.size())
     return ask() == 2;
@@ -508,9 +604,12 @@ void run_fixed_point(const ScatterArgs& a, const Workspace& ws) {
     } else {
       cudaLaunchAttribute cluster{};
       const cudaLaunchConfig_t cfg = cluster_launch(blocks, stream, cluster);
-      SAMEBITS_CUDA_CHECK(cudaLaunchKernelEx(&cfg, fixed_cluster_kernel, s, src,
-                                             static_cast<const void*>(a.index.data), is64, alpha,
-                                             scaled, out, res, sink, at));
+      // Rows of at most kKeptSites sites a thread: the kernel that keeps them in registers.
+      const bool kept =
+          s.rows && s.g.numel <= std::int64_t{blocks} * kFixedOneBlockThreads * kKeptSites;
+      SAMEBITS_CUDA_CHECK(cudaLaunchKernelEx(
+          &cfg, kept ? fixed_cluster_kernel<true> : fixed_cluster_kernel<false>, s, src,
+          static_cast<const void*>(a.index.data), is64, alpha, scaled, out, res, sink, at));
       SAMEBITS_CUDA_CHECK_LAUNCH("fixed_cluster_kernel");
     }
     if (defer)

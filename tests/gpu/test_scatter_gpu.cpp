@@ -431,15 +431,17 @@ TEST(ScatterGpu, FixedPointScatterAddAnyShapeIsItsDefinition) {
     }
     const Tensor want = fixed_point_reference(out0, adds);
     Tensor gsrc = src.to(kGpu), gdense = dense.to(kGpu), keep_out, keep_src;
-    for (bool alt : {false, true})
+    // Every launch: the cluster's kernel for sites of any shape (not rows) included.
+    for (const detail::ScatterTuning& t : kFixedLaunches)
       for (bool strided : {false, true}) {
-        LaunchConfig lc(alt);
+        const detail::TuningGuard<detail::ScatterTuning> tuned(t);
         Tensor out = out0.to(kGpu);
         TensorView o = strided ? testing::strided_copy(out, keep_out) : out.view();
         TensorView s = strided ? testing::strided_copy(gsrc, keep_src) : gsrc.view();
         scatter_add(o, c.dim, gdense, s, {.level = kR2r});
         EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
-        EXPECT_TRUE(bitwise_equal(o, want)) << "strided " << strided << " alt " << alt;
+        EXPECT_TRUE(bitwise_equal(o, want))
+            << "strided " << strided << " alt " << t.alternative << " blocks " << t.fixed_blocks;
       }
   }
 }
