@@ -232,3 +232,26 @@ def test_check_refuses_a_missing_script_and_a_keep_folder_it_would_overwrite(tmp
         assert message in capsys.readouterr().err, argv
     assert a_file.read_text() == "the user's"
     assert (kept / "run1.trace").read_text() == "an earlier run's"
+
+
+# find_nondeterminism and calibrate check what they are given the same way, before fn runs once.
+@pytest.mark.parametrize("name", ["find_nondeterminism", "calibrate"])
+@pytest.mark.parametrize("fn, runs, error, message", [
+    (42, 2, TypeError, "fn must be callable, not int"),
+    (lambda: 0, 2.0, TypeError, "runs must be an int, not float"),
+    (lambda: 0, True, TypeError, "runs must be an int, not bool"),
+    (lambda: 0, 1, ValueError, "runs=1; .* needs at least 2 runs"),
+    (lambda: 0, -3, ValueError, "runs=-3; .* needs at least 2 runs"),
+])
+def test_bad_function_or_run_count_is_refused_before_any_run(name, fn, runs, error, message):
+    from samebits.torch.calibration import calibrate
+    called = []
+
+    def counted(*a, **k):
+        called.append(1)
+        return fn(*a, **k)
+
+    target = {"find_nondeterminism": find_nondeterminism, "calibrate": calibrate}[name]
+    with pytest.raises(error, match=f"^{name}: {message}"):
+        target(counted if callable(fn) else fn, runs)
+    assert not called

@@ -14,13 +14,12 @@ import json
 import math
 import os
 import platform
-import random
-import sys
 from typing import Any, Callable
 
 import torch
 
 from .. import _files
+from ._runs import check_runs, seed_generators
 
 __all__ = ["calibrate", "Calibrator"]
 
@@ -174,14 +173,6 @@ def save(tolerances: dict[str, Any], path: str | os.PathLike) -> None:
     _files.commit(target)
 
 
-def _seed(seed: int) -> None:
-    random.seed(seed)
-    torch.manual_seed(seed)
-    np = sys.modules.get("numpy")
-    if np is not None:
-        np.random.seed(seed)
-
-
 def calibrate(
     fn: Callable[..., Any],
     runs: int = 20,
@@ -202,18 +193,13 @@ def calibrate(
         samebits.testing.assert_close(model.lin.weight, reference, "tol.json", "lin.weight")
 
     A deterministic fn calibrates to zero: the check then demands the same values."""
-    if not callable(fn):
-        raise TypeError(f"calibrate: fn must be callable, not {type(fn).__name__}")
-    if not isinstance(runs, int) or isinstance(runs, bool):
-        raise TypeError(f"calibrate: runs must be an int, not {type(runs).__name__}")
-    if runs < 2:
-        raise ValueError(f"calibrate: runs={runs}; a spread needs at least 2 runs")
+    check_runs("calibrate", fn, runs, "a spread")
     if path is not None:  # refused before fn runs, not after
         path = _files.output_target(path, "samebits.torch.calibrate")
     cal = Calibrator(safety_factor, rel_floor)
     for _ in range(runs):
         if seed is not None:
-            _seed(seed)
+            seed_generators(seed)
         for name, t in _named(fn(*args, **(kwargs or {}))).items():
             cal.add(name, t)
     name = getattr(fn, "__qualname__", type(fn).__name__)

@@ -46,14 +46,14 @@ def _record(o: argparse.Namespace) -> int:
     """Runs the script once in this process under a trace, as `python script.py args` would."""
     import torch
 
-    from .finder import _seed
+    from ._runs import seed_generators
     from .tracing import trace
 
     if o.deterministic:
         torch.use_deterministic_algorithms(True)
     sys.argv = [o.script] + o.args
     sys.path.insert(0, os.path.dirname(os.path.abspath(o.script)))
-    _seed(o.seed)
+    seed_generators(o.seed)
     with trace(o.record, stats=not o.no_stats, context=o.context, recorder=o.recorder):
         try:
             runpy.run_path(o.script, run_name="__main__")

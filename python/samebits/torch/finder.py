@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -22,6 +20,7 @@ from typing import Any, Callable
 import torch
 
 from .. import _files
+from ._runs import check_runs, seed_generators
 from .tracing import trace
 
 __all__ = ["find_nondeterminism", "compare_traces", "read_trace", "Report", "Difference"]
@@ -285,14 +284,6 @@ def compare_traces(paths: list[str]) -> Report:
     return report
 
 
-def _seed(seed: int) -> None:
-    random.seed(seed)
-    torch.manual_seed(seed)
-    np = sys.modules.get("numpy")
-    if np is not None:
-        np.random.seed(seed)
-
-
 def _traced_run(fn: Callable[..., Any], args: tuple, kwargs: dict, path: str, seed: int,
                 deterministic: bool | None, stats: bool, context: str,
                 recorder: str = "auto") -> None:
@@ -302,7 +293,7 @@ def _traced_run(fn: Callable[..., Any], args: tuple, kwargs: dict, path: str, se
     if deterministic is not None:
         torch.use_deterministic_algorithms(deterministic)
     try:
-        _seed(seed)
+        seed_generators(seed)
         with trace(path, stats=stats, context=context, recorder=recorder):
             fn(*args, **kwargs)
     finally:
@@ -361,12 +352,7 @@ def find_nondeterminism(
         raise ValueError(
             f"find_nondeterminism: recorder is 'auto', 'cpp' or 'python', not {recorder!r}"
         )
-    if not callable(fn):
-        raise TypeError(f"find_nondeterminism: fn must be callable, not {type(fn).__name__}")
-    if not isinstance(runs, int) or isinstance(runs, bool):
-        raise TypeError(f"find_nondeterminism: runs must be an int, not {type(runs).__name__}")
-    if runs < 2:
-        raise ValueError(f"find_nondeterminism: runs={runs}; comparing needs at least 2")
+    check_runs("find_nondeterminism", fn, runs, "comparing")
     if deterministic not in (None, True, False):
         raise TypeError(f"find_nondeterminism: deterministic is None, True or False, not "
                         f"{deterministic!r}")
