@@ -4,8 +4,8 @@
 # inference benchmark, and PyTorch's reference figures, writing everything under $OUT.
 #
 #   bench/device.sh [steps]     steps: any of build,test,sanitize,bench,experiment,tools,torch,
-#                               python, pyg, pygprofile and hostcost (after python), profile
-#                               (default: all but profile, pygprofile and hostcost)
+#                               python, pyg, pygprofile, pygncu and hostcost (after python),
+#                               profile (default: all but profile, pygprofile, pygncu and hostcost)
 #
 # The Debian development packages samebits builds against travel as .deb files in .device/debs
 # (git-ignored; see docs/device.md) and are unpacked into .device/root; PyTorch's reference script
@@ -230,6 +230,24 @@ if has pygprofile; then
     echo "-- $model" | tee -a "$log"
     head -8 "$OUT/pyg_profile_$model.txt" | grep -v Warning | tee -a "$log"
   done
+fi
+if has pygncu; then
+  # The covered scatters' kernels in a PyG training under the mode, under ncu: duration, speed of
+  # light, occupancy, launch shape and warp stall reasons (why a short pull or check takes the time
+  # it does). PYG_MODELS' first model (default gcn); NCU_KERNELS, a regex of kernel names;
+  # NCU_COUNT kernels profiled after NCU_SKIP (120: about the warm-up training's).
+  # $OUT/ncu_pyg_MODEL.csv, a summary in the log.
+  model=${PYG_MODELS:-gcn}
+  model=${model%% *}
+  say "ncu: the mode's kernels in a $model training"
+  PYTHONPATH=$PWD/.device/python timeout 400 ncu --csv --page raw --print-units base \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --metrics smsp__cycles_active.avg,sm__cycles_elapsed.avg \
+    --kernel-name "regex:${NCU_KERNELS:-pull_|fixed_cluster|block_count|block_sort}" \
+    --launch-skip "${NCU_SKIP:-120}" --launch-count "${NCU_COUNT:-24}" \
+    python3 python/bench/pyg_mode_training.py --model "$model" --trainings 2 \
+    >"$OUT/ncu_pyg_$model.csv" 2>"$OUT/ncu_pyg_$model.err"
+  python3 bench/ncu_summary.py "$OUT/ncu_pyg_$model.csv" 2>&1 | tee -a "$log"
 fi
 if has hostcost; then
   # The host time of the mode's scatters, layer by layer (python/bench/host_cost.py:

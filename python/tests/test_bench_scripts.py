@@ -216,3 +216,15 @@ def test_flag_cost_times_each_op_both_ways_and_restores_the_settings(tmp_path):
     assert [r["replaced"] for r in got] == [True]
     assert torch.are_deterministic_algorithms_enabled() == was
     assert torch.utils.deterministic.fill_uninitialized_memory == fill
+
+
+def test_pyg_mode_training_trains_under_the_mode_with_one_weight_set():
+    # What device.sh's pygncu step runs under ncu, here on the CPU: the same weights each time.
+    pytest.importorskip("torch_geometric")
+    r = subprocess.run([sys.executable, str(BENCH / "pyg_mode_training.py"), "--device", "cpu",
+                        "--model", "gcn", "--trainings", "2", "--epochs", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [line.split(",")[0].split(":")[0] for line in lines] == ["training 1", "training 2"]
+    assert lines[0].split(",")[0].split()[-1] == lines[1].split(",")[0].split()[-1]
