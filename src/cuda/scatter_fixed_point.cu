@@ -81,8 +81,11 @@ constexpr int kSiteBatch = 4;
 // thread has at most this many (16384 sites: a GCNConv degree count on Cora has 13264). With 1024
 // threads a block (64 registers a thread), 4 spill a register.
 constexpr int kKeptSites = 2;
+// So every rows call of the cluster keeps its sites; the general instance serves the other shapes.
+static_assert(kFixedOneBlockMaxContributions <=
+              std::int64_t{kFixedClusterBlocks} * kFixedOneBlockThreads * kKeptSites);
 
-// A thread's batch of sites e0, e0 + step, ... (up to kSiteBatch, below n): each one's index
+// A thread's batch of sites e0, e0 + step, ... (up to N, below n; zeros past n): each one's index
 // value, the position an error names, its target before the index's part and its source value.
 // Loaded together, then checked and summed from registers.
 template <int N = kSiteBatch> struct SiteBatch {
@@ -104,6 +107,9 @@ __device__ __forceinline__ void load_site_batch(const FixedSites& s, const float
       b.v[u] = src[site.src];
       b.pos[u] = site.pos;
       b.target[u] = site.target;
+    } else {
+      b.index[u] = b.pos[u] = b.target[u] = 0;
+      b.v[u] = 0;
     }
   }
 }
@@ -231,9 +237,11 @@ __global__ void fixed_finish_kernel(Geo4 g, std::int64_t n, float* out,
   }
 }
 
-// A checked batch as the sums need it: each site's target as out's element number (below
-// kFixedOneBlockMaxTargets: an int) and its source value. Smaller than SiteBatch, so that it stays
-// in registers across the cluster's syncs.
+// A batch as the sums need it: each site's target as out's element number and its source value.
+// Once the check has passed, every target is below kFixedOneBlockMaxTargets (an int); before that
+// (the cluster computes it first) a bad index gives a meaningless one that no sum uses, computed
+// in unsigned arithmetic so that no index value overflows. Smaller than SiteBatch, so that it
+// stays in registers across the cluster's syncs.
 template <int N> struct SummedSites {
   int target[N];
   float v[N];
@@ -244,7 +252,9 @@ __device__ __forceinline__ SummedSites<N> summed_sites(const FixedSites& s, cons
   SummedSites<N> r;
 #pragma unroll
   for (int u = 0; u < N; ++u) {
-    r.target[u] = static_cast<int>(b.target[u] + b.index[u] * s.target_mult);
+    r.target[u] = static_cast<int>(static_cast<std::uint64_t>(b.target[u]) +
+                                   static_cast<std::uint64_t>(b.index[u]) *
+                                       static_cast<std::uint64_t>(s.target_mult));
     r.v[u] = b.v[u];
   }
   return r;
@@ -409,10 +419,12 @@ __global__ void __launch_bounds__(kFixedOneBlockThreads)
   combine_cluster_checks(cluster, mine, all);
   int shift = 0;
   const bool ok = checked_shift(&all, n, shift); // the same answer in every block
-  if (ok && Kept)
-    add_site_batch(s, kept, first, step, alpha, scaled, shift, acc, mask);
-  else if (ok)
+  if constexpr (Kept) {
+    if (ok)
+      add_site_batch(s, kept, first, step, alpha, scaled, shift, acc, mask);
+  } else if (ok) {
     sum_sites_shared(s, src, idx, is64, alpha, scaled, shift, first, step, acc, mask);
+  }
   cluster.sync(); // every block's sums are in
   if (ok)
     for (std::int64_t t = first; t < targets; t += step) {

@@ -76,8 +76,9 @@ std::vector<Line> scatter_lines(const Query& c) {
                         ? "fixed_check_kernel, fixed_add_kernel, fixed_finish_kernel"
                     : fixed_point_blocks(c.n * c.features, 9) > 1
                         ? "fixed_cluster_kernel over a cluster of 8 blocks on GPUs of compute "
-                          "capability 9 and later, fixed_one_block_kernel before them (check, "
-                          "sums and finish in one launch)"
+                          "capability 9 and later (rows keep their values in registers from the "
+                          "check to the sums), fixed_one_block_kernel before them (check, sums "
+                          "and finish in one launch)"
                         : "fixed_one_block_kernel (check, sums and finish in one launch)",
                     fits ? "takes" : "does not take"));
   }

@@ -449,7 +449,8 @@ TEST(ScatterGpu, FixedPointScatterAddAnyShapeIsItsDefinition) {
 // A cluster of blocks (each summing its share of the contributions) gives one block's bits where
 // the sums, the non-finite values and the first bad index come from different blocks: Cora's
 // degree counts, a hub that takes every contribution, rows of 4, with infinities and NaNs spread
-// over every block's share or none.
+// over every block's share or none. Rows (index_add) take the cluster kernel that keeps its sites
+// in registers; a dense index (scatter_add, every element its own target row) the general one.
 TEST(ScatterGpu, FixedPointClusterGivesOneBlocksBits) {
   SAMEBITS_REQUIRE_CUDA();
   int device = 0, major = 0;
@@ -459,12 +460,15 @@ TEST(ScatterGpu, FixedPointClusterGivesOneBlocksBits) {
     GTEST_SKIP() << "no thread block clusters before compute capability 9: one block runs";
   struct S {
     std::int64_t e, n, f;
+    bool dense;
   };
-  for (const S sh : {S{13264, 2708, 1}, S{16384, 4096, 1}, S{4000, 1, 1}, S{4096, 1000, 4}})
+  for (const S sh : {S{13264, 2708, 1, false}, S{16384, 4096, 1, false}, S{4000, 1, 1, false},
+                     S{4096, 1000, 4, false}, S{4096, 1000, 4, true}, S{3000, 7, 4, true}})
     for (const bool specials : {false, true}) {
       const auto seed = fresh_seed();
-      SCOPED_TRACE(::testing::Message() << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f
-                                        << " specials " << specials << " seed " << seed);
+      SCOPED_TRACE(::testing::Message()
+                   << "E=" << sh.e << " N=" << sh.n << " F=" << sh.f << " dense " << sh.dense
+                   << " specials " << specials << " seed " << seed);
       Tensor src = testing::random_normal({sh.e, sh.f}, DType::f32, seed);
       if (specials) {
         const float inf = std::numeric_limits<float>::infinity();
@@ -473,31 +477,42 @@ TEST(ScatterGpu, FixedPointClusterGivesOneBlocksBits) {
         for (int k = 0; k < 40; ++k)
           src.data<float>()[gen() % static_cast<std::uint64_t>(src.numel())] = put[k % 3];
       }
-      Tensor index = testing::random_index(sh.e, sh.n, DType::i64, seed + 1);
+      // Rows: one index value per row; dense: one per element, its positions numbered flat.
+      const std::int64_t positions = sh.dense ? sh.e * sh.f : sh.e;
+      Tensor index = testing::random_index(positions, sh.n, DType::i64, seed + 1);
+      if (sh.dense)
+        index = Tensor::copy_of(index.view().reshape({sh.e, sh.f}));
       Tensor out0 = testing::random_normal({sh.n, sh.f}, DType::f32, seed + 2);
-      Tensor gsrc = src.to(kGpu), gidx = index.to(kGpu);
+      Tensor gsrc = src.to(kGpu);
+      auto add = [&](Tensor& out, const Tensor& gidx) {
+        if (sh.dense)
+          scatter_add(out, 0, gidx, gsrc, {.level = kR2r});
+        else
+          index_add(out, gidx, gsrc, 1.0, {.level = kR2r});
+      };
+      Tensor gidx = index.to(kGpu);
       Tensor outs[2];
       for (const int blocks : {1, detail::kFixedClusterBlocks}) {
         const detail::TuningGuard<detail::ScatterTuning> tuned({.fixed_blocks = blocks});
         Tensor& out = outs[blocks == 1 ? 0 : 1];
         out = out0.to(kGpu);
-        index_add(out, gidx, gsrc, 1.0, {.level = kR2r});
+        add(out, gidx);
         EXPECT_NE(last_explain().find("ran cuda.fixed_point"), std::string::npos) << last_explain();
       }
       EXPECT_TRUE(bitwise_equal(outs[0], outs[1]));
       // Bad indices in the shares of two blocks: the first one is named, nothing is written.
       Tensor bad = index.clone();
-      bad.data<std::int64_t>()[sh.e - 3] = sh.n;
-      bad.data<std::int64_t>()[sh.e / 2 + 7] = -1;
+      bad.data<std::int64_t>()[positions - 3] = sh.n;
+      bad.data<std::int64_t>()[positions / 2 + 7] = -1;
       Tensor gbad = bad.to(kGpu);
       for (const int blocks : {1, detail::kFixedClusterBlocks}) {
         const detail::TuningGuard<detail::ScatterTuning> tuned({.fixed_blocks = blocks});
         Tensor out = out0.to(kGpu);
         try {
-          index_add(out, gbad, gsrc, 1.0, {.level = kR2r});
+          add(out, gbad);
           ADD_FAILURE() << "no error, blocks " << blocks;
         } catch (const IndexOutOfRange& e) {
-          EXPECT_NE(std::string(e.what()).find("position " + std::to_string(sh.e / 2 + 7)),
+          EXPECT_NE(std::string(e.what()).find("position " + std::to_string(positions / 2 + 7)),
                     std::string::npos)
               << e.what();
         }
