@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,3 +41,23 @@ def functions(binary, names=None):
         elif cur is not None and "/*" in line and ";" in line:
             cur.append(line.split("*/", 1)[1].split(";")[0].strip())
     return funcs
+
+
+def check_or_list(tool, doc, check, line):
+    """The command line of a tool that checks a binary or lists per function:
+    `TOOL --check BINARY` returns check(BINARY); `TOOL BINARY REGEX` prints line(instructions, name)
+    for every function whose mangled name matches REGEX (an error when none does)."""
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        return check(sys.argv[2])
+    if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
+        sys.exit(doc)
+    pattern = re.compile(sys.argv[2])
+    found = False
+    for name, instructions in functions(sys.argv[1]).items():
+        if pattern.search(name):
+            found = True
+            print(line(instructions, name))
+    if not found:
+        sys.exit(f"{tool}: no function matches {pattern.pattern}")
+    return 0

@@ -13,7 +13,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sass import cuobjdump, functions  # noqa: E402
+from sass import check_or_list, cuobjdump, functions  # noqa: E402
 
 LOCAL = re.compile(r"^(@!?U?P\w+\s+)?(STL|LDL)\b")
 
@@ -51,19 +51,9 @@ def check(binary):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        return check(sys.argv[2])
-    if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
-        sys.exit(__doc__)
-    pattern = re.compile(sys.argv[2])
-    found = False
-    for name, instructions in functions(sys.argv[1]).items():
-        if pattern.search(name):
-            found = True
-            print(f"{local_instructions(instructions):5d} local-memory instructions  {name}")
-    if not found:
-        sys.exit(f"sass_local: no function matches {pattern.pattern}")
-    return 0
+    return check_or_list(
+        "sass_local", __doc__, check,
+        lambda ins, name: f"{local_instructions(ins):5d} local-memory instructions  {name}")
 
 
 if __name__ == "__main__":

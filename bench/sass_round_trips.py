@@ -22,7 +22,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sass import cuobjdump, functions  # noqa: E402
+from sass import check_or_list, cuobjdump, functions  # noqa: E402
 
 LATENCY = 10000  # cycles: far above a listing's length, so that the count is in round trips
 NO_DESTINATION = ("ST", "RED", "BRA", "EXIT", "BAR", "MEMBAR", "ERRBAR", "BSSY", "BSYNC", "NOP",
@@ -93,19 +93,8 @@ def check(binary):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        return check(sys.argv[2])
-    if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
-        sys.exit(__doc__)
-    pattern = re.compile(sys.argv[2])
-    found = False
-    for name, instructions in functions(sys.argv[1]).items():
-        if pattern.search(name):
-            found = True
-            print(f"{round_trips(instructions):7.2f} round trips  {name}")
-    if not found:
-        sys.exit(f"sass_round_trips: no function matches {pattern.pattern}")
-    return 0
+    return check_or_list("sass_round_trips", __doc__, check,
+                         lambda ins, name: f"{round_trips(ins):7.2f} round trips  {name}")
 
 
 if __name__ == "__main__":
